@@ -1,0 +1,111 @@
+//! Writing captures: classic pcap (what tcpdump writes) and a minimal pcapng,
+//! used by the lab and by tests that build captures in memory.
+
+use std::io::{self, Write};
+
+use tcpdoctor_wire::{LinkType, Timestamp};
+
+/// Writes a pcap file with nanosecond timestamps in little-endian order.
+pub struct PcapWriter<W: Write> {
+    out: W,
+}
+
+impl<W: Write> PcapWriter<W> {
+    pub fn new(mut out: W, link: LinkType, snaplen: u32) -> io::Result<Self> {
+        out.write_all(&0xA1B2_3C4Du32.to_le_bytes())?;
+        out.write_all(&2u16.to_le_bytes())?;
+        out.write_all(&4u16.to_le_bytes())?;
+        out.write_all(&[0; 8])?;
+        out.write_all(&snaplen.to_le_bytes())?;
+        out.write_all(&link.to_raw().to_le_bytes())?;
+        Ok(PcapWriter { out })
+    }
+
+    pub fn write_packet(&mut self, ts: Timestamp, data: &[u8], orig_len: u32) -> io::Result<()> {
+        let ns = ts.nanos();
+        let sec = ns.div_euclid(1_000_000_000) as u32;
+        let frac = ns.rem_euclid(1_000_000_000) as u32;
+        self.out.write_all(&sec.to_le_bytes())?;
+        self.out.write_all(&frac.to_le_bytes())?;
+        self.out.write_all(&(data.len() as u32).to_le_bytes())?;
+        self.out.write_all(&orig_len.to_le_bytes())?;
+        self.out.write_all(data)
+    }
+
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+}
+
+/// Writes a little-endian pcapng section; each interface gets its own
+/// timestamp resolution (`tsresol`, as in the `if_tsresol` option byte).
+pub struct PcapNgWriter<W: Write> {
+    out: W,
+    resolutions: Vec<u8>,
+}
+
+impl<W: Write> PcapNgWriter<W> {
+    pub fn new(mut out: W) -> io::Result<Self> {
+        // SHB: type, length 28, byte-order magic, version 1.0, section length -1.
+        out.write_all(&0x0A0D_0D0Au32.to_le_bytes())?;
+        out.write_all(&28u32.to_le_bytes())?;
+        out.write_all(&0x1A2B_3C4Du32.to_le_bytes())?;
+        out.write_all(&1u16.to_le_bytes())?;
+        out.write_all(&0u16.to_le_bytes())?;
+        out.write_all(&(-1i64).to_le_bytes())?;
+        out.write_all(&28u32.to_le_bytes())?;
+        Ok(PcapNgWriter {
+            out,
+            resolutions: Vec::new(),
+        })
+    }
+
+    /// Adds an interface; returns its id.
+    pub fn add_interface(&mut self, link: LinkType, snaplen: u32, tsresol: u8) -> io::Result<u32> {
+        // IDB with one option (if_tsresol) and opt_endofopt.
+        let len: u32 = 20 + 8 + 4;
+        self.out.write_all(&1u32.to_le_bytes())?;
+        self.out.write_all(&len.to_le_bytes())?;
+        self.out.write_all(&(link.to_raw() as u16).to_le_bytes())?;
+        self.out.write_all(&0u16.to_le_bytes())?;
+        self.out.write_all(&snaplen.to_le_bytes())?;
+        self.out.write_all(&9u16.to_le_bytes())?;
+        self.out.write_all(&1u16.to_le_bytes())?;
+        self.out.write_all(&[tsresol, 0, 0, 0])?;
+        self.out.write_all(&[0, 0, 0, 0])?;
+        self.out.write_all(&len.to_le_bytes())?;
+        self.resolutions.push(tsresol);
+        Ok((self.resolutions.len() - 1) as u32)
+    }
+
+    /// Writes an enhanced packet block; `units` is the timestamp in the interface's resolution.
+    pub fn write_packet(&mut self, iface: u32, units: u64, data: &[u8], orig_len: u32) -> io::Result<()> {
+        let padded = (data.len() + 3) & !3;
+        let len = (32 + padded) as u32;
+        self.out.write_all(&6u32.to_le_bytes())?;
+        self.out.write_all(&len.to_le_bytes())?;
+        self.out.write_all(&iface.to_le_bytes())?;
+        self.out.write_all(&((units >> 32) as u32).to_le_bytes())?;
+        self.out.write_all(&(units as u32).to_le_bytes())?;
+        self.out.write_all(&(data.len() as u32).to_le_bytes())?;
+        self.out.write_all(&orig_len.to_le_bytes())?;
+        self.out.write_all(data)?;
+        self.out.write_all(&vec![0u8; padded - data.len()])?;
+        self.out.write_all(&len.to_le_bytes())
+    }
+
+    /// Writes a block of a type this reader must skip.
+    pub fn write_unknown_block(&mut self, block_type: u32, body: &[u8]) -> io::Result<()> {
+        let padded = (body.len() + 3) & !3;
+        let len = (12 + padded) as u32;
+        self.out.write_all(&block_type.to_le_bytes())?;
+        self.out.write_all(&len.to_le_bytes())?;
+        self.out.write_all(body)?;
+        self.out.write_all(&vec![0u8; padded - body.len()])?;
+        self.out.write_all(&len.to_le_bytes())
+    }
+
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+}
