@@ -4,14 +4,19 @@
 #
 #   sudo bash bench/make-big-capture.sh [OUT]        (default OUT=bench/data/big.pcap)
 #
-# Phase 1: wrk with keep-alive (KA_SECS seconds, -c KA_CONNS).
+# Phase 1: wrk with keep-alive (-c KA_CONNS), a KA_SECS round then rounds sized from the
+#          measured rate, until the packets left for phase 2 are about what MIN_CONNS
+#          close-connections bring (PKTS_PER_CLOSE_CONN each).
 # Phase 2: wrk with "Connection: close" in rounds (sized from measured rates) until at least
 #          MIN_CONNS connections have been opened and MIN_PKTS packets crossed the veth.
+# The live counters (veth packet counters, the client's TcpActiveOpens) aim MARGIN_PCT past
+# the thresholds.
 # The finished file is then checked (packets with capinfos, connections = client SYNs) and the
 # script fails if either threshold is not met.
 #
 # Environment (defaults): MIN_PKTS=700000 MIN_CONNS=30000 KA_SECS=3 KA_CONNS=50
-#                         CLOSE_CONNS=50 CLOSE_CHUNK=2 MAX_CLOSE_SECS=120 MARGIN_PCT=5
+#                         CLOSE_CONNS=50 CLOSE_CHUNK=2 MAX_PHASE_SECS=120 MARGIN_PCT=5
+#                         PKTS_PER_CLOSE_CONN=12
 #                         TCPDUMP_BUF_KIB=262144 ALLOW_DROPS=0
 #
 # Only namespaces named tdbn-* created by this very run are touched; everything is cleaned up
@@ -20,11 +25,12 @@ set -euo pipefail
 
 MIN_PKTS=${MIN_PKTS:-700000}
 MIN_CONNS=${MIN_CONNS:-30000}
-KA_SECS=${KA_SECS:-3}
+KA_SECS=${KA_SECS:-3}           # first round of phase 1
 KA_CONNS=${KA_CONNS:-50}
 CLOSE_CONNS=${CLOSE_CONNS:-50}
 CLOSE_CHUNK=${CLOSE_CHUNK:-2}   # first (probe) round of phase 2
-MAX_CLOSE_SECS=${MAX_CLOSE_SECS:-120}
+MAX_PHASE_SECS=${MAX_PHASE_SECS:-120}
+PKTS_PER_CLOSE_CONN=${PKTS_PER_CLOSE_CONN:-12}   # measured: a Connection: close request is ~12 packets
 MARGIN_PCT=${MARGIN_PCT:-5}     # overshoot the live targets a little; the file is checked anyway
 TCPDUMP_BUF_KIB=${TCPDUMP_BUF_KIB:-262144}   # kernel ring: the default 2 MiB drops ~45% here
 
@@ -185,32 +191,44 @@ run_wrk() {  # run_wrk ARGS... ; in the background so cleanup can stop it by PID
     grep -E 'requests in|Requests/sec|errors' "$tmp/wrk.out" | sed 's/^ */    wrk: /' >&2 || true
 }
 
-log "phase 1: keep-alive, wrk -c $KA_CONNS -t 2 -d ${KA_SECS}s"
-run_wrk -c "$KA_CONNS" -t 2 -d "${KA_SECS}s"
-log "after phase 1: $(( $(veth_packets) - pk0 )) packets, $(( $(client_opens) - op0 )) connections"
-
 want_pk=$(( MIN_PKTS * (100 + MARGIN_PCT) / 100 ))
 want_op=$(( MIN_CONNS * (100 + MARGIN_PCT) / 100 ))
-# Phase 2 runs a short probe round, then rounds sized from the measured rates to land just past
-# both targets (wrk -d takes whole seconds, rounds are capped at 4 s so the estimate is refreshed).
-close_secs=0
-chunk=$CLOSE_CHUNK
-while :; do
-    pk=$(( $(veth_packets) - pk0 )); op=$(( $(client_opens) - op0 ))
-    [ "$pk" -ge "$want_pk" ] && [ "$op" -ge "$want_op" ] && break
-    [ "$close_secs" -ge "$MAX_CLOSE_SECS" ] && die "gave up after ${close_secs}s of phase 2: $pk packets, $op connections"
-    log "phase 2: Connection: close, wrk -c $CLOSE_CONNS -t 2 -d ${chunk}s (have $pk/$want_pk packets, $op/$want_op connections)"
-    run_wrk -c "$CLOSE_CONNS" -t 2 -d "${chunk}s" -H 'Connection: close'
-    close_secs=$(( close_secs + chunk ))
-    pk2=$(( $(veth_packets) - pk0 )); op2=$(( $(client_opens) - op0 ))
-    chunk=$(awk -v c="$chunk" -v dp=$((pk2 - pk)) -v dc=$((op2 - op)) \
-                -v np=$((want_pk - pk2)) -v nc=$((want_op - op2)) 'BEGIN {
-        s = 1
-        if (dp > 0 && np / (dp / c) > s) s = np / (dp / c)
-        if (dc > 0 && nc / (dc / c) > s) s = nc / (dc / c)
-        s = (s == int(s)) ? s : int(s) + 1
-        printf "%d", (s > 4) ? 4 : s }')
-done
+
+# drive LABEL FIRST_SECS WANT_PKTS WANT_CONNS WRK_ARGS...: run wrk rounds until the veth has
+# seen WANT_PKTS packets and the client has opened WANT_CONNS connections (both counted from
+# the start of the capture). The first round lasts FIRST_SECS; later rounds are sized from the
+# rates just measured (wrk -d takes whole seconds; capped at 4 s so the estimate is refreshed).
+# Sets drive_secs to the seconds wrk ran.
+drive() {
+    local label=$1 chunk=$2 wpk=$3 wop=$4 pk op pk2 op2
+    shift 4
+    drive_secs=0
+    while :; do
+        pk=$(( $(veth_packets) - pk0 )); op=$(( $(client_opens) - op0 ))
+        [ "$pk" -ge "$wpk" ] && [ "$op" -ge "$wop" ] && break
+        [ "$drive_secs" -ge "$MAX_PHASE_SECS" ] && die "gave up after ${drive_secs}s of $label: $pk packets, $op connections"
+        log "$label: wrk $* -d ${chunk}s (have $pk/$wpk packets, $op/$wop connections)"
+        run_wrk "$@" -d "${chunk}s"
+        drive_secs=$(( drive_secs + chunk ))
+        pk2=$(( $(veth_packets) - pk0 )); op2=$(( $(client_opens) - op0 ))
+        chunk=$(awk -v c="$chunk" -v dp=$((pk2 - pk)) -v dc=$((op2 - op)) \
+                    -v np=$((wpk - pk2)) -v nc=$((wop - op2)) 'BEGIN {
+            s = 1
+            if (dp > 0 && np / (dp / c) > s) s = np / (dp / c)
+            if (dc > 0 && nc / (dc / c) > s) s = nc / (dc / c)
+            s = (s == int(s)) ? s : int(s) + 1
+            printf "%d", (s > 4) ? 4 : s }')
+    done
+}
+
+# Phase 1 (keep-alive) leaves room for the packets phase 2 brings with its connections, so the
+# file lands just past both thresholds whatever the request rates on this run.
+ka_pk=$(( want_pk - want_op * PKTS_PER_CLOSE_CONN ))
+[ "$ka_pk" -gt 0 ] || ka_pk=1
+drive "phase 1 (keep-alive)" "$KA_SECS" "$ka_pk" 0 -c "$KA_CONNS" -t 2
+ka_secs=$drive_secs
+drive "phase 2 (Connection: close)" "$CLOSE_CHUNK" "$want_pk" "$want_op" -c "$CLOSE_CONNS" -t 2 -H 'Connection: close'
+close_secs=$drive_secs
 sleep 0.5   # let the last FIN/ACKs cross
 live_pk=$(( $(veth_packets) - pk0 )); live_op=$(( $(client_opens) - op0 ))
 stop_pid "$tcpdump_pid" INT; tcpdump_pid=""
@@ -219,7 +237,7 @@ dropped=$(awk '/dropped by kernel/ { print $1 }' "$tmp/tcpdump.err")
 if [ "${dropped:-0}" -gt 0 ] && [ "${ALLOW_DROPS:-0}" != 1 ]; then
     die "tcpdump dropped $dropped packets (the file would show losses that never happened); raise TCPDUMP_BUF_KIB or set ALLOW_DROPS=1"
 fi
-log "phase 2 ran ${close_secs}s; veth saw $live_pk packets, client opened $live_op connections"
+log "wrk ran ${ka_secs}s with keep-alive, ${close_secs}s with Connection: close; veth saw $live_pk packets, client opened $live_op connections"
 
 # ---- verify the file -----------------------------------------------------------------------
 packets=$(capinfos -c -M "$partial" | awk -F: '/Number of packets/ { gsub(/ /, "", $2); print $2 }')
@@ -239,4 +257,4 @@ echo "size:        $bytes bytes ($(awk -v b="$bytes" 'BEGIN { printf "%.1f", b /
 echo "packets:     $packets"
 echo "SYNs:        $syns (retries included)"
 echo "connections: $conns"
-printf 'built in:    %.1f s (phase 1 %ss keep-alive, phase 2 %ss Connection: close)\n' "$elapsed" "$KA_SECS" "$close_secs"
+printf 'built in:    %.1f s (phase 1 %ss keep-alive, phase 2 %ss Connection: close)\n' "$elapsed" "$ka_secs" "$close_secs"

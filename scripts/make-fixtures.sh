@@ -321,28 +321,51 @@ wait_http() {
 # capture
 
 # cap_tcpdump NS IFACE OUT [tcpdump options...]: start tcpdump, wait until it listens.
+# --immediate-mode makes libpcap use a TPACKET_V2 ring of snaplen-sized slots (only ~128 slots of
+# 256 KiB in 32 MiB): fine at a few thousand packets/s, but it drops under wrk at full speed.
+# Captures bounded by -c (they end by themselves, so no ring block is lost on SIGINT) therefore
+# use the default TPACKET_V3 block ring instead.
 cap_tcpdump() {
-    local ns=$1 iface=$2 out=$3
+    local ns=$1 iface=$2 out=$3 mode=(--immediate-mode -U) a
     shift 3
-    spawn "cap-$(basename "$out")" "$ns" tcpdump -n -Z root --immediate-mode -U -i "$iface" -w "$out" "$@" tcp
+    for a in "$@"; do [[ $a == -c ]] && mode=(); done
+    sleep 0.5   # let the readiness-check connections finish (their last ACK crosses the delay line)
+    spawn "cap-$(basename "$out")" "$ns" tcpdump -n -Z root "${mode[@]}" -B 32768 -i "$iface" -w "$out" "$@" tcp
     CAP_PID=$BG_PID
-    wait_text "$TMP/cap-$(basename "$out").err" "listening on" 10 "$CAP_PID"
+    CAP_ERR=$TMP/cap-$(basename "$out").err
+    wait_text "$CAP_ERR" "listening on" 10 "$CAP_PID"
 }
 
 # cap_dumpcap NS IFACE OUT [dumpcap options...]: pcapng via dumpcap.
 cap_dumpcap() {
     local ns=$1 iface=$2 out=$3
     shift 3
-    spawn "cap-$(basename "$out")" "$ns" dumpcap -n -i "$iface" -f tcp -w "$out" "$@"
+    sleep 0.5   # let the readiness-check connections finish
+    spawn "cap-$(basename "$out")" "$ns" dumpcap -n -B 32 -i "$iface" -f tcp -w "$out" "$@"
     CAP_PID=$BG_PID
-    wait_text "$TMP/cap-$(basename "$out").err" "Capturing on" 10 "$CAP_PID"
+    CAP_ERR=$TMP/cap-$(basename "$out").err
+    wait_text "$CAP_ERR" "Capturing on" 10 "$CAP_PID"
     sleep 0.3   # dumpcap prints before its first poll
 }
 
-# cap_stop: give the capture a second to flush, then stop it (it may have exited via -c).
+# cap_stop: give the capture a second to flush, then stop it (it may have exited via -c), and
+# fail if the kernel dropped packets (a capture with holes would show phantom losses).
 cap_stop() {
     sleep 1
     stop_pid "$CAP_PID" INT
+    local err=$CAP_ERR drops
+    drops=$(awk '/packets dropped by kernel/ { print $1 }
+                 /^Packets received\/dropped/ { split($NF, a, "/"); print a[2] + 0 }' "$err" 2>/dev/null |
+            awk '{ s += $1 } END { print s + 0 }')
+    check "capture dropped $drops packets in the kernel == 0" "$drops == 0"
+}
+
+# check_clean FILE: no segment the capture missed, no retransmission, no reordering.
+check_clean() {
+    local n
+    n=$(tshark -r "$1" -Y 'tcp.analysis.lost_segment || tcp.analysis.ack_lost_segment || tcp.analysis.retransmission || tcp.analysis.out_of_order' \
+        -T fields -e frame.number 2>/dev/null | wc -l)
+    check "$(basename "$1"): $n lost/unseen/retransmitted/out-of-order segments == 0" "$n == 0"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -410,6 +433,7 @@ install_fixture() {
     local size
     size=$(stat -c %s "$f")
     ((size < 1500000)) || die "$name is $size bytes (limit 1.5 MB)"
+    check_clean "$f"
     install -m 0644 "$f" "$FIX/$name"
     line="$name $* $(describe "$FIX/$name")"
     touch "$MEASURE"

@@ -1,0 +1,605 @@
+//! Per-connection state and its update on each segment.
+
+use std::net::SocketAddr;
+
+use tcpdoctor_wire::{TcpSegment, Timestamp};
+
+use crate::{Dir, SegKind, Segment, Seq};
+
+/// A point in the capture: when, and which frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mark {
+    pub ts: Timestamp,
+    pub frame: u64,
+}
+
+/// How the client/server roles were decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoleSource {
+    /// The client sent the SYN.
+    Syn,
+    /// The handshake's SYN was not captured; the SYN-ACK sender is the server.
+    SynAck,
+    /// No handshake captured: the endpoint with the lower (well-known) port is the server.
+    Port,
+}
+
+impl RoleSource {
+    pub fn describe(self) -> &'static str {
+        match self {
+            RoleSource::Syn => "syn",
+            RoleSource::SynAck => "syn-ack",
+            RoleSource::Port => "port-guess",
+        }
+    }
+}
+
+/// The three-way handshake as captured.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Handshake {
+    /// The last SYN before the SYN-ACK (the one the server answered).
+    pub syn: Option<Mark>,
+    pub first_syn: Option<Mark>,
+    pub syn_count: u32,
+    pub synack: Option<Mark>,
+    pub synack_count: u32,
+    /// The client's ACK of the SYN-ACK.
+    pub ack: Option<Mark>,
+}
+
+impl Handshake {
+    /// Capture point → server → capture point (SYN to SYN-ACK).
+    pub fn server_side_ns(&self) -> Option<i64> {
+        Some(self.synack?.ts.since(self.syn?.ts))
+    }
+
+    /// Capture point → client → capture point (SYN-ACK to ACK).
+    pub fn client_side_ns(&self) -> Option<i64> {
+        Some(self.ack?.ts.since(self.synack?.ts))
+    }
+
+    /// The full round trip between the endpoints, whatever the vantage point.
+    pub fn rtt_ns(&self) -> Option<i64> {
+        Some(self.server_side_ns()? + self.client_side_ns()?)
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Sent {
+    end: Seq,
+    ts: Timestamp,
+    retransmitted: bool,
+}
+
+const SENT_RING: usize = 16;
+
+/// One direction of a connection: what one endpoint sent and advertised.
+#[derive(Debug, Clone)]
+pub struct Half {
+    pub addr: SocketAddr,
+    /// The base of relative sequence numbers (the ISN when the SYN was seen).
+    pub base: Seq,
+    base_known: bool,
+    pub syn_seen: bool,
+    pub mss: Option<u16>,
+    /// The window scale option this endpoint sent in its SYN.
+    pub window_scale_option: Option<u8>,
+    /// The shift applied to this endpoint's windows; `None` when unknown.
+    pub window_shift: Option<u8>,
+    pub sack_permitted: bool,
+    pub timestamps: bool,
+    /// Highest sequence number sent (exclusive end).
+    pub snd_max: Seq,
+    snd_init: bool,
+    /// Highest sequence number of this side's data acknowledged by the peer.
+    pub una: Seq,
+    una_init: bool,
+    /// The window this endpoint last advertised, scaled.
+    pub window: u32,
+    pub packets: u64,
+    pub data_packets: u64,
+    /// Payload bytes sent for the first time.
+    pub bytes: u64,
+    pub retransmissions: u64,
+    pub retransmitted_bytes: u64,
+    pub keepalives: u64,
+    /// Sequence jumps: data the capture did not see.
+    pub gaps: u64,
+    pub largest_segment: u32,
+    pub max_in_flight: u32,
+    /// Smallest and largest window advertised after the handshake.
+    pub window_min: Option<u32>,
+    pub window_max: u32,
+    pub fin: Option<Mark>,
+    pub rst: Option<Mark>,
+    /// Minimum time from this side's data to the peer's ACK of it, from ACKs
+    /// that cover at least two full segments (those are never delayed,
+    /// RFC 1122 §4.2.3.2 / RFC 5681 §4.2) or the handshake: the round trip
+    /// between the capture point and the peer, without delayed-ACK waits.
+    pub rtt_to_peer_ns: Option<i64>,
+    pub rtt_samples: u32,
+    sent: [Sent; SENT_RING],
+    sent_len: usize,
+    sent_head: usize,
+}
+
+impl Half {
+    fn new(addr: SocketAddr) -> Half {
+        Half {
+            addr,
+            base: Seq(0),
+            base_known: false,
+            syn_seen: false,
+            mss: None,
+            window_scale_option: None,
+            window_shift: None,
+            sack_permitted: false,
+            timestamps: false,
+            snd_max: Seq(0),
+            snd_init: false,
+            una: Seq(0),
+            una_init: false,
+            window: 0,
+            packets: 0,
+            data_packets: 0,
+            bytes: 0,
+            retransmissions: 0,
+            retransmitted_bytes: 0,
+            keepalives: 0,
+            gaps: 0,
+            largest_segment: 0,
+            max_in_flight: 0,
+            window_min: None,
+            window_max: 0,
+            fin: None,
+            rst: None,
+            rtt_to_peer_ns: None,
+            rtt_samples: 0,
+            sent: [Sent::default(); SENT_RING],
+            sent_len: 0,
+            sent_head: 0,
+        }
+    }
+
+    /// Bytes sent and not yet acknowledged.
+    pub fn in_flight(&self) -> u32 {
+        if self.snd_init && self.una_init {
+            self.snd_max.distance_from(self.una)
+        } else {
+            0
+        }
+    }
+
+    /// The MSS to reason with: the announced one, else the largest segment
+    /// seen below 9000 bytes, else Ethernet's 1460.
+    pub fn effective_mss(&self) -> u32 {
+        match self.mss {
+            Some(m) if m > 0 => u32::from(m),
+            _ if self.largest_segment > 0 && self.largest_segment <= 9000 => self.largest_segment,
+            _ => 1460,
+        }
+    }
+
+    fn rel(&self, s: Seq) -> u32 {
+        s.0.wrapping_sub(self.base.0)
+    }
+
+    fn remember(&mut self, end: Seq, ts: Timestamp, retransmitted: bool) {
+        let at = (self.sent_head + self.sent_len) % SENT_RING;
+        self.sent[at] = Sent {
+            end,
+            ts,
+            retransmitted,
+        };
+        if self.sent_len < SENT_RING {
+            self.sent_len += 1;
+        } else {
+            self.sent_head = (self.sent_head + 1) % SENT_RING;
+        }
+        // A retransmission taints earlier entries covering the same bytes (Karn).
+        if retransmitted {
+            for i in 0..self.sent_len {
+                let e = &mut self.sent[(self.sent_head + i) % SENT_RING];
+                if e.end >= end {
+                    e.retransmitted = true;
+                }
+            }
+        }
+    }
+
+    /// The send time of the segment ending exactly at `ack`, if it was sent once;
+    /// drops entries the ACK covers.
+    fn acked_sample(&mut self, ack: Seq) -> Option<Timestamp> {
+        let mut found = None;
+        while self.sent_len > 0 {
+            let e = self.sent[self.sent_head];
+            if e.end > ack {
+                break;
+            }
+            if e.end == ack && !e.retransmitted {
+                found = Some(e.ts);
+            }
+            self.sent_head = (self.sent_head + 1) % SENT_RING;
+            self.sent_len -= 1;
+        }
+        found
+    }
+}
+
+/// A request (client data) and the response that followed it (server data).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Exchange {
+    /// 0-based index within the connection.
+    pub index: u32,
+    pub request_first: Option<Mark>,
+    pub request_last: Option<Mark>,
+    pub request_bytes: u64,
+    /// The server's first ACK covering the whole request.
+    pub request_acked: Option<Mark>,
+    pub response_first: Option<Mark>,
+    pub response_last: Option<Mark>,
+    pub response_bytes: u64,
+    request_end: Seq,
+}
+
+impl Exchange {
+    pub fn start(&self) -> Option<Mark> {
+        self.request_first.or(self.response_first)
+    }
+
+    pub fn end(&self) -> Option<Mark> {
+        self.response_last.or(self.request_last)
+    }
+
+    /// Both a request and a response were seen.
+    pub fn is_complete(&self) -> bool {
+        self.request_first.is_some() && self.response_first.is_some()
+    }
+
+    /// First request byte to last response byte, at the capture point.
+    pub fn duration_ns(&self) -> i64 {
+        match (self.start(), self.end()) {
+            (Some(a), Some(b)) => b.ts.since(a.ts).max(0),
+            _ => 0,
+        }
+    }
+}
+
+pub(crate) enum Event<'a> {
+    Segment(Segment<'a>),
+    Exchange(Exchange),
+}
+
+/// One TCP connection.
+#[derive(Debug, Clone)]
+pub struct Connection {
+    /// 1-based, in order of first appearance.
+    pub id: u64,
+    pub role_source: RoleSource,
+    pub client: Half,
+    pub server: Half,
+    pub handshake: Handshake,
+    pub first: Mark,
+    pub last_ts: Timestamp,
+    pub packets: u64,
+    pub exchanges: u32,
+    current: Option<Exchange>,
+}
+
+impl Connection {
+    pub(crate) fn new(id: u64, frame: u64, ts: Timestamp, seg: &TcpSegment<'_>) -> Connection {
+        let src = SocketAddr::new(seg.src, seg.src_port);
+        let dst = SocketAddr::new(seg.dst, seg.dst_port);
+        let (role_source, client, server) = if seg.flags.syn() && !seg.flags.ack() {
+            (RoleSource::Syn, src, dst)
+        } else if seg.flags.syn() {
+            (RoleSource::SynAck, dst, src)
+        } else if server_port_guess(seg.src_port, seg.dst_port) {
+            (RoleSource::Port, dst, src)
+        } else {
+            (RoleSource::Port, src, dst)
+        };
+        Connection {
+            id,
+            role_source,
+            client: Half::new(client),
+            server: Half::new(server),
+            handshake: Handshake::default(),
+            first: Mark { ts, frame },
+            last_ts: ts,
+            packets: 0,
+            exchanges: 0,
+            current: None,
+        }
+    }
+
+    pub fn half(&self, dir: Dir) -> &Half {
+        match dir {
+            Dir::ClientToServer => &self.client,
+            Dir::ServerToClient => &self.server,
+        }
+    }
+
+    /// Whether both FINs or an RST were seen.
+    pub fn is_closed(&self) -> bool {
+        (self.client.fin.is_some() && self.server.fin.is_some())
+            || self.client.rst.is_some()
+            || self.server.rst.is_some()
+    }
+
+    /// The exchange in progress, if any.
+    pub fn current_exchange(&self) -> Option<&Exchange> {
+        self.current.as_ref()
+    }
+
+    pub(crate) fn take_exchange(&mut self) -> Option<Exchange> {
+        self.current.take()
+    }
+
+    /// Round trip between the endpoints: the handshake's if captured, else
+    /// the sum of the two capture-point-to-peer minimums.
+    pub fn path_rtt_ns(&self) -> Option<i64> {
+        self.handshake.rtt_ns().or_else(|| {
+            Some(self.client.rtt_to_peer_ns? + self.server.rtt_to_peer_ns?)
+        })
+    }
+
+    pub fn duration_ns(&self) -> i64 {
+        self.last_ts.since(self.first.ts).max(0)
+    }
+
+    /// A SYN on this tuple starts a new connection if this one is over or
+    /// carries a different initial sequence number after data flowed.
+    pub(crate) fn is_reused_by(&self, syn: &TcpSegment<'_>) -> bool {
+        if self.is_closed() {
+            return true;
+        }
+        let from_client = SocketAddr::new(syn.src, syn.src_port) == self.client.addr;
+        let active = self.client.bytes + self.server.bytes > 0;
+        from_client && self.client.syn_seen && Seq(syn.seq) != self.client.base && active
+    }
+
+    pub(crate) fn update<'p>(
+        &mut self,
+        frame: u64,
+        ts: Timestamp,
+        seg: &TcpSegment<'p>,
+        mut emit: impl FnMut(&Connection, Event<'p>),
+    ) {
+        let dir = if SocketAddr::new(seg.src, seg.src_port) == self.client.addr {
+            Dir::ClientToServer
+        } else {
+            Dir::ServerToClient
+        };
+        let mark = Mark { ts, frame };
+        self.packets += 1;
+        if ts > self.last_ts {
+            self.last_ts = ts;
+        }
+        let flags = seg.flags;
+        let (me, peer) = match dir {
+            Dir::ClientToServer => (&mut self.client, &mut self.server),
+            Dir::ServerToClient => (&mut self.server, &mut self.client),
+        };
+        me.packets += 1;
+        let seq = Seq(seg.seq);
+
+        // Handshake and options.
+        if flags.syn() {
+            if !me.syn_seen || me.base != seq {
+                me.base = seq;
+                me.base_known = true;
+            }
+            me.syn_seen = true;
+            me.mss = seg.options.mss.or(me.mss);
+            me.window_scale_option = seg.options.window_scale;
+            me.sack_permitted = seg.options.sack_permitted;
+            me.timestamps = seg.options.timestamps.is_some();
+            if flags.ack() {
+                // RFC 7323 §2.2: a SYN-ACK carries window scale only if the SYN
+                // did, so it alone tells whether scaling is on.
+                let scaling = seg.options.window_scale.is_some();
+                me.window_shift = Some(seg.options.window_scale.unwrap_or(0));
+                peer.window_shift = match (scaling, peer.syn_seen) {
+                    (false, _) => Some(0),
+                    (true, true) => peer.window_scale_option,
+                    (true, false) => None,
+                };
+                if !scaling {
+                    me.window_shift = Some(0);
+                }
+                self.handshake.synack_count += 1;
+                if self.handshake.synack.is_none() {
+                    self.handshake.synack = Some(mark);
+                }
+            } else {
+                self.handshake.syn_count += 1;
+                if self.handshake.first_syn.is_none() {
+                    self.handshake.first_syn = Some(mark);
+                }
+                if self.handshake.synack.is_none() {
+                    self.handshake.syn = Some(mark);
+                }
+            }
+        } else if !me.base_known {
+            me.base = seq.add(u32::MAX);
+            me.base_known = true;
+        }
+
+        // The window this segment advertises (RFC 7323 §2.2: never scaled on SYNs).
+        let window = if flags.syn() {
+            u32::from(seg.window)
+        } else {
+            u32::from(seg.window) << me.window_shift.unwrap_or(0)
+        };
+        me.window = window;
+        if !flags.syn() && !flags.rst() {
+            me.window_min = Some(me.window_min.map_or(window, |w| w.min(window)));
+            me.window_max = me.window_max.max(window);
+        }
+
+        // Classify by the sender's sequence space.
+        let len = seg.payload_len;
+        let end = seq.add(seg.seq_len());
+        let mut new_bytes = 0u32;
+        let kind = if flags.syn() {
+            if !me.snd_init || end > me.snd_max {
+                me.snd_max = end;
+                me.snd_init = true;
+            }
+            SegKind::Syn
+        } else if len == 0 {
+            if !me.snd_init {
+                me.snd_max = end;
+                me.snd_init = true;
+            } else if end > me.snd_max {
+                me.snd_max = end;
+            }
+            SegKind::Ack
+        } else if !me.snd_init || seq >= me.snd_max {
+            if me.snd_init && seq > me.snd_max {
+                me.gaps += 1;
+            }
+            me.snd_max = end;
+            me.snd_init = true;
+            new_bytes = len;
+            SegKind::NewData
+        } else if end <= me.snd_max {
+            let all_acked = me.una_init && me.una >= me.snd_max.add(u32::MAX);
+            if len <= 1 && end == me.snd_max && all_acked {
+                me.keepalives += 1;
+                SegKind::KeepAliveOrProbe
+            } else {
+                me.retransmissions += 1;
+                me.retransmitted_bytes += u64::from(len);
+                SegKind::Retransmission
+            }
+        } else {
+            // Overlaps old data and extends it: a retransmission carrying new bytes.
+            new_bytes = end.distance_from(me.snd_max);
+            me.snd_max = end;
+            me.retransmissions += 1;
+            me.retransmitted_bytes += u64::from(len - new_bytes.min(len));
+            SegKind::Retransmission
+        };
+        if len > 0 {
+            me.data_packets += 1;
+            me.bytes += u64::from(new_bytes);
+            me.largest_segment = me.largest_segment.max(len);
+        }
+        if len > 0 || flags.fin() || flags.syn() {
+            me.remember(end, ts, kind == SegKind::Retransmission);
+        }
+        if flags.fin() && me.fin.is_none() {
+            me.fin = Some(mark);
+        }
+        if flags.rst() && me.rst.is_none() {
+            me.rst = Some(mark);
+        }
+
+        // What this segment acknowledges of the peer's data.
+        let mut acked = 0u32;
+        if flags.ack() && !flags.rst() {
+            let a = Seq(seg.ack);
+            if !peer.una_init {
+                peer.una = a;
+                peer.una_init = true;
+            } else if a > peer.una && (!peer.snd_init || a <= peer.snd_max) {
+                acked = a.distance_from(peer.una);
+                peer.una = a;
+                let immediate = acked >= 2 * peer.effective_mss() || peer.snd_max == a && flags.syn();
+                if let Some(sent_at) = peer.acked_sample(a) {
+                    if immediate {
+                        let sample = ts.since(sent_at);
+                        peer.rtt_samples += 1;
+                        peer.rtt_to_peer_ns =
+                            Some(peer.rtt_to_peer_ns.map_or(sample, |m| m.min(sample)));
+                    }
+                }
+            }
+            if dir == Dir::ClientToServer
+                && !flags.syn()
+                && self.handshake.ack.is_none()
+                && self.handshake.synack.is_some()
+                && peer.syn_seen
+                && a == peer.base.add(1)
+            {
+                self.handshake.ack = Some(mark);
+            }
+        }
+        let in_flight = me.in_flight();
+        me.max_in_flight = me.max_in_flight.max(in_flight);
+        let peer_window = peer.window;
+        let rel_seq = me.rel(seq);
+        let rel_ack = peer.rel(Seq(seg.ack));
+        let peer_una = peer.una;
+
+        // Exchanges: client data opens a request, server data answers it.
+        if new_bytes > 0 {
+            let starts_request = dir == Dir::ClientToServer
+                && self.current.is_none_or(|e| e.response_first.is_some());
+            if starts_request || (dir == Dir::ServerToClient && self.current.is_none()) {
+                if let Some(done) = self.current.take() {
+                    emit(self, Event::Exchange(done));
+                }
+                self.current = Some(Exchange {
+                    index: self.exchanges,
+                    ..Exchange::default()
+                });
+                self.exchanges += 1;
+            }
+            if let Some(ex) = self.current.as_mut() {
+                match dir {
+                    Dir::ClientToServer => {
+                        ex.request_first.get_or_insert(mark);
+                        ex.request_last = Some(mark);
+                        ex.request_bytes += u64::from(new_bytes);
+                        ex.request_end = end;
+                        ex.request_acked = None;
+                    }
+                    Dir::ServerToClient => {
+                        ex.response_first.get_or_insert(mark);
+                        ex.response_last = Some(mark);
+                        ex.response_bytes += u64::from(new_bytes);
+                    }
+                }
+            }
+        }
+        if dir == Dir::ServerToClient && acked > 0 {
+            if let Some(ex) = self.current.as_mut() {
+                if ex.request_first.is_some() && ex.request_acked.is_none() && peer_una >= ex.request_end {
+                    ex.request_acked = Some(mark);
+                }
+            }
+        }
+
+        let event = Segment {
+            frame,
+            ts,
+            dir,
+            seq: rel_seq,
+            len,
+            ack: rel_ack,
+            flags,
+            window,
+            kind,
+            acked,
+            in_flight,
+            peer_window,
+            payload: seg.payload,
+        };
+        emit(self, Event::Segment(event));
+    }
+}
+
+/// Whether `src_port` looks like the server side of a connection whose
+/// handshake was not captured: a port below 1024, or the lower of two ports
+/// when only one is outside the ephemeral range.
+fn server_port_guess(src_port: u16, dst_port: u16) -> bool {
+    let known = |p: u16| p < 1024 || matches!(p, 1080 | 3128 | 3306 | 5432 | 6379 | 8000 | 8008 | 8080 | 8081 | 8443 | 8888 | 9000 | 9090 | 9200 | 11211 | 27017);
+    match (known(src_port), known(dst_port)) {
+        (true, false) => true,
+        (false, true) => false,
+        _ => src_port < dst_port,
+    }
+}

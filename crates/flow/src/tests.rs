@@ -1,0 +1,158 @@
+use super::*;
+use tcpdoctor_wire::{TcpFlags, TcpOptions};
+
+const C: &str = "10.0.0.1";
+const S: &str = "10.0.0.2";
+const F_SYN: u16 = TcpFlags::SYN;
+const F_ACK: u16 = TcpFlags::ACK;
+const F_FIN: u16 = TcpFlags::FIN;
+
+fn seg(from_client: bool, seq: u32, ack: u32, flags: u16, len: u32, window: u16) -> TcpSegment<'static> {
+    let (src, dst, sp, dp) = if from_client { (C, S, 40000, 80) } else { (S, C, 80, 40000) };
+    let mut options = TcpOptions::default();
+    if flags & F_SYN != 0 {
+        options.mss = Some(1460);
+        options.window_scale = Some(7);
+    }
+    TcpSegment {
+        src: src.parse().unwrap(),
+        dst: dst.parse().unwrap(),
+        ttl: 64,
+        src_port: sp,
+        dst_port: dp,
+        seq,
+        ack,
+        flags: TcpFlags(flags),
+        window,
+        options,
+        payload_len: len,
+        payload: &[],
+    }
+}
+
+#[derive(Default)]
+struct Log {
+    segments: Vec<(u64, Dir, SegKind, u32, u32, u32)>,
+    exchanges: Vec<Exchange>,
+    closed: Vec<Connection>,
+}
+
+impl Analyzer for Log {
+    type Conn = u32;
+    fn segment(&mut self, _c: &Connection, n: &mut u32, s: &Segment<'_>) {
+        *n += 1;
+        self.segments.push((s.frame, s.dir, s.kind, s.seq, s.in_flight, s.peer_window));
+    }
+    fn exchange(&mut self, _c: &Connection, _n: &mut u32, e: &Exchange) {
+        self.exchanges.push(*e);
+    }
+    fn close(&mut self, c: Connection, n: u32) {
+        assert_eq!(c.packets, u64::from(n));
+        self.closed.push(c);
+    }
+}
+
+fn run(pkts: &[(i64, TcpSegment<'static>)]) -> Log {
+    let mut t = Tracker::new(Log::default(), Config::default());
+    for (i, (ms, s)) in pkts.iter().enumerate() {
+        t.push(i as u64 + 1, Timestamp::from_nanos(ms * 1_000_000), s);
+    }
+    t.finish()
+}
+
+/// Handshake, one request/response, FIN/FIN. Capture 1 ms from the client, 9 ms from the server.
+fn conversation() -> Vec<(i64, TcpSegment<'static>)> {
+    vec![
+        (0, seg(true, 1000, 0, F_SYN, 0, 64240)),
+        (18, seg(false, 5000, 1001, F_SYN | F_ACK, 0, 65160)),
+        (20, seg(true, 1001, 5001, F_ACK, 0, 502)),
+        (21, seg(true, 1001, 5001, F_ACK, 100, 502)),
+        (39, seg(false, 5001, 1101, F_ACK, 0, 509)),
+        (40, seg(false, 5001, 1101, F_ACK, 3000, 509)),
+        (42, seg(true, 1101, 8001, F_ACK, 0, 502)),
+        (43, seg(true, 1101, 8001, F_ACK | F_FIN, 0, 502)),
+        (61, seg(false, 8001, 1102, F_ACK | F_FIN, 0, 509)),
+        (63, seg(true, 1102, 8002, F_ACK, 0, 502)),
+    ]
+}
+
+#[test]
+fn handshake_roles_rtt_and_exchange() {
+    let log = run(&conversation());
+    assert_eq!(log.closed.len(), 1);
+    let c = &log.closed[0];
+    assert_eq!(c.role_source, RoleSource::Syn);
+    assert_eq!(c.client.addr.to_string(), "10.0.0.1:40000");
+    assert_eq!(c.handshake.server_side_ns(), Some(18_000_000));
+    assert_eq!(c.handshake.client_side_ns(), Some(2_000_000));
+    assert_eq!(c.client.bytes, 100);
+    assert_eq!(c.server.bytes, 3000);
+    // 3000 bytes acknowledged by one ACK is >= 2 MSS: an immediate ACK, a clean sample.
+    assert_eq!(c.server.rtt_to_peer_ns, Some(2_000_000));
+    assert_eq!(log.exchanges.len(), 1);
+    let e = log.exchanges[0];
+    assert!(e.is_complete());
+    assert_eq!(e.request_first.unwrap().frame, 4);
+    assert_eq!(e.request_acked.unwrap().frame, 5);
+    assert_eq!(e.response_last.unwrap().frame, 6);
+    assert_eq!(e.duration_ns(), 19_000_000);
+}
+
+#[test]
+fn windows_are_scaled_except_on_syn() {
+    let log = run(&conversation());
+    // Frame 4: the client's data; the server last advertised 65160 on its SYN-ACK (unscaled).
+    assert_eq!(log.segments[3].5, 65160);
+    // Frame 6: the server's data; the client advertised 502 << 7.
+    assert_eq!(log.segments[5].5, 502 << 7);
+    assert_eq!(log.segments[5].4, 3000);
+}
+
+#[test]
+fn retransmission_and_keepalive() {
+    let mut p = conversation();
+    p.truncate(7);
+    p.push((50, seg(false, 5001, 1101, F_ACK, 1000, 509)));
+    p.push((60, seg(false, 8000, 1101, F_ACK, 1, 509)));
+    let log = run(&p);
+    let kinds: Vec<SegKind> = log.segments.iter().map(|s| s.2).collect();
+    assert_eq!(kinds[7], SegKind::Retransmission);
+    assert_eq!(kinds[8], SegKind::KeepAliveOrProbe);
+    assert_eq!(log.closed[0].server.retransmissions, 1);
+}
+
+#[test]
+fn missing_handshake_guesses_server_by_port() {
+    let p: Vec<_> = conversation().into_iter().skip(3).collect();
+    let log = run(&p);
+    let c = &log.closed[0];
+    assert_eq!(c.role_source, RoleSource::Port);
+    assert_eq!(c.server.addr.to_string(), "10.0.0.2:80");
+    assert_eq!(c.exchanges, 1);
+}
+
+#[test]
+fn port_reuse_starts_a_new_connection_and_frees_the_old() {
+    let mut p = conversation();
+    let mut again = conversation();
+    for (t, s) in again.iter_mut() {
+        *t += 10_000;
+        if s.src_port == 40000 {
+            s.seq = s.seq.wrapping_add(777_777);
+        } else {
+            s.ack = s.ack.wrapping_add(777_777);
+        }
+    }
+    p.extend(again);
+    let mut t = Tracker::new(Log::default(), Config::default());
+    for (i, (ms, s)) in p.iter().enumerate() {
+        t.push(i as u64 + 1, Timestamp::from_nanos(ms * 1_000_000), s);
+    }
+    // The first connection was freed after its grace period, before the capture ended.
+    assert_eq!(t.analyzer().closed.len(), 1);
+    assert_eq!(t.open_connections(), 1);
+    let log = t.finish();
+    assert_eq!(log.closed.len(), 2);
+    assert_eq!(log.closed[1].id, 2);
+    assert_eq!(log.closed[1].client.bytes, 100);
+}
