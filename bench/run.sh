@@ -121,6 +121,37 @@ for i in $(seq "$RUNS"); do
 done
 read_s=$(median <"$tmp/read.runs")
 
+# ---- is tcpdoctor's output real? (one untimed run) -----------------------------------------
+# A stub that exits 0 without analysing anything would "win" every ratio; the timed numbers count
+# only if the JSON parses, has schema 1 and capture.packets equals capinfos' packet count.
+check="not run"
+if [ -z "$skip_reason" ]; then
+    note "checking tcpdoctor's JSON (untimed run)"
+    if "$TCPDOCTOR" analyze "$CAPTURE" --format json >"$tmp/tcpdoctor.json" 2>"$tmp/tcpdoctor.err"; then
+        check=$(python3 - "$tmp/tcpdoctor.json" "$packets" <<'PY' 2>&1 || true
+import json, sys
+path, want = sys.argv[1], int(sys.argv[2])
+try:
+    doc = json.load(open(path))
+except Exception as e:
+    print("output is not JSON (%s)" % (str(e).splitlines() or ["empty"])[0]); sys.exit()
+cap = doc.get("capture", {}) if isinstance(doc, dict) else {}
+if not isinstance(doc, dict) or doc.get("schema") != 1:
+    print("no \"schema\": 1"); sys.exit()
+if cap.get("packets") != want:
+    print("capture.packets = %r, capinfos says %d" % (cap.get("packets"), want)); sys.exit()
+print("ok (capture.packets %d, capture.connections %s, findings %d)"
+      % (want, cap.get("connections"), len(doc.get("findings") or [])))
+PY
+)
+    else
+        check="exited with status $?: $(tail -n 3 "$tmp/tcpdoctor.err" | tr '\n' ' ')"
+    fi
+    rm -f "$tmp/tcpdoctor.json"
+    note "tcpdoctor output check: $check"
+fi
+verified=0; case $check in ok*) verified=1 ;; esac
+
 # ---- timed runs, interleaved ---------------------------------------------------------------
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 active=()
@@ -154,8 +185,9 @@ r_tt=$(ratio "${wall[tcptrace]}" "${wall[tcpdoctor]}")
 r_mem=$(ratio "${mem[tcpdoctor]}" "${mem[tcptrace]}" 3)
 r_ts=$(ratio "${wall[tshark]}" "${wall[tcpdoctor]}")
 verdict() {  # verdict VALUE OP GOAL
-    awk -v v="$1" -v op="$2" -v g="$3" 'BEGIN { if (v == "n/a") { print "n/a"; exit }
-        ok = (op == ">=") ? (v >= g) : (v <= g); print ok ? "met" : "MISSED" }'
+    awk -v v="$1" -v op="$2" -v g="$3" -v real="$verified" 'BEGIN { if (v == "n/a") { print "n/a"; exit }
+        ok = (op == ">=") ? (v >= g) : (v <= g)
+        print real ? (ok ? "met" : "MISSED") : "not counted: tcpdoctor output check failed" }'
 }
 
 # ---- report --------------------------------------------------------------------------------
@@ -169,6 +201,7 @@ verdict() {  # verdict VALUE OP GOAL
         echo "           tcpdoctor SKIPPED: $skip_reason"
     else
         echo "           tcpdoctor: $TCPDOCTOR"
+        echo "           tcpdoctor output check: $check"
     fi
     echo "capture:   $CAPTURE"
     printf 'size:      %d bytes (%.1f MiB), %s packets, %s connections\n' "$bytes" "$(awk -v b="$bytes" 'BEGIN { print b / 1048576 }')" "$packets" "$connections"
@@ -203,7 +236,7 @@ verdict() {  # verdict VALUE OP GOAL
         "tcptrace_s=$(fmt "${wall[tcptrace]}" 4) tcptrace_mib=$(fmt "${mem[tcptrace]}" 1)" \
         "tshark_s=$(fmt "${wall[tshark]}" 4) tshark_mib=$(fmt "${mem[tshark]}" 1)" \
         "tcptrace_over_tcpdoctor_time=$r_tt tcpdoctor_over_tcptrace_mem=$r_mem tshark_over_tcpdoctor_time=$r_ts" \
-        "tcpdoctor=$([ -n "$skip_reason" ] && echo skipped || echo measured)"
+        "tcpdoctor=$([ -n "$skip_reason" ] && echo skipped || { [ "$verified" = 1 ] && echo verified || echo unverified; })"
 } >"$tmp/report"
 
 mkdir -p "$(dirname "$OUT")"

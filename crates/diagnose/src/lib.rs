@@ -1,1 +1,499 @@
-//! placeholder
+//! The analysis engine: frames in, named causes out.
+//!
+//! [`Engine`] is sans-IO: the caller pushes each captured frame with its
+//! timestamp ([`Engine::push`]) and takes the [`model::Analysis`] at the end
+//! ([`Engine::finish`]). Files, live capture and the lab all drive it the same
+//! way, so every diagnosis can be reproduced from a capture.
+//!
+//! Memory stays bounded by the connections open at once: per-connection state
+//! lives in the flow tracker and is folded into fixed-size aggregates when a
+//! connection closes; the connection list keeps only the
+//! [`Options::max_connections`] connections that lost the most time.
+
+pub mod histogram;
+pub mod http;
+pub mod model;
+pub mod rules;
+mod text;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use tcpdoctor_flow::{Analyzer, Config, Connection, Dir, Exchange, Segment, Tracker};
+use tcpdoctor_wire::{decode, DecodeError, LinkType, Skip, Timestamp};
+
+use histogram::Histogram;
+use model::*;
+use rules::nagle::NagleState;
+use rules::receive_window::WindowState;
+use rules::{endpoint_of, Detail, Kind, Occurrence};
+
+/// Engine settings.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// How many connections the `connections` list keeps (those that lost the most time).
+    pub max_connections: usize,
+    /// Evidence entries kept per finding.
+    pub max_evidence: usize,
+    pub flow: Config,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            max_connections: 1000,
+            max_evidence: 8,
+            flow: Config::default(),
+        }
+    }
+}
+
+/// The analysis engine.
+pub struct Engine {
+    tracker: Tracker<Diagnoser>,
+    frames: u64,
+    tcp_packets: u64,
+    bytes_on_wire: u64,
+    first_ts: Option<Timestamp>,
+    last_ts: Timestamp,
+    links: Vec<LinkType>,
+    non_tcp: u64,
+    fragments: u64,
+    undecodable: Vec<Count>,
+    warnings: Vec<String>,
+}
+
+impl Engine {
+    pub fn new(options: Options) -> Engine {
+        Engine {
+            tracker: Tracker::new(Diagnoser::new(options), options.flow),
+            frames: 0,
+            tcp_packets: 0,
+            bytes_on_wire: 0,
+            first_ts: None,
+            last_ts: Timestamp::default(),
+            links: Vec::new(),
+            non_tcp: 0,
+            fragments: 0,
+            undecodable: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Feeds the next captured frame. Frames are numbered in the order pushed.
+    pub fn push(&mut self, ts: Timestamp, link: LinkType, data: &[u8], orig_len: u32) {
+        self.frames += 1;
+        let frame = self.frames;
+        self.bytes_on_wire += u64::from(orig_len);
+        if self.first_ts.is_none() {
+            self.first_ts = Some(ts);
+        }
+        self.last_ts = self.last_ts.max(ts);
+        if !self.links.contains(&link) {
+            self.links.push(link);
+        }
+        match decode(link, data) {
+            Ok(Ok(seg)) => {
+                self.tcp_packets += 1;
+                self.tracker.push(frame, ts, &seg);
+            }
+            Ok(Err(Skip::Fragment)) => self.fragments += 1,
+            Ok(Err(_)) => self.non_tcp += 1,
+            Err(e) => self.undecodable(frame, e),
+        }
+    }
+
+    fn undecodable(&mut self, frame: u64, e: DecodeError) {
+        let reason = match e {
+            DecodeError::UnsupportedLink(raw) => {
+                format!("link type {raw} is not supported")
+            }
+            other => other.to_string(),
+        };
+        match self.undecodable.iter_mut().find(|c| c.reason == reason) {
+            Some(c) => c.count += 1,
+            None => self.undecodable.push(Count {
+                reason,
+                count: 1,
+                first_frame: frame,
+            }),
+        }
+    }
+
+    /// Records a problem with the capture itself, reported with the analysis.
+    pub fn warn(&mut self, message: String) {
+        self.warnings.push(message);
+    }
+
+    /// Frames pushed so far.
+    pub fn frames(&self) -> u64 {
+        self.frames
+    }
+
+    /// Closes every open connection and builds the result.
+    pub fn finish(self) -> Analysis {
+        let peak = self.tracker.peak_open_connections() as u64;
+        let d = self.tracker.finish();
+        let first = self.first_ts.unwrap_or_default();
+        let exchange_total_ns = d.exchange_hist.sum_ns();
+        let capture_ns = self.last_ts.since(first);
+        let denominator = if exchange_total_ns > 0 {
+            exchange_total_ns as f64
+        } else {
+            capture_ns as f64
+        };
+        let mut findings: Vec<Finding> = d
+            .aggregates
+            .into_values()
+            .map(|a| text::finding(a, denominator))
+            .collect();
+        findings.sort_by(|a, b| {
+            b.total_delay_ms
+                .total_cmp(&a.total_delay_ms)
+                .then(a.kind.cmp(b.kind))
+        });
+        let mut connections = d.connections;
+        rank_connections(&mut connections, d.options.max_connections);
+        connections.sort_by_key(|c| c.id);
+        for c in &mut connections {
+            c.start_ms = round3((c.start_ms - first.nanos() as f64 / 1e6).max(0.0));
+        }
+        let h = &d.exchange_hist;
+        let capture = CaptureSummary {
+            packets: self.frames,
+            tcp_packets: self.tcp_packets,
+            connections: d.connection_count,
+            peak_open_connections: peak,
+            connections_listed: connections.len() as u64,
+            duration_ms: round3(capture_ns as f64 / 1e6),
+            start_unix: first.nanos() as f64 / 1e9,
+            bytes_on_wire: self.bytes_on_wire,
+            link_types: self.links.iter().map(|l| l.name().to_string()).collect(),
+            non_tcp: self.non_tcp,
+            fragments: self.fragments,
+            undecodable: self.undecodable,
+            exchanges: h.count(),
+            exchange_latency_ms: (h.count() > 0).then(|| Percentiles {
+                p50: round3(h.quantile_ms(0.5)),
+                p90: round3(h.quantile_ms(0.9)),
+                p99: round3(h.quantile_ms(0.99)),
+                max: round3(h.quantile_ms(1.0)),
+                mean: round3(h.mean_ns() / 1e6),
+            }),
+            warnings: self.warnings,
+        };
+        Analysis {
+            schema: 1,
+            capture,
+            connections,
+            findings,
+        }
+    }
+}
+
+fn rank_connections(list: &mut Vec<ConnectionSummary>, keep: usize) {
+    list.sort_by(|a, b| {
+        b.time_lost_ms
+            .total_cmp(&a.time_lost_ms)
+            .then(b.duration_ms.total_cmp(&a.duration_ms))
+            .then(a.id.cmp(&b.id))
+    });
+    list.truncate(keep);
+}
+
+pub(crate) fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
+/// A packet kept for ladder diagrams.
+#[derive(Debug, Clone, Copy, Default)]
+struct Recent {
+    frame: u64,
+    ts: Timestamp,
+    client_to_server: bool,
+    flags: u16,
+    seq: u32,
+    ack: u32,
+    len: u32,
+    window: u32,
+}
+
+const RING: usize = 16;
+
+/// Per-connection diagnosis state.
+#[derive(Default)]
+pub struct ConnState {
+    ring: Ring,
+    nagle: NagleState,
+    window: WindowState,
+    kinds_seen: u32,
+    time_lost_ns: i64,
+    exchanges: u64,
+    exchange_sum_ns: i64,
+    exchange_max_ns: i64,
+}
+
+/// The last [`RING`] packets of a connection, for ladder diagrams.
+#[derive(Default)]
+struct Ring {
+    recent: [Recent; RING],
+    recent_len: usize,
+    recent_next: usize,
+}
+
+impl Ring {
+    fn push(&mut self, seg: &Segment<'_>) {
+        self.recent[self.recent_next] = Recent {
+            frame: seg.frame,
+            ts: seg.ts,
+            client_to_server: seg.dir == Dir::ClientToServer,
+            flags: seg.flags.0,
+            seq: seg.seq,
+            ack: seg.ack,
+            len: seg.len,
+            window: seg.window,
+        };
+        self.recent_next = (self.recent_next + 1) % RING;
+        self.recent_len = (self.recent_len + 1).min(RING);
+    }
+
+    /// The remembered packets, oldest first, from `from` if it is still held.
+    fn rows(&self, from: Option<u64>, notes: &[(u64, String)]) -> Vec<LadderRow> {
+        let start = (self.recent_next + RING - self.recent_len) % RING;
+        let mut rows: Vec<&Recent> = (0..self.recent_len)
+            .map(|i| &self.recent[(start + i) % RING])
+            .collect();
+        if let Some(f) = from {
+            if let Some(pos) = rows.iter().position(|r| r.frame == f) {
+                rows.drain(..pos);
+            }
+        }
+        let t0 = rows.first().map(|r| r.ts).unwrap_or_default();
+        rows.iter()
+            .map(|r| LadderRow {
+                frame: r.frame,
+                t_ms: round3(r.ts.ms_since(t0)),
+                dir: if r.client_to_server { "c>s" } else { "s>c" },
+                flags: tcpdoctor_wire::TcpFlags(r.flags).to_string(),
+                seq: r.seq,
+                ack: r.ack,
+                len: r.len,
+                window: r.window,
+                note: notes
+                    .iter()
+                    .find(|(f, _)| *f == r.frame)
+                    .map(|(_, n)| n.clone()),
+            })
+            .collect()
+    }
+}
+
+/// Key of an aggregate: kind, and the culprit (clients by address only, since
+/// their ports are ephemeral).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct AggKey {
+    kind: Kind,
+    role: &'static str,
+    endpoint: SocketAddr,
+}
+
+/// Everything a finding needs, folded as occurrences arrive.
+pub(crate) struct Aggregate {
+    kind: Kind,
+    culprit: Culprit,
+    culprit_addr: SocketAddr,
+    peer_role: &'static str,
+    connections: u64,
+    occurrences: u64,
+    delays: Histogram,
+    total_ns: i64,
+    evidence: Vec<Evidence>,
+    ladder: Option<Ladder>,
+    /// The first occurrence's detail, and running sums for the rest.
+    first: Detail,
+    ack_wait: Histogram,
+    after_ack: Histogram,
+    window_sum: u64,
+    window_min: u32,
+    bytes: u64,
+    transfer_ns: i64,
+    stalls: u64,
+    rtt_ns_min: Option<i64>,
+}
+
+pub(crate) struct Diagnoser {
+    options: Options,
+    aggregates: HashMap<AggKey, Aggregate>,
+    connections: Vec<ConnectionSummary>,
+    connection_count: u64,
+    exchange_hist: Histogram,
+    scratch: Vec<Occurrence>,
+}
+
+impl Diagnoser {
+    fn new(options: Options) -> Diagnoser {
+        Diagnoser {
+            options,
+            aggregates: HashMap::new(),
+            connections: Vec::new(),
+            connection_count: 0,
+            exchange_hist: Histogram::default(),
+            scratch: Vec::new(),
+        }
+    }
+
+    fn record(&mut self, conn: &Connection, state: &mut ConnState, o: Occurrence) {
+        let (addr, role) = endpoint_of(conn, o.culprit);
+        let endpoint = if role == "client" {
+            SocketAddr::new(addr.ip(), 0)
+        } else {
+            addr
+        };
+        let key = AggKey {
+            kind: o.kind,
+            role,
+            endpoint,
+        };
+        let first_in_conn = state.kinds_seen & o.kind.bit() == 0;
+        state.kinds_seen |= o.kind.bit();
+        state.time_lost_ns += o.delay_ns;
+        let agg = self.aggregates.entry(key).or_insert_with(|| Aggregate {
+            kind: o.kind,
+            culprit: Culprit {
+                endpoint: addr.to_string(),
+                role,
+            },
+            culprit_addr: addr,
+            peer_role: if role == "client" { "server" } else { "client" },
+            connections: 0,
+            occurrences: 0,
+            delays: Histogram::default(),
+            total_ns: 0,
+            evidence: Vec::new(),
+            ladder: None,
+            first: o.detail.clone(),
+            ack_wait: Histogram::default(),
+            after_ack: Histogram::default(),
+            window_sum: 0,
+            window_min: u32::MAX,
+            bytes: 0,
+            transfer_ns: 0,
+            stalls: 0,
+            rtt_ns_min: None,
+        });
+        if first_in_conn {
+            agg.connections += 1;
+            if agg.connections == 2 && role == "client" && agg.culprit_addr != addr {
+                agg.culprit.endpoint = format!("{}:*", fmt_ip(addr));
+            }
+        }
+        agg.occurrences += 1;
+        agg.delays.record(o.delay_ns);
+        agg.total_ns += o.delay_ns;
+        if agg.evidence.len() < self.options.max_evidence {
+            agg.evidence.push(Evidence {
+                connection: conn.id,
+                frames: o.frames.clone(),
+                delay_ms: round3(o.delay_ns as f64 / 1e6),
+            });
+        }
+        if agg.ladder.is_none() {
+            let rows = match o.ladder {
+                Some(rows) => rows,
+                None => state.ring.rows(o.ladder_from, &o.notes),
+            };
+            agg.ladder = Some(Ladder {
+                connection: conn.id,
+                client: conn.client.addr.to_string(),
+                server: conn.server.addr.to_string(),
+                rows,
+            });
+        }
+        match o.detail {
+            Detail::Nagle {
+                ack_wait_ns,
+                after_ack_ns,
+                rtt_ns,
+                ..
+            } => {
+                agg.ack_wait.record(ack_wait_ns);
+                agg.after_ack.record(after_ack_ns);
+                agg.rtt_ns_min = min_opt(agg.rtt_ns_min, rtt_ns);
+            }
+            Detail::Window {
+                mean_window,
+                min_window,
+                rtt_ns,
+                bytes,
+                transfer_ns,
+                stalls,
+                ..
+            } => {
+                agg.window_sum += u64::from(mean_window) * stalls;
+                agg.window_min = agg.window_min.min(min_window);
+                agg.bytes += bytes;
+                agg.transfer_ns += transfer_ns;
+                agg.stalls += stalls;
+                agg.rtt_ns_min = min_opt(agg.rtt_ns_min, rtt_ns);
+            }
+        }
+    }
+}
+
+fn min_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+pub(crate) fn fmt_ip(addr: SocketAddr) -> String {
+    match addr {
+        SocketAddr::V4(a) => a.ip().to_string(),
+        SocketAddr::V6(a) => format!("[{}]", a.ip()),
+    }
+}
+
+impl Analyzer for Diagnoser {
+    type Conn = ConnState;
+
+    fn segment(&mut self, conn: &Connection, state: &mut ConnState, seg: &Segment<'_>) {
+        state.ring.push(seg);
+        let mut out = std::mem::take(&mut self.scratch);
+        state.nagle.on_segment(conn, seg, &mut out);
+        {
+            let ConnState { ring, window, .. } = &mut *state;
+            window.on_segment(conn, seg, || ring.rows(None, &[]));
+        }
+        for o in out.drain(..) {
+            self.record(conn, state, o);
+        }
+        self.scratch = out;
+    }
+
+    fn exchange(&mut self, _conn: &Connection, state: &mut ConnState, ex: &Exchange) {
+        if !ex.is_complete() {
+            return;
+        }
+        let d = ex.duration_ns();
+        self.exchange_hist.record(d);
+        state.exchanges += 1;
+        state.exchange_sum_ns += d;
+        state.exchange_max_ns = state.exchange_max_ns.max(d);
+    }
+
+    fn close(&mut self, conn: Connection, mut state: ConnState) {
+        let mut out = std::mem::take(&mut self.scratch);
+        state.window.on_close(&conn, &mut out);
+        for o in out.drain(..) {
+            self.record(&conn, &mut state, o);
+        }
+        self.scratch = out;
+        self.connection_count += 1;
+        self.connections.push(text::connection_summary(&conn, &state));
+        if self.connections.len() >= 2 * self.options.max_connections.max(1) {
+            rank_connections(&mut self.connections, self.options.max_connections);
+        }
+    }
+}

@@ -1,1 +1,243 @@
-//! placeholder
+//! Rendering an [`Analysis`]: a text report read top-down (capture, latency,
+//! findings with a ladder diagram each, connections) or the JSON document.
+
+use std::io::{self, Write};
+
+use tcpdoctor_diagnose::model::{Analysis, ConnectionSummary, Finding, Ladder};
+
+/// Text report settings.
+#[derive(Debug, Clone, Copy)]
+pub struct TextOptions {
+    /// Connections shown in the table (the ones that lost the most time).
+    pub connections: usize,
+    /// Terminal width for wrapping prose.
+    pub width: usize,
+}
+
+impl Default for TextOptions {
+    fn default() -> Self {
+        TextOptions {
+            connections: 10,
+            width: 100,
+        }
+    }
+}
+
+/// Writes the JSON document (schema 1) followed by a newline.
+pub fn json(a: &Analysis, out: &mut impl Write) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, a)?;
+    out.write_all(b"\n")
+}
+
+/// Writes the text report.
+pub fn text(a: &Analysis, source: &str, format: &str, opts: TextOptions, out: &mut impl Write) -> io::Result<()> {
+    let c = &a.capture;
+    writeln!(out, "tcpdoctor: {source}")?;
+    writeln!(
+        out,
+        "capture    {format}, {} · {} packets ({} TCP) · {} connections · {:.3} s",
+        c.link_types.join(", "),
+        c.packets,
+        c.tcp_packets,
+        c.connections,
+        c.duration_ms / 1e3
+    )?;
+    match &c.exchange_latency_ms {
+        Some(p) => writeln!(
+            out,
+            "exchanges  {} request/response · latency p50 {} · p90 {} · p99 {} · max {}",
+            c.exchanges,
+            fmt_ms(p.p50),
+            fmt_ms(p.p90),
+            fmt_ms(p.p99),
+            fmt_ms(p.max)
+        )?,
+        None => writeln!(out, "exchanges  none complete (no request followed by a response)")?,
+    }
+    if c.non_tcp + c.fragments > 0 {
+        writeln!(out, "skipped    {} non-TCP frames, {} IP fragments", c.non_tcp, c.fragments)?;
+    }
+    for u in &c.undecodable {
+        writeln!(
+            out,
+            "undecoded  {} frames: {} (first: frame {})",
+            u.count, u.reason, u.first_frame
+        )?;
+    }
+    for w in &c.warnings {
+        writeln!(out, "warning    {w}")?;
+    }
+    writeln!(out)?;
+    if a.findings.is_empty() {
+        writeln!(
+            out,
+            "FINDINGS   none: no known mechanism (Nagle × delayed ACK, receive-window ceiling) cost time here."
+        )?;
+    } else {
+        writeln!(out, "FINDINGS   ordered by time lost")?;
+        for (i, f) in a.findings.iter().enumerate() {
+            finding(i + 1, f, opts, out)?;
+        }
+    }
+    writeln!(out)?;
+    connections(a, opts, out)
+}
+
+fn fmt_ms(v: f64) -> String {
+    if v >= 1000.0 {
+        format!("{:.2} s", v / 1e3)
+    } else if v >= 10.0 {
+        format!("{v:.1} ms")
+    } else {
+        format!("{v:.2} ms")
+    }
+}
+
+fn wrap(text: &str, indent: &str, first: &str, width: usize, out: &mut impl Write) -> io::Result<()> {
+    let mut line = String::from(first);
+    let mut empty = true;
+    for word in text.split_whitespace() {
+        if !empty && line.chars().count() + 1 + word.chars().count() > width {
+            writeln!(out, "{line}")?;
+            line = String::from(indent);
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line.push_str(word);
+        empty = false;
+    }
+    if !empty {
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
+}
+
+fn finding(n: usize, f: &Finding, opts: TextOptions, out: &mut impl Write) -> io::Result<()> {
+    writeln!(out)?;
+    writeln!(
+        out,
+        "{n}. {} — {} {} — {} lost ({:.0}% of exchange time)",
+        f.kind,
+        f.culprit.role,
+        f.culprit.endpoint,
+        fmt_ms(f.total_delay_ms),
+        f.share_of_time * 100.0
+    )?;
+    writeln!(
+        out,
+        "   {} occurrences on {} connection(s), typically {} each",
+        f.occurrences,
+        f.connections,
+        fmt_ms(f.typical_delay_ms)
+    )?;
+    wrap(&f.explanation, "        ", "   why ", opts.width, out)?;
+    wrap(&f.fix, "        ", "   fix ", opts.width, out)?;
+    let ev: Vec<String> = f
+        .evidence
+        .iter()
+        .take(4)
+        .map(|e| {
+            let frames: Vec<String> = e.frames.iter().map(u64::to_string).collect();
+            format!("conn {} frames {}", e.connection, frames.join(","))
+        })
+        .collect();
+    writeln!(out, "   evidence  {}", ev.join(" · "))?;
+    if !f.wireshark_filter.is_empty() {
+        writeln!(out, "   wireshark {}", f.wireshark_filter)?;
+    }
+    if let Some(l) = &f.ladder {
+        ladder(l, out)?;
+    }
+    Ok(())
+}
+
+const ARROW: usize = 34;
+
+fn ladder(l: &Ladder, out: &mut impl Write) -> io::Result<()> {
+    writeln!(out, "   ladder of one exchange (connection {}):", l.connection)?;
+    writeln!(
+        out,
+        "   {:>9} {:>7}  {:<w$}{}",
+        "t (ms)",
+        "frame",
+        l.client,
+        l.server,
+        w = ARROW + 2
+    )?;
+    for r in &l.rows {
+        let label = if r.len > 0 {
+            format!(" {} len={} ", r.flags, r.len)
+        } else {
+            format!(" {} ", r.flags)
+        };
+        let fill = ARROW.saturating_sub(label.chars().count() + 1);
+        let left = fill / 2;
+        let right = fill - left;
+        let arrow = if r.dir == "c>s" {
+            format!("|{}{}{}>|", "-".repeat(left), label, "-".repeat(right))
+        } else {
+            format!("|<{}{}{}|", "-".repeat(left), label, "-".repeat(right))
+        };
+        let note = r.note.as_deref().map(|n| format!("  {n}")).unwrap_or_default();
+        writeln!(out, "   {:>9.3} {:>7}  {arrow}{note}", r.t_ms, r.frame)?;
+    }
+    Ok(())
+}
+
+fn connections(a: &Analysis, opts: TextOptions, out: &mut impl Write) -> io::Result<()> {
+    let mut list: Vec<&ConnectionSummary> = a.connections.iter().collect();
+    list.sort_by(|x, y| {
+        y.time_lost_ms
+            .total_cmp(&x.time_lost_ms)
+            .then(y.duration_ms.total_cmp(&x.duration_ms))
+    });
+    let shown = list.len().min(opts.connections);
+    writeln!(
+        out,
+        "CONNECTIONS {} in all; {} shown, most time lost first (--connections N for more, --format json for all)",
+        a.capture.connections, shown
+    )?;
+    writeln!(
+        out,
+        "  {:>5}  {:<22} {:<22} {:>9} {:>5} {:>10} {:>12} {:>7} {:>10} {:>10}",
+        "id", "client", "server", "rtt", "exch", "exch mean", "bytes c>s/s>c", "retrans", "duration", "lost"
+    )?;
+    for c in list.into_iter().take(shown) {
+        let rtt = c.rtt_ms.map_or("?".to_string(), fmt_ms);
+        let mean = c.exchange_latency_ms.map_or("-".to_string(), |e| fmt_ms(e.mean));
+        writeln!(
+            out,
+            "  {:>5}  {:<22} {:<22} {:>9} {:>5} {:>10} {:>12} {:>7} {:>10} {:>10}",
+            c.id,
+            c.client,
+            c.server,
+            rtt,
+            c.exchanges,
+            mean,
+            format!("{}/{}", short(c.bytes.client_to_server), short(c.bytes.server_to_client)),
+            c.retransmissions.client_to_server + c.retransmissions.server_to_client,
+            fmt_ms(c.duration_ms),
+            fmt_ms(c.time_lost_ms)
+        )?;
+    }
+    let guessed = a.connections.iter().filter(|c| c.roles_from == "port-guess").count();
+    if guessed > 0 {
+        writeln!(
+            out,
+            "  ({guessed} connection(s) started before the capture: client and server guessed from the ports)"
+        )?;
+    }
+    Ok(())
+}
+
+fn short(b: u64) -> String {
+    if b >= 10_000_000 {
+        format!("{}M", b / 1_000_000)
+    } else if b >= 10_000 {
+        format!("{}K", b / 1_000)
+    } else {
+        b.to_string()
+    }
+}

@@ -1,1 +1,176 @@
-fn main(){}
+//! `tcpdoctor`: the command line. The work lives in the library crates; this
+//! file defines the interface, reads input and maps outcomes to exit codes.
+
+use std::fs::File;
+use std::io::{self, BufWriter, IsTerminal, Read, Write};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use tcpdoctor_capture::{CaptureReader, ErrorKind};
+use tcpdoctor_diagnose::{Engine, Options};
+use tcpdoctor_report::TextOptions;
+
+/// Exit status: analysed (findings or not, unless --fail-on-finding).
+const EXIT_OK: u8 = 0;
+/// Exit status: analysed, --fail-on-finding given, and a finding was reported.
+const EXIT_FINDING: u8 = 1;
+/// Exit status: usage error, or the input could not be read as a capture.
+const EXIT_INPUT: u8 = 2;
+
+#[derive(Parser)]
+#[command(
+    name = "tcpdoctor",
+    version,
+    about = "Says why a TCP request is slow: names the mechanism that cost the time, the endpoint \
+             responsible, the packets that prove it, and the fix.",
+    after_help = "Start with:  tcpdoctor analyze capture.pcap\n\
+                  Live:        tcpdump -i any -w - port 8080 | tcpdoctor analyze -\n\n\
+                  Exit status: 0 analysed; 1 a finding was reported and --fail-on-finding was given;\n\
+                  2 usage error or unreadable input."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Analyse a pcap or pcapng capture and explain where the time went.
+    #[command(after_help = ANALYZE_HELP)]
+    Analyze(AnalyzeArgs),
+}
+
+const ANALYZE_HELP: &str = "\
+Examples:
+  tcpdoctor analyze examples/nginx-nagle.pcap
+  tcpdoctor analyze --format json upload.pcapng | jq '.findings[0]'
+  tcpdump -i any -w - port 8080 | tcpdoctor analyze -
+
+Reads pcap (µs or ns, either byte order) and pcapng (several interfaces), on Ethernet (VLAN, QinQ),
+Linux cooked SLL/SLL2 (tcpdump -i any), raw IP and BSD loopback, IPv4 and IPv6. Captures taken at the
+client, the server or in between all work; snaplen-truncated and TSO/GRO captures are fine.
+
+What it reports:
+  nagle_delayed_ack        a small segment held the rest of a message until the peer's delayed ACK
+  receive_window_limited   bytes in flight pinned at the receiver's advertised window
+
+Exit status: 0 analysed (a truncated capture is analysed up to where it ends, with a warning);
+1 --fail-on-finding was given and a finding was reported; 2 usage error or unreadable input.";
+
+#[derive(clap::Args)]
+struct AnalyzeArgs {
+    /// Capture file (pcap or pcapng), or `-` for standard input.
+    file: String,
+    /// Output format: `text` for people, `json` for machines (schema in the README).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Connections shown in the text report (most time lost first).
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    connections: usize,
+    /// Connections kept for the JSON `connections` list (bounds memory on huge captures).
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    max_connections: usize,
+    /// Exit with status 1 when any finding is reported (for scripts and CI).
+    #[arg(long)]
+    fail_on_finding: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Text,
+    Json,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Analyze(args) => analyze(&args),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            // A closed pipe (`| head`) is not an error.
+            if e.chain().any(|c| {
+                c.downcast_ref::<io::Error>()
+                    .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+            }) {
+                return ExitCode::from(EXIT_OK);
+            }
+            eprintln!("tcpdoctor: {e:#}");
+            ExitCode::from(EXIT_INPUT)
+        }
+    }
+}
+
+fn open(path: &str) -> anyhow::Result<Box<dyn Read>> {
+    if path == "-" {
+        return Ok(Box::new(io::stdin().lock()));
+    }
+    let f = File::open(path).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
+    Ok(Box::new(f))
+}
+
+fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
+    let name = if args.file == "-" { "<stdin>" } else { args.file.as_str() };
+    let input = open(&args.file)?;
+    let mut reader = CaptureReader::new(input).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+    if let Some(link) = reader.link_type() {
+        if !link.is_supported() {
+            anyhow::bail!(
+                "{name}: link type {} is not supported (supported: Ethernet, Linux cooked SLL/SLL2, raw IPv4/IPv6, BSD loopback)",
+                link.to_raw()
+            );
+        }
+    }
+    let format = reader.format().to_string();
+    let mut engine = Engine::new(Options {
+        max_connections: args.max_connections,
+        ..Options::default()
+    });
+    loop {
+        match reader.next_packet() {
+            Ok(Some(p)) => engine.push(p.ts, p.link, p.data, p.orig_len),
+            Ok(None) => break,
+            Err(e) if e.kind == ErrorKind::Io || engine.frames() == 0 && e.kind != ErrorKind::Truncated => {
+                anyhow::bail!("{name}: {e}")
+            }
+            Err(e) => {
+                let what = match e.kind {
+                    ErrorKind::Truncated => "the capture is truncated",
+                    _ => "the capture is corrupt",
+                };
+                engine.warn(format!(
+                    "{name}: {what} at byte {} ({}); the {} packets before it were analysed",
+                    e.offset,
+                    e.detail,
+                    engine.frames()
+                ));
+                break;
+            }
+        }
+    }
+    let analysis = engine.finish();
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    match args.format {
+        Format::Json => tcpdoctor_report::json(&analysis, &mut out)?,
+        Format::Text => {
+            let width = if io::stdout().is_terminal() { 100 } else { 100 };
+            tcpdoctor_report::text(
+                &analysis,
+                name,
+                &format,
+                TextOptions {
+                    connections: args.connections,
+                    width,
+                },
+                &mut out,
+            )?
+        }
+    }
+    out.flush()?;
+    if args.fail_on_finding && !analysis.findings.is_empty() {
+        return Ok(EXIT_FINDING);
+    }
+    Ok(EXIT_OK)
+}

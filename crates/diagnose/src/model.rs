@@ -1,0 +1,172 @@
+//! The analysis result: what `--format json` prints (schema 1).
+//!
+//! This is a stable interface. Fields are only ever added; `kind` values
+//! only ever extended. Times are milliseconds (floats), frame numbers are
+//! 1-based as Wireshark numbers them, endpoints are `IP:PORT` (`[v6]:PORT`).
+
+use serde::Serialize;
+
+/// The whole document.
+#[derive(Debug, Clone, Serialize)]
+pub struct Analysis {
+    pub schema: u32,
+    pub capture: CaptureSummary,
+    pub connections: Vec<ConnectionSummary>,
+    pub findings: Vec<Finding>,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct CaptureSummary {
+    /// Every record in the capture, decodable or not.
+    pub packets: u64,
+    pub tcp_packets: u64,
+    pub connections: u64,
+    /// Connections held in memory at once, at most.
+    pub peak_open_connections: u64,
+    /// The connections listed under `connections` (the ones that lost the most time).
+    pub connections_listed: u64,
+    pub duration_ms: f64,
+    /// Unix time of the first packet, seconds.
+    pub start_unix: f64,
+    pub bytes_on_wire: u64,
+    pub link_types: Vec<String>,
+    /// Frames that carry no TCP (ARP, UDP, ICMP…).
+    pub non_tcp: u64,
+    /// IP fragments (not reassembled, not analysed).
+    pub fragments: u64,
+    /// Frames that could not be decoded, by reason. Never silently dropped.
+    pub undecodable: Vec<Count>,
+    /// Complete request/response exchanges and their latency at the capture point.
+    pub exchanges: u64,
+    pub exchange_latency_ms: Option<Percentiles>,
+    /// Problems with the capture itself (truncation, corruption), in plain words.
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Count {
+    pub reason: String,
+    pub count: u64,
+    /// The first frame with this problem.
+    pub first_frame: u64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct Percentiles {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+    pub mean: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ConnectionSummary {
+    pub id: u64,
+    pub client: String,
+    pub server: String,
+    /// How the client was told from the server: `syn`, `syn-ack` or `port-guess`.
+    pub roles_from: &'static str,
+    pub first_frame: u64,
+    pub start_ms: f64,
+    pub duration_ms: f64,
+    /// SYN to ACK at the capture point: the full round trip between the endpoints.
+    pub handshake_rtt_ms: Option<f64>,
+    /// The part of the handshake RTT between the capture point and the client (SYN-ACK → ACK).
+    pub handshake_client_side_ms: Option<f64>,
+    /// The part between the capture point and the server (SYN → SYN-ACK).
+    pub handshake_server_side_ms: Option<f64>,
+    /// Round trip between the endpoints without delayed-ACK waits.
+    pub rtt_ms: Option<f64>,
+    pub syn_retransmissions: u32,
+    pub packets: u64,
+    pub exchanges: u64,
+    pub exchange_latency_ms: Option<ExchangeStats>,
+    pub bytes: Directions<u64>,
+    pub retransmissions: Directions<u64>,
+    pub max_in_flight: Directions<u32>,
+    pub mss: Directions<Option<u16>>,
+    /// Window scale shift per side; null when the handshake was not captured.
+    pub window_scale: Directions<Option<u8>>,
+    /// Smallest window each receiver advertised after the handshake (scaled bytes).
+    pub min_window: Directions<Option<u32>>,
+    /// How the connection ended: `fin`, `rst`, `open` (capture ended first).
+    pub end: &'static str,
+    /// Time lost to the findings on this connection.
+    pub time_lost_ms: f64,
+}
+
+/// A value per direction, named by who sends.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Directions<T> {
+    pub client_to_server: T,
+    pub server_to_client: T,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ExchangeStats {
+    pub mean: f64,
+    pub max: f64,
+}
+
+/// Who is responsible.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Culprit {
+    pub endpoint: String,
+    /// `client`, `server` or `network`.
+    pub role: &'static str,
+}
+
+/// Frames that show one occurrence.
+#[derive(Debug, Clone, Serialize)]
+pub struct Evidence {
+    pub connection: u64,
+    pub frames: Vec<u64>,
+    pub delay_ms: f64,
+}
+
+/// One row of a ladder diagram (Wireshark's flow graph) of one exchange.
+#[derive(Debug, Clone, Serialize)]
+pub struct LadderRow {
+    pub frame: u64,
+    /// Milliseconds since the first row.
+    pub t_ms: f64,
+    /// `c>s` or `s>c`.
+    pub dir: &'static str,
+    pub flags: String,
+    pub seq: u32,
+    pub ack: u32,
+    pub len: u32,
+    pub window: u32,
+    /// What this packet means in the finding, if anything.
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Ladder {
+    pub connection: u64,
+    pub client: String,
+    pub server: String,
+    pub rows: Vec<LadderRow>,
+}
+
+/// A named cause with its evidence, cost and fix.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    /// One of DESIGN.md's vocabulary: `nagle_delayed_ack`, `receive_window_limited`, …
+    pub kind: &'static str,
+    pub culprit: Culprit,
+    pub connections: u64,
+    pub occurrences: u64,
+    pub typical_delay_ms: f64,
+    pub total_delay_ms: f64,
+    /// `total_delay_ms` over the time all exchanges in the capture took (0..1).
+    pub share_of_time: f64,
+    pub evidence: Vec<Evidence>,
+    pub wireshark_filter: String,
+    pub explanation: String,
+    pub fix: String,
+    /// Kind-specific measurements (see the README's JSON section).
+    pub details: serde_json::Value,
+    pub ladder: Option<Ladder>,
+}

@@ -1,0 +1,81 @@
+//! Diagnosis rules. Each rule watches one connection's segments and reports
+//! [`Occurrence`]s; the engine aggregates them into findings.
+
+pub mod nagle;
+pub mod receive_window;
+
+use tcpdoctor_flow::{Connection, Dir};
+
+use crate::http::Software;
+use crate::model::LadderRow;
+
+/// The finding vocabulary (DESIGN.md); extended only by adding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    NagleDelayedAck,
+    ReceiveWindowLimited,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::NagleDelayedAck => "nagle_delayed_ack",
+            Kind::ReceiveWindowLimited => "receive_window_limited",
+        }
+    }
+
+    pub fn bit(self) -> u32 {
+        1 << (self as u32)
+    }
+}
+
+/// One instance of a mechanism costing time.
+#[derive(Debug, Clone)]
+pub struct Occurrence {
+    pub kind: Kind,
+    /// The direction whose *sending endpoint* (Nagle) or *receiving endpoint*
+    /// (window) is responsible; see [`Occurrence::culprit`].
+    pub culprit: Dir,
+    pub delay_ns: i64,
+    pub frames: Vec<u64>,
+    /// Notes for the ladder: (frame, note).
+    pub notes: Vec<(u64, String)>,
+    /// Start the ladder at this frame if it is still in the recent-packet ring.
+    pub ladder_from: Option<u64>,
+    /// A ladder captured by the rule itself (for findings decided at close).
+    pub ladder: Option<Vec<LadderRow>>,
+    pub detail: Detail,
+}
+
+/// Where an endpoint sits in a connection.
+pub fn endpoint_of(conn: &Connection, side: Dir) -> (std::net::SocketAddr, &'static str) {
+    match side {
+        Dir::ClientToServer => (conn.client.addr, "client"),
+        Dir::ServerToClient => (conn.server.addr, "server"),
+    }
+}
+
+/// Kind-specific measurements.
+#[derive(Debug, Clone)]
+pub enum Detail {
+    Nagle {
+        /// The peer's ACK wait beyond the round trip: its delayed-ACK timer.
+        ack_wait_ns: i64,
+        /// From the ACK to the held data at the capture point.
+        after_ack_ns: i64,
+        small_len: u32,
+        held_len: u32,
+        software: Option<Software>,
+        rtt_ns: Option<i64>,
+    },
+    Window {
+        mean_window: u32,
+        min_window: u32,
+        mss: u32,
+        rtt_ns: Option<i64>,
+        bytes: u64,
+        transfer_ns: i64,
+        stalls: u64,
+        receive_buffer_hint: Option<&'static str>,
+    },
+}

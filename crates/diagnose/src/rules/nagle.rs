@@ -1,0 +1,159 @@
+//! Nagle's algorithm meeting a delayed ACK.
+//!
+//! The mechanism (RFC 896 Nagle, RFC 1122 §4.2.3.2 delayed ACK; Linux holds a
+//! sub-MSS segment while an earlier sub-MSS segment is unacknowledged, the
+//! "Minshall" variant):
+//!
+//! 1. sender S sends a small segment P1 (the response headers, say);
+//! 2. S has more to send, but Nagle holds it until P1 is acknowledged;
+//! 3. receiver R has nothing to send back yet, so it delays its ACK
+//!    (~40 ms on Linux, ~200 ms on Windows, up to ~100 ms on macOS);
+//! 4. the held data P2 leaves right after that ACK arrives.
+//!
+//! The rule looks for exactly that pattern, in terms that hold at any
+//! vantage point: P2 continues P1's sequence, R sent no data in between,
+//! R's ACK of P1 came later than the round trip to R explains by at least
+//! [`MIN_ACK_WAIT_NS`], and P2 followed that ACK within the round trip to S
+//! plus scheduling slack. The time lost is P1 → P2: without Nagle P2 would
+//! have left right behind P1.
+
+use tcpdoctor_flow::{Connection, Dir, Mark, SegKind, Segment, Seq};
+
+use super::{Detail, Kind, Occurrence};
+use crate::http::{classify, Software};
+
+/// An ACK that waited this long beyond the round trip was delayed on purpose.
+/// Linux's minimum delayed-ACK timeout is 40 ms (TCP_DELACK_MIN); 15 ms leaves
+/// room for hosts with shorter timers while staying far above scheduling noise.
+pub const MIN_ACK_WAIT_NS: i64 = 15_000_000;
+/// Slack for the sender to react to the ACK, beyond the round trip to it.
+const REACT_SLACK_NS: i64 = 2_000_000;
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    /// Relative sequence number just past P1.
+    end: u32,
+    at: Mark,
+    len: u32,
+    ack: Option<Mark>,
+    peer_sent_data: bool,
+    software: Option<Software>,
+}
+
+#[derive(Debug, Default)]
+pub struct NagleState {
+    last: [Option<Pending>; 2],
+}
+
+/// Capture point → the endpoint that sends in `side` → capture point.
+fn distance_to(conn: &Connection, side: Dir) -> Option<i64> {
+    match side {
+        Dir::ClientToServer => conn
+            .handshake
+            .client_side_ns()
+            .or(conn.server.rtt_to_peer_ns),
+        Dir::ServerToClient => conn
+            .handshake
+            .server_side_ns()
+            .or(conn.client.rtt_to_peer_ns),
+    }
+}
+
+impl NagleState {
+    pub fn on_segment(&mut self, conn: &Connection, seg: &Segment<'_>, out: &mut Vec<Occurrence>) {
+        let d = seg.dir;
+        let r = d.reverse();
+        // This segment is the receiver's side of the other direction's pending P1.
+        if let Some(p) = self.last[r.index()].as_mut() {
+            if seg.len > 0 && matches!(seg.kind, SegKind::NewData | SegKind::Retransmission) {
+                p.peer_sent_data = true;
+            }
+            if seg.flags.ack() && p.ack.is_none() && Seq(seg.ack) >= Seq(p.end) {
+                p.ack = Some(Mark {
+                    ts: seg.ts,
+                    frame: seg.frame,
+                });
+            }
+        }
+        if seg.len == 0 {
+            return;
+        }
+        match seg.kind {
+            SegKind::NewData => {}
+            SegKind::Retransmission => {
+                self.last[d.index()] = None;
+                return;
+            }
+            _ => return,
+        }
+        if let Some(p) = self.last[d.index()] {
+            if let Some(o) = check(conn, &p, seg) {
+                out.push(o);
+            }
+        }
+        self.last[d.index()] = Some(Pending {
+            end: seg.seq.wrapping_add(seg.len),
+            at: Mark {
+                ts: seg.ts,
+                frame: seg.frame,
+            },
+            len: seg.len,
+            ack: None,
+            peer_sent_data: false,
+            software: classify(seg.payload),
+        });
+    }
+}
+
+fn check(conn: &Connection, p: &Pending, seg: &Segment<'_>) -> Option<Occurrence> {
+    let d = seg.dir;
+    let ack = p.ack?;
+    if p.end != seg.seq || p.peer_sent_data {
+        return None;
+    }
+    let mss = conn.half(d).effective_mss();
+    // Nagle only holds data behind a segment smaller than the MSS.
+    if p.len % mss == 0 {
+        return None;
+    }
+    let to_receiver = distance_to(conn, d.reverse());
+    let to_sender = distance_to(conn, d).or(conn.path_rtt_ns()).unwrap_or(0);
+    let ack_wait = ack.ts.since(p.at.ts) - to_receiver.unwrap_or(0);
+    let after_ack = seg.ts.since(ack.ts);
+    let allowed = to_sender + REACT_SLACK_NS + to_sender / 4;
+    if ack_wait < MIN_ACK_WAIT_NS || after_ack > allowed || after_ack * 2 >= ack_wait {
+        return None;
+    }
+    let delay = seg.ts.since(p.at.ts);
+    let (sender, peer) = match d {
+        Dir::ClientToServer => ("client", "server"),
+        Dir::ServerToClient => ("server", "client"),
+    };
+    Some(Occurrence {
+        kind: Kind::NagleDelayedAck,
+        culprit: d,
+        delay_ns: delay,
+        frames: vec![p.at.frame, ack.frame, seg.frame],
+        notes: vec![
+            (p.at.frame, format!("{sender} sends {} B, holds the rest (Nagle)", p.len)),
+            (
+                ack.frame,
+                format!("{peer} ACK after {:.1} ms (delayed ACK)", ack.ts.ms_since(p.at.ts)),
+            ),
+            (
+                seg.frame,
+                format!("held {} B leave {:.2} ms after the ACK", seg.len, after_ack as f64 / 1e6),
+            ),
+        ],
+        ladder_from: conn.current_exchange().and_then(|e| e.start()).map(|m| m.frame),
+        ladder: None,
+        detail: Detail::Nagle {
+            ack_wait_ns: ack_wait,
+            after_ack_ns: after_ack,
+            small_len: p.len,
+            held_len: seg.len,
+            software: p.software,
+            rtt_ns: conn.path_rtt_ns(),
+        },
+    })
+}

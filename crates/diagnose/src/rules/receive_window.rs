@@ -1,0 +1,134 @@
+//! The receive-window ceiling.
+//!
+//! A sender may have at most the receiver's advertised window unacknowledged
+//! (RFC 9293 §3.8.6). When bytes in flight sit at that window while the sender
+//! still has data, every round trip moves one window: throughput = rwnd / RTT,
+//! whatever the bandwidth. The rule measures, per direction, the time from a
+//! segment that filled the window (no room for another full segment) to the
+//! next new data, counted only while the receiver sent nothing (so the pause
+//! is not the end of a message), and reports the connection when that time is
+//! a large share of the transfer.
+
+use tcpdoctor_flow::{Connection, Dir, Mark, SegKind, Segment};
+use tcpdoctor_wire::Timestamp;
+
+use super::{Detail, Kind, Occurrence};
+use crate::model::LadderRow;
+
+/// Report when at least this share of the transfer was spent at the window…
+pub const MIN_SHARE: f64 = 0.2;
+/// …over at least this many stalls.
+pub const MIN_STALLS: u64 = 4;
+
+#[derive(Debug, Clone, Copy)]
+struct Blocked {
+    at: Mark,
+    window: u32,
+}
+
+#[derive(Debug, Default)]
+struct DirState {
+    blocked: Option<Blocked>,
+    first_data: Option<Timestamp>,
+    last_data: Option<Timestamp>,
+    bytes: u64,
+    limited_ns: i64,
+    stalls: u64,
+    window_sum: u64,
+    window_min: u32,
+    first_stall: Option<(u64, u64)>,
+    ladder: Option<Vec<LadderRow>>,
+}
+
+#[derive(Debug, Default)]
+pub struct WindowState {
+    dirs: [DirState; 2],
+}
+
+impl WindowState {
+    /// `ring` renders the recent packets for a ladder, when one is wanted.
+    pub fn on_segment(
+        &mut self,
+        conn: &Connection,
+        seg: &Segment<'_>,
+        ring: impl FnOnce() -> Vec<LadderRow>,
+    ) {
+        if seg.len == 0 || seg.kind != SegKind::NewData {
+            return;
+        }
+        // New data from the receiver ends the other direction's message.
+        self.dirs[seg.dir.reverse().index()].blocked = None;
+        let st = &mut self.dirs[seg.dir.index()];
+        st.first_data.get_or_insert(seg.ts);
+        st.last_data = Some(seg.ts);
+        st.bytes += u64::from(seg.len);
+        if let Some(b) = st.blocked.take() {
+            st.limited_ns += seg.ts.since(b.at.ts);
+            st.stalls += 1;
+            st.window_sum += u64::from(b.window);
+            st.window_min = if st.stalls == 1 { b.window } else { st.window_min.min(b.window) };
+            if st.first_stall.is_none() {
+                st.first_stall = Some((b.at.frame, seg.frame));
+            }
+            if st.stalls == 3 && st.ladder.is_none() {
+                st.ladder = Some(ring());
+            }
+        }
+        let receiver = conn.half(seg.dir.reverse());
+        let mss = conn.half(seg.dir).effective_mss();
+        let scale_known = receiver.window_shift.is_some();
+        if scale_known && seg.peer_window > 0 && seg.in_flight.saturating_add(mss) > seg.peer_window {
+            st.blocked = Some(Blocked {
+                at: Mark {
+                    ts: seg.ts,
+                    frame: seg.frame,
+                },
+                window: seg.peer_window,
+            });
+        }
+    }
+
+    pub fn on_close(&mut self, conn: &Connection, out: &mut Vec<Occurrence>) {
+        for d in [Dir::ClientToServer, Dir::ServerToClient] {
+            let st = &mut self.dirs[d.index()];
+            let (Some(first), Some(last)) = (st.first_data, st.last_data) else {
+                continue;
+            };
+            let transfer = last.since(first);
+            if st.stalls < MIN_STALLS
+                || transfer <= 0
+                || (st.limited_ns as f64) < MIN_SHARE * transfer as f64
+            {
+                continue;
+            }
+            let receiver = conn.half(d.reverse());
+            let mean_window = (st.window_sum / st.stalls) as u32;
+            // A receiver that never scaled its window and sits near 64 KB is
+            // missing window scaling; one far below it has a small buffer.
+            let hint = match receiver.window_scale_option {
+                None if receiver.syn_seen && mean_window > 32_768 => Some("no_window_scaling"),
+                _ => Some("small_receive_buffer"),
+            };
+            let (a, b) = st.first_stall.unwrap_or((0, 0));
+            out.push(Occurrence {
+                kind: Kind::ReceiveWindowLimited,
+                culprit: d.reverse(),
+                delay_ns: st.limited_ns,
+                frames: vec![a, b],
+                notes: Vec::new(),
+                ladder_from: None,
+                ladder: st.ladder.take(),
+                detail: Detail::Window {
+                    mean_window,
+                    min_window: st.window_min,
+                    mss: conn.half(d).effective_mss(),
+                    rtt_ns: conn.path_rtt_ns(),
+                    bytes: st.bytes,
+                    transfer_ns: transfer,
+                    stalls: st.stalls,
+                    receive_buffer_hint: hint,
+                },
+            });
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! Turning aggregates into findings a person can act on, and connections into summaries.
+
+use std::net::SocketAddr;
+
+use serde_json::json;
+use tcpdoctor_flow::Connection;
+
+use crate::http::Software;
+use crate::model::*;
+use crate::rules::{Detail, Kind};
+use crate::{round3, Aggregate, ConnState};
+
+fn ms(ns: i64) -> f64 {
+    round3(ns as f64 / 1e6)
+}
+
+/// What an observed delayed-ACK wait matches.
+pub fn delayed_ack_os(wait_ms: f64) -> &'static str {
+    match wait_ms {
+        w if (30.0..=70.0).contains(&w) => "Linux (40 ms minimum delayed-ACK timer)",
+        w if (85.0..=125.0).contains(&w) => "macOS (~100 ms delayed-ACK timer)",
+        w if (170.0..=230.0).contains(&w) => "Windows (200 ms delayed-ACK timer)",
+        _ => "an unusual delayed-ACK timer",
+    }
+}
+
+fn human_bytes(b: f64) -> String {
+    if b >= 1e6 {
+        format!("{:.2} MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.1} KB", b / 1e3)
+    } else {
+        format!("{b:.0} B")
+    }
+}
+
+fn human_rate(bytes_per_s: f64) -> String {
+    let bits = bytes_per_s * 8.0;
+    if bits >= 1e9 {
+        format!("{:.2} Gbit/s", bits / 1e9)
+    } else if bits >= 1e6 {
+        format!("{:.2} Mbit/s", bits / 1e6)
+    } else {
+        format!("{:.0} kbit/s", bits / 1e3)
+    }
+}
+
+/// A display filter that shows one instance: the connection, between two frames.
+fn filter(ev: Option<&Evidence>, client: &str, server: &str) -> String {
+    let parse = |s: &str| s.parse::<SocketAddr>().ok();
+    let (Some(c), Some(s)) = (parse(client), parse(server)) else {
+        return String::new();
+    };
+    let ip = |a: SocketAddr| match a {
+        SocketAddr::V4(_) => format!("ip.addr == {}", a.ip()),
+        SocketAddr::V6(_) => format!("ipv6.addr == {}", a.ip()),
+    };
+    let mut f = format!(
+        "{} && {} && tcp.port == {} && tcp.port == {}",
+        ip(c),
+        ip(s),
+        c.port(),
+        s.port()
+    );
+    if let Some(ev) = ev {
+        if let (Some(lo), Some(hi)) = (ev.frames.iter().min(), ev.frames.iter().max()) {
+            f.push_str(&format!(" && frame.number >= {lo} && frame.number <= {hi}"));
+        }
+    }
+    f
+}
+
+pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
+    let typical = round3(a.delays.quantile_ms(0.5));
+    let total = ms(a.total_ns);
+    let share = if denominator_ns > 0.0 {
+        round3((a.total_ns as f64 / denominator_ns).min(1.0))
+    } else {
+        0.0
+    };
+    let ep = a.culprit.endpoint.clone();
+    let role = a.culprit.role;
+    let peer = a.peer_role;
+    let (client, server) = a
+        .ladder
+        .as_ref()
+        .map(|l| (l.client.clone(), l.server.clone()))
+        .unwrap_or_default();
+    let wireshark_filter = filter(a.evidence.first(), &client, &server);
+    let (explanation, fix, details) = match (a.kind, &a.first) {
+        (Kind::NagleDelayedAck, Detail::Nagle { small_len, software, .. }) => {
+            let wait = round3(a.ack_wait.quantile_ms(0.5));
+            let after = round3(a.after_ack.quantile_ms(0.5));
+            let rtt = a.rtt_ns_min.map(ms);
+            let what = if role == "server" { "response" } else { "request" };
+            let rtt_text = rtt.map_or("unknown".to_string(), |r| format!("{r} ms"));
+            let explanation = format!(
+                "{ep} ({role}) sends each {what} in two parts: a small segment ({small_len} B), then the rest only after the \
+                 {peer} acknowledges it. Nagle's algorithm (RFC 896) is on at {ep}: it holds back a segment smaller than \
+                 the MSS while an earlier small one is unacknowledged. The {peer} has nothing to send yet, so it delays \
+                 its ACK (RFC 1122 §4.2.3.2): the ACK waits {wait} ms beyond the round trip ({rtt_text}), which matches \
+                 {timer}, and the held data leaves {after} ms after it. This happened {occ} times on {conns} connection(s), \
+                 {typical} ms each, {total} ms in all. The first {what} on a connection is usually spared: a new Linux \
+                 connection starts in quick-ACK mode.",
+                timer = delayed_ack_os(wait),
+                occ = a.occurrences,
+                conns = a.connections,
+            );
+            let fix = nagle_fix(&ep, role, *software);
+            let details = json!({
+                "ack_delay_ms": wait,
+                "delayed_ack_timer": delayed_ack_os(wait),
+                "held_after_ack_ms": after,
+                "small_segment_bytes": small_len,
+                "rtt_ms": rtt,
+                "software": software.map(software_name),
+            });
+            (explanation, fix, details)
+        }
+        (Kind::ReceiveWindowLimited, Detail::Window { mss, receive_buffer_hint, .. }) => {
+            let window = a.window_sum.checked_div(a.stalls).unwrap_or(0) as f64;
+            let mss = f64::from(*mss);
+            let rtt = a.rtt_ns_min.map(ms);
+            let ceiling = rtt.filter(|r| *r > 0.0).map(|r| window / (r / 1e3));
+            let transfer_s = a.transfer_ns as f64 / 1e9;
+            let tput = if transfer_s > 0.0 { a.bytes as f64 / transfer_s } else { 0.0 };
+            let at_window = if a.transfer_ns > 0 {
+                round3(a.total_ns as f64 / a.transfer_ns as f64)
+            } else {
+                0.0
+            };
+            let explanation = format!(
+                "{ep} ({role}) advertises a receive window of about {w} ({wmss:.1} × MSS {mss:.0} B) while the {peer} has \
+                 more to send: bytes in flight sat at that window for {pct:.0}% of the transfer, {stalls} times the \
+                 sender stopped until an ACK opened the window. {ceil}The transfer moved {bytes} in {secs:.2} s \
+                 ({tput}). A sender may not have more than the receiver's window unacknowledged (RFC 9293 §3.8.6), \
+                 so each round trip moves one window, whatever the bandwidth.",
+                w = human_bytes(window),
+                wmss = window / mss.max(1.0),
+                pct = at_window * 100.0,
+                stalls = a.stalls,
+                ceil = match (rtt, ceiling) {
+                    (Some(r), Some(c)) => format!("With a round trip of {r} ms that caps throughput at rwnd/RTT = {}. ", human_rate(c)),
+                    _ => String::new(),
+                },
+                bytes = human_bytes(a.bytes as f64),
+                secs = transfer_s,
+                tput = human_rate(tput),
+            );
+            let fix = window_fix(&ep, *receive_buffer_hint, rtt);
+            let details = json!({
+                "window_bytes": window.round(),
+                "window_min_bytes": a.window_min,
+                "window_mss": round3(window / mss.max(1.0)),
+                "mss": mss,
+                "rtt_ms": rtt,
+                "ceiling_bytes_per_sec": ceiling.map(f64::round),
+                "throughput_bytes_per_sec": tput.round(),
+                "bytes": a.bytes,
+                "transfer_ms": ms(a.transfer_ns),
+                "stalls": a.stalls,
+                "share_of_transfer": at_window,
+                "cause": receive_buffer_hint,
+            });
+            (explanation, fix, details)
+        }
+        _ => (String::new(), String::new(), json!({})),
+    };
+    Finding {
+        kind: a.kind.name(),
+        culprit: a.culprit,
+        connections: a.connections,
+        occurrences: a.occurrences,
+        typical_delay_ms: typical,
+        total_delay_ms: total,
+        share_of_time: share,
+        evidence: a.evidence,
+        wireshark_filter,
+        explanation,
+        fix,
+        details,
+        ladder: a.ladder,
+    }
+}
+
+fn software_name(s: Software) -> &'static str {
+    match s {
+        Software::Nginx => "nginx",
+        Software::JdkHttpServer => "jdk-httpserver",
+        Software::OtherHttpServer => "http-server",
+        Software::HttpClient => "http-client",
+    }
+}
+
+fn nagle_fix(ep: &str, role: &str, software: Option<Software>) -> String {
+    let tail = " (Shortening the peer's delayed ACK, e.g. TCP_QUICKACK, only hides it.)";
+    if role == "client" {
+        return format!(
+            "The client at {ep} writes each request in two parts (headers, then body). Send the request in one write \
+             (one buffer, or writev), or enable TCP_NODELAY on the client socket (setsockopt TCP_NODELAY; Java \
+             socket.setTcpNoDelay(true)).{tail}"
+        );
+    }
+    let specific = match software {
+        Some(Software::Nginx) => format!(
+            "This server is nginx: set `tcp_nodelay on;` (http, server or location block) for {ep}; it applies to \
+             keep-alive connections. With `sendfile on`, `tcp_nopush on;` also sends headers and file together."
+        ),
+        Some(Software::JdkHttpServer) => format!(
+            "This server is the JDK's com.sun.net.httpserver, which leaves Nagle on by default: start the JVM with \
+             `-Dsun.net.httpserver.nodelay=true` for {ep}, or write headers and body in one call."
+        ),
+        _ => format!(
+            "Enable TCP_NODELAY on the server socket at {ep} (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, 1); Java \
+             setTcpNoDelay(true); nginx `tcp_nodelay on;`; JDK HttpServer `-Dsun.net.httpserver.nodelay=true`), or \
+             write the response headers and body in one call (one buffer, or writev)."
+        ),
+    };
+    format!("{specific}{tail}")
+}
+
+fn window_fix(ep: &str, hint: Option<&'static str>, rtt_ms: Option<f64>) -> String {
+    let need = rtt_ms
+        .map(|r| {
+            format!(
+                " To fill 100 Mbit/s over {r} ms the window must reach {}.",
+                human_bytes(100e6 / 8.0 * r / 1e3)
+            )
+        })
+        .unwrap_or_default();
+    if hint == Some("no_window_scaling") {
+        return format!(
+            "{ep} did not offer window scaling in its SYN, so its window cannot exceed 64 KB: enable \
+             net.ipv4.tcp_window_scaling=1 there and check that no middlebox strips the option.{need}"
+        );
+    }
+    format!(
+        "Raise the receive buffer at {ep}. A small SO_RCVBUF fixes the window size (and on Linux turns receive-buffer \
+         autotuning off): in nginx remove `rcvbuf=` from `listen` or raise it (e.g. `listen … rcvbuf=1m;`); in code \
+         drop the setsockopt(SO_RCVBUF) or raise it. Check net.ipv4.tcp_rmem (its max bounds autotuning), \
+         net.core.rmem_max (bounds SO_RCVBUF) and net.ipv4.tcp_window_scaling=1.{need}"
+    )
+}
+
+pub(crate) fn connection_summary(conn: &Connection, st: &ConnState) -> ConnectionSummary {
+    let hs = &conn.handshake;
+    let end = if conn.client.rst.is_some() || conn.server.rst.is_some() {
+        "rst"
+    } else if conn.client.fin.is_some() && conn.server.fin.is_some() {
+        "fin"
+    } else {
+        "open"
+    };
+    ConnectionSummary {
+        id: conn.id,
+        client: conn.client.addr.to_string(),
+        server: conn.server.addr.to_string(),
+        roles_from: conn.role_source.describe(),
+        first_frame: conn.first.frame,
+        // Absolute here; made relative to the capture start in `Engine::finish`.
+        start_ms: conn.first.ts.nanos() as f64 / 1e6,
+        duration_ms: ms(conn.duration_ns()),
+        handshake_rtt_ms: hs.rtt_ns().map(ms),
+        handshake_client_side_ms: hs.client_side_ns().map(ms),
+        handshake_server_side_ms: hs.server_side_ns().map(ms),
+        rtt_ms: conn.path_rtt_ns().map(ms),
+        syn_retransmissions: hs.syn_count.saturating_sub(1),
+        packets: conn.packets,
+        exchanges: st.exchanges,
+        exchange_latency_ms: (st.exchanges > 0).then(|| ExchangeStats {
+            mean: ms(st.exchange_sum_ns / st.exchanges as i64),
+            max: ms(st.exchange_max_ns),
+        }),
+        bytes: Directions {
+            client_to_server: conn.client.bytes,
+            server_to_client: conn.server.bytes,
+        },
+        retransmissions: Directions {
+            client_to_server: conn.client.retransmissions,
+            server_to_client: conn.server.retransmissions,
+        },
+        max_in_flight: Directions {
+            client_to_server: conn.client.max_in_flight,
+            server_to_client: conn.server.max_in_flight,
+        },
+        mss: Directions {
+            client_to_server: conn.client.mss,
+            server_to_client: conn.server.mss,
+        },
+        window_scale: Directions {
+            client_to_server: conn.client.window_shift,
+            server_to_client: conn.server.window_shift,
+        },
+        min_window: Directions {
+            client_to_server: conn.client.window_min,
+            server_to_client: conn.server.window_min,
+        },
+        end,
+        time_lost_ms: ms(st.time_lost_ns),
+    }
+}
