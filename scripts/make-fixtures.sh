@@ -9,7 +9,8 @@
 #
 # Environment:
 #   DELAYRELAY   path of the userspace delay line (default /work/shared/tools/delayrelay.py)
-#   NO_CHECK=1   install captures even when the measured symptom is not the expected one
+#   NO_CHECK=1   install captures even when a check (expected symptom, no kernel drops, no
+#                retransmissions, size) fails; by default a group is retried up to 5 times
 #
 # Only namespaces named tdfx-c (client), tdfx-s (server) and tdfx-r (router) are created (and
 # deleted again); every process started is tracked by PID and stopped on exit.
@@ -32,6 +33,9 @@ NS_R=tdfx-r
 DELAY_DEV=tdfxdly   # TUN device of the delay line, inside the router namespace
 DELAY_MS=17         # each way: RTT ~35 ms
 
+# Everything runs at nice -10: the machine is shared, and a load generator starved of CPU for
+# 2-3 ms makes a healthy server fire spurious tail-loss probes (PTO = 2*SRTT + 2 ms on a 0.1 ms path).
+NICE=(nice -n -10)
 PIDS=()       # background processes we started, stopped by PID
 NAMESPACES=() # namespaces we created
 TMP=""
@@ -71,7 +75,7 @@ stop_pid() {
 spawn() {
     local name=$1 ns=$2
     shift 2
-    ip netns exec "$ns" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
+    ip netns exec "$ns" "${NICE[@]}" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
     BG_PID=$!
     PIDS+=("$BG_PID")
 }
@@ -376,7 +380,7 @@ wrk_run() {
     local name=$1 out p50 unit
     shift
     out=$TMP/$name.wrk
-    ip netns exec "$NS_C" wrk "$@" >"$out" 2>&1 || { cat "$out" >&2; die "wrk failed"; }
+    ip netns exec "$NS_C" "${NICE[@]}" wrk "$@" >"$out" 2>&1 || { cat "$out" >&2; die "wrk failed"; }
     cat "$out" >&2
     read -r p50 unit < <(awk '$1 == "50%" { v = $2; sub(/[a-z]+$/, "", v); u = $2; sub(/^[0-9.]+/, "", u); print v, u }' "$out")
     case $unit in
@@ -389,14 +393,19 @@ wrk_run() {
     WRK_REQS=$(awk '/requests in/ { print $1 }' "$out")
 }
 
-# check DESCRIPTION EXPR: fail (unless NO_CHECK=1) when the awk expression EXPR is false.
+# check DESCRIPTION EXPR: when the awk expression EXPR is false, log it and set CHECK_FAILED
+# (unless NO_CHECK=1). A fixture is only installed if all its checks passed; main() retries the
+# group otherwise (a busy 2-core machine occasionally delays an ACK enough for a spurious
+# tail-loss-probe retransmission, which has no place in a "healthy" fixture).
+CHECK_FAILED=0
 check() {
     if awk "BEGIN { exit !($2) }"; then
         log "check ok: $1"
     elif [[ $NO_CHECK == 1 ]]; then
         log "CHECK FAILED (ignored, NO_CHECK=1): $1"
     else
-        die "check failed: $1"
+        log "CHECK FAILED: $1"
+        CHECK_FAILED=1
     fi
 }
 
@@ -432,8 +441,12 @@ install_fixture() {
     shift 2
     local size
     size=$(stat -c %s "$f")
-    ((size < 1500000)) || die "$name is $size bytes (limit 1.5 MB)"
+    check "$name is $size bytes < 1.5 MB" "$size < 1500000"
     check_clean "$f"
+    if ((CHECK_FAILED)); then
+        log "not installing $name: a check failed"
+        return 0
+    fi
     install -m 0644 "$f" "$FIX/$name"
     line="$name $* $(describe "$FIX/$name")"
     touch "$MEASURE"
@@ -464,9 +477,11 @@ fx_nginx_off() {
     check "capture < 300 KB for examples/" "$(stat -c %s "$cap") < 300000"
     install_fixture "$cap" "$name" "wrk_p50_ms=$WRK_P50 wrk_req_s=$WRK_RPS wrk_requests=$WRK_REQS" \
         "stall_acks=\"$(stall_acks "$cap")\""
-    mkdir -p "$EXAMPLES"
-    install -m 0644 "$FIX/$name" "$EXAMPLES/nginx-nagle.pcap"
-    log "copied to examples/nginx-nagle.pcap"
+    if ((!CHECK_FAILED)); then
+        mkdir -p "$EXAMPLES"
+        install -m 0644 "$FIX/$name" "$EXAMPLES/nginx-nagle.pcap"
+        log "copied to examples/nginx-nagle.pcap"
+    fi
     topo_down
 }
 
@@ -515,6 +530,10 @@ fx_jdk_nodelay() {
     topo_direct
     jdk_start true
     wait_http POST "http://$SERVER_IP:8080/" "$(printf 'x%.0s' {1..100})"
+    # Warm the JVM up first (on connections that are not captured): while the JIT compilers
+    # compete for the 2 cores, wrk's ACKs are sometimes late enough for the server's tail-loss
+    # probe to fire a spurious retransmission, which does not belong in a healthy fixture.
+    ip netns exec "$NS_C" "${NICE[@]}" wrk -c 2 -t 1 -d 2s -s "$SRC/post100.lua" "http://$SERVER_IP:8080/" >"$TMP/jdk-warmup.wrk" 2>&1
     cap_dumpcap "$NS_S" eth0 "$cap" -c 3000
     wrk_run jdk-nodelay -c 2 -t 1 -d 2s --latency -s "$SRC/post100.lua" "http://$SERVER_IP:8080/"
     cap_stop
@@ -539,7 +558,7 @@ fx_client_write() {
         cap=$TMP/$name
         out=$TMP/client-$mode.log
         cap_tcpdump "$NS_R" eths "$cap"
-        ip netns exec "$NS_C" "$PY" "$SRC/write_write_client.py" -n 30 \
+        ip netns exec "$NS_C" "${NICE[@]}" "$PY" "$SRC/write_write_client.py" -n 30 \
             $([[ $mode == single-write ]] && echo --single-write) "$SERVER_IP" 8080 >"$out"
         cap_stop
         cat "$out" >&2
@@ -577,7 +596,7 @@ fx_upload() {
         cap=$TMP/$name
         if [[ $name == upload-rcvbuf4k.* ]]; then port=8081 ns=$NS_S; else port=8080 ns=$NS_C; fi
         cap_tcpdump "$ns" eth0 "$cap" -s 128
-        t=$(ip netns exec "$NS_C" curl -s -o /dev/null -w '%{time_total}' \
+        t=$(ip netns exec "$NS_C" "${NICE[@]}" curl -s -o /dev/null -w '%{time_total}' \
             -F "file=@$TMP/upload.bin" "http://$SERVER_IP:$port/upload")
         cap_stop
         winmax=$(tshark -r "$cap" -Y "ip.src == $SERVER_IP && tcp.srcport == $port && tcp.flags.syn == 0" \
@@ -617,17 +636,23 @@ main() {
     mkdir -p "$TMP/java"
     javac -d "$TMP/java" "$SRC/SmallServer.java"
 
-    local g
+    local g fn attempt
     for g in "${groups[@]}"; do
         case $g in
-            nginx-off) fx_nginx_off ;;
-            nginx-on) fx_nginx_on ;;
-            jdk-default) fx_jdk_default ;;
-            jdk-nodelay) fx_jdk_nodelay ;;
-            client-write) fx_client_write ;;
-            upload) fx_upload ;;
+            nginx-off | nginx-on | jdk-default | jdk-nodelay | client-write | upload) ;;
             *) die "unknown group '$g'" ;;
         esac
+    done
+    for g in "${groups[@]}"; do
+        fn=fx_${g//-/_}
+        for attempt in 1 2 3 4 5; do
+            CHECK_FAILED=0
+            "$fn"
+            ((CHECK_FAILED)) || break
+            topo_down
+            ((attempt < 5)) || die "$g: checks still failing after 5 attempts (is the machine busy? see the log)"
+            log "retrying $g (attempt $((attempt + 1)) of 5)"
+        done
     done
     log "done; measurements in ${MEASURE#"$ROOT"/}"
 }

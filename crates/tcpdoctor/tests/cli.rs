@@ -1,0 +1,261 @@
+//! Runs the real `tcpdoctor` binary on the committed captures (made with real
+//! software in network namespaces; see fixtures/README.md) and on bad input.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn fixture(name: &str) -> PathBuf {
+    root().join("fixtures").join(name)
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
+        .args(args)
+        .output()
+        .expect("run tcpdoctor")
+}
+
+fn analyze_json(path: &Path) -> Value {
+    let out = run(&["analyze", "--format", "json", path.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("valid JSON")
+}
+
+fn findings(v: &Value) -> Vec<&Value> {
+    v["findings"].as_array().unwrap().iter().collect()
+}
+
+fn kinds(v: &Value) -> Vec<&str> {
+    findings(v).iter().map(|f| f["kind"].as_str().unwrap()).collect()
+}
+
+fn assert_nagle(v: &Value, role: &str, endpoint_prefix: &str) -> Value {
+    let f = findings(v);
+    assert!(!f.is_empty(), "no finding");
+    let f = f[0].clone();
+    assert_eq!(f["kind"], "nagle_delayed_ack");
+    assert_eq!(f["culprit"]["role"], role);
+    let ep = f["culprit"]["endpoint"].as_str().unwrap();
+    assert!(ep.starts_with(endpoint_prefix), "{ep}");
+    // Linux peers: the delayed-ACK timer is 40 ms; the stall is that plus a little.
+    let typical = f["typical_delay_ms"].as_f64().unwrap();
+    assert!((35.0..70.0).contains(&typical), "typical {typical}");
+    let ack = f["details"]["ack_delay_ms"].as_f64().unwrap();
+    assert!((30.0..70.0).contains(&ack), "ack delay {ack}");
+    assert!(f["share_of_time"].as_f64().unwrap() > 0.5);
+    assert!(f["occurrences"].as_u64().unwrap() >= 10);
+    // Evidence frames are 1-based: small segment, delayed ACK, held data.
+    let ev = &f["evidence"][0]["frames"];
+    let frames: Vec<u64> = ev.as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
+    assert_eq!(frames.len(), 3);
+    assert!(frames[0] >= 1 && frames[0] < frames[1] && frames[1] < frames[2]);
+    assert!(f["wireshark_filter"].as_str().unwrap().contains("frame.number >="));
+    assert!(f["ladder"]["rows"].as_array().unwrap().len() >= 3);
+    f
+}
+
+#[test]
+fn nginx_nodelay_off_server_side_names_nginx_and_its_fix() {
+    let v = analyze_json(&fixture("nginx-nodelay-off.server.pcap"));
+    let f = assert_nagle(&v, "server", "10.71.0.2:8080");
+    assert_eq!(f["details"]["software"], "nginx");
+    assert!(f["fix"].as_str().unwrap().contains("tcp_nodelay on;"));
+    let p50 = v["capture"]["exchange_latency_ms"]["p50"].as_f64().unwrap();
+    assert!(p50 > 35.0, "p50 {p50}");
+}
+
+#[test]
+fn nginx_nodelay_on_client_side_is_quiet() {
+    let v = analyze_json(&fixture("nginx-nodelay-on.client.pcap"));
+    assert!(kinds(&v).is_empty(), "{:?}", kinds(&v));
+    let p50 = v["capture"]["exchange_latency_ms"]["p50"].as_f64().unwrap();
+    assert!(p50 < 5.0, "p50 {p50}");
+    assert!(v["capture"]["link_types"][0].as_str().unwrap().contains("SLL"));
+}
+
+#[test]
+fn jdk_httpserver_default_client_side_names_the_jvm_flag() {
+    let v = analyze_json(&fixture("jdk-default.client.pcap"));
+    let f = assert_nagle(&v, "server", "10.71.0.2:");
+    assert_eq!(f["details"]["software"], "jdk-httpserver");
+    assert!(f["fix"].as_str().unwrap().contains("-Dsun.net.httpserver.nodelay=true"));
+}
+
+#[test]
+fn jdk_httpserver_nodelay_pcapng_is_quiet() {
+    let v = analyze_json(&fixture("jdk-nodelay.server.pcapng"));
+    assert!(kinds(&v).is_empty(), "{:?}", kinds(&v));
+    assert!(v["capture"]["exchanges"].as_u64().unwrap() > 100);
+}
+
+#[test]
+fn client_writing_headers_then_body_at_a_router_blames_the_client() {
+    let v = analyze_json(&fixture("client-write-write.router.pcap"));
+    let f = assert_nagle(&v, "client", "10.71.1.2");
+    assert!(f["fix"].as_str().unwrap().contains("one write"));
+}
+
+#[test]
+fn client_single_write_is_quiet() {
+    let v = analyze_json(&fixture("client-single-write.router.pcap"));
+    assert!(kinds(&v).is_empty(), "{:?}", kinds(&v));
+}
+
+#[test]
+fn small_receive_buffer_upload_names_the_window_ceiling() {
+    let v = analyze_json(&fixture("upload-rcvbuf4k.server.pcap"));
+    let f = findings(&v)[0];
+    assert_eq!(f["kind"], "receive_window_limited");
+    assert_eq!(f["culprit"]["role"], "server");
+    assert_eq!(f["culprit"]["endpoint"], "10.71.2.2:8081");
+    let d = &f["details"];
+    let mss_multiple = d["window_mss"].as_f64().unwrap();
+    assert!((0.5..=4.0).contains(&mss_multiple), "window {mss_multiple} MSS");
+    let rtt = d["rtt_ms"].as_f64().unwrap();
+    assert!((25.0..50.0).contains(&rtt), "rtt {rtt}");
+    // Throughput reached sits at the ceiling rwnd / RTT.
+    let ceiling = d["ceiling_bytes_per_sec"].as_f64().unwrap();
+    let reached = d["throughput_bytes_per_sec"].as_f64().unwrap();
+    assert!(reached <= ceiling * 1.3 && reached >= ceiling * 0.5, "{reached} vs {ceiling}");
+    assert!(d["share_of_transfer"].as_f64().unwrap() > 0.8);
+    assert!(f["fix"].as_str().unwrap().contains("rcvbuf"));
+    // The snaplen (128) cut payloads, not lengths: all 605 KB are counted.
+    assert!(d["bytes"].as_u64().unwrap() >= 619_520);
+}
+
+#[test]
+fn default_receive_buffer_upload_is_quiet() {
+    let v = analyze_json(&fixture("upload-default.client.pcap"));
+    assert!(kinds(&v).is_empty(), "{:?}", kinds(&v));
+}
+
+#[test]
+fn stdin_gives_the_same_answer_as_the_file() {
+    let path = root().join("examples/nginx-nagle.pcap");
+    let bytes = std::fs::read(&path).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
+        .args(["analyze", "--format", "json", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(&bytes));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(out.status.success());
+    let from_stdin: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(from_stdin, analyze_json(&path));
+}
+
+#[test]
+fn text_report_leads_with_the_finding_and_draws_a_ladder() {
+    let out = run(&["analyze", root().join("examples/nginx-nagle.pcap").to_str().unwrap()]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("1. nagle_delayed_ack — server 10.71.0.2:8080"), "{text}");
+    assert!(text.contains("ladder of one exchange"));
+    assert!(text.contains("(delayed ACK)"));
+    assert!(text.contains("tcp_nodelay on;"));
+}
+
+#[test]
+fn fail_on_finding_sets_exit_status() {
+    let off = fixture("nginx-nodelay-off.server.pcap");
+    let on = fixture("nginx-nodelay-on.client.pcap");
+    let a = run(&["analyze", "--fail-on-finding", "--format", "json", off.to_str().unwrap()]);
+    assert_eq!(a.status.code(), Some(1));
+    let b = run(&["analyze", "--fail-on-finding", "--format", "json", on.to_str().unwrap()]);
+    assert_eq!(b.status.code(), Some(0));
+}
+
+fn temp(name: &str, bytes: &[u8]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tcpdoctor-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+#[test]
+fn not_a_capture_is_a_clear_error() {
+    let p = temp("notes.txt", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    let out = run(&["analyze", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("notes.txt") && err.contains("at byte 0") && err.contains("not a pcap"), "{err}");
+    let missing = run(&["analyze", "/nonexistent/x.pcap"]);
+    assert_eq!(missing.status.code(), Some(2));
+    let empty = temp("empty.pcap", b"");
+    assert_eq!(run(&["analyze", empty.to_str().unwrap()]).status.code(), Some(2));
+    let usage = run(&["analyze"]);
+    assert_eq!(usage.status.code(), Some(2));
+}
+
+#[test]
+fn truncated_capture_is_analysed_up_to_the_cut_with_a_warning() {
+    let bytes = std::fs::read(fixture("nginx-nodelay-off.server.pcap")).unwrap();
+    let cut = bytes.len() * 2 / 3 + 7;
+    let p = temp("cut.pcap", &bytes[..cut]);
+    let out = run(&["analyze", "--format", "json", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let w = v["capture"]["warnings"][0].as_str().unwrap();
+    assert!(w.contains("truncated at byte"), "{w}");
+    assert_eq!(findings(&v)[0]["kind"], "nagle_delayed_ack");
+}
+
+#[test]
+fn unknown_link_type_is_refused_by_name() {
+    let mut b = std::fs::read(fixture("nginx-nodelay-off.server.pcap")).unwrap();
+    b[20..24].copy_from_slice(&147u32.to_le_bytes());
+    let p = temp("dlt147.pcap", &b);
+    let out = run(&["analyze", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("link type 147"));
+}
+
+#[test]
+fn garbage_packets_are_counted_not_fatal() {
+    use tcpdoctor_capture::write::PcapWriter;
+    use tcpdoctor_capture::CaptureReader;
+    let src = std::fs::read(fixture("nginx-nodelay-off.server.pcap")).unwrap();
+    let mut r = CaptureReader::new(&src[..]).unwrap();
+    let mut w = PcapWriter::new(Vec::new(), tcpdoctor_wire::LinkType::Ethernet, 65535).unwrap();
+    let mut n = 0u64;
+    while let Some(p) = r.next_packet().unwrap() {
+        n += 1;
+        if n % 50 == 0 {
+            // A frame cut inside its IP header, and one with a bogus IP version.
+            w.write_packet(p.ts, &p.data[..20], p.orig_len).unwrap();
+            let mut bad = p.data.to_vec();
+            bad[14] = 0x95;
+            w.write_packet(p.ts, &bad, p.orig_len).unwrap();
+        } else {
+            w.write_packet(p.ts, p.data, p.orig_len).unwrap();
+        }
+    }
+    let p = temp("garbage.pcap", &w.into_inner());
+    let v = analyze_json(&p);
+    let undecodable: u64 = v["capture"]["undecodable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(undecodable, 2 * (n / 50));
+    assert_eq!(v["capture"]["packets"].as_u64().unwrap(), n + n / 50);
+    assert_eq!(findings(&v)[0]["kind"], "nagle_delayed_ack");
+}
