@@ -34,7 +34,11 @@ impl fmt::Display for Format {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Format::Pcap { nanosecond, .. } => {
-                write!(f, "pcap ({} timestamps)", if *nanosecond { "ns" } else { "µs" })
+                write!(
+                    f,
+                    "pcap ({} timestamps)",
+                    if *nanosecond { "ns" } else { "µs" }
+                )
             }
             Format::PcapNg => f.write_str("pcapng"),
         }
@@ -105,9 +109,7 @@ impl Resolution {
         let ns: u128 = match self {
             Resolution::Dec(n) if n <= 9 => u128::from(units) * 10u128.pow(u32::from(9 - n)),
             Resolution::Dec(n) => u128::from(units) / 10u128.pow(u32::from(n.min(38) - 9)),
-            Resolution::Bin(n) => {
-                (u128::from(units) * 1_000_000_000) >> u32::from(n.min(127))
-            }
+            Resolution::Bin(n) => (u128::from(units) * 1_000_000_000) >> u32::from(n.min(127)),
         };
         i64::try_from(ns).unwrap_or(i64::MAX)
     }
@@ -159,7 +161,10 @@ impl<R: Read> CaptureReader<R> {
             return Err(r.err(ErrorKind::NotACapture, "the input is empty".into()));
         }
         if have < 4 {
-            return Err(r.err(ErrorKind::NotACapture, format!("only {have} bytes: not a capture")));
+            return Err(r.err(
+                ErrorKind::NotACapture,
+                format!("only {have} bytes: not a capture"),
+            ));
         }
         let magic = [r.buf[0], r.buf[1], r.buf[2], r.buf[3]];
         match magic {
@@ -207,7 +212,10 @@ impl<R: Read> CaptureReader<R> {
 
     fn pcap_header(&mut self, magic: [u8; 4]) -> Result<(), CaptureError> {
         if self.end - self.start < 24 {
-            return Err(self.err(ErrorKind::Truncated, "pcap file header is shorter than 24 bytes".into()));
+            return Err(self.err(
+                ErrorKind::Truncated,
+                "pcap file header is shorter than 24 bytes".into(),
+            ));
         }
         let swapped = magic[0] == 0xA1; // big-endian file
         let nanos = matches!(magic, [0x4D, 0x3C, 0xB2, 0xA1] | [0xA1, 0xB2, 0x3C, 0x4D]);
@@ -276,7 +284,11 @@ impl<R: Read> CaptureReader<R> {
                 ),
             ));
         }
-        let frac_ns = if nanos { i64::from(frac) } else { i64::from(frac) * 1000 };
+        let frac_ns = if nanos {
+            i64::from(frac)
+        } else {
+            i64::from(frac) * 1000
+        };
         let ts = Timestamp::from_nanos(i64::from(sec) * 1_000_000_000 + frac_ns);
         let offset = self.offset;
         let s = self.start + 16;
@@ -369,7 +381,10 @@ impl<R: Read> CaptureReader<R> {
                     if cap > body_len - 20 {
                         return Err(self.err(
                             ErrorKind::Corrupt,
-                            format!("packet block claims {cap} captured bytes but holds {}", body_len - 20),
+                            format!(
+                                "packet block claims {cap} captured bytes but holds {}",
+                                body_len - 20
+                            ),
                         ));
                     }
                     let iface = self.interface(iface_id)?;
@@ -394,7 +409,9 @@ impl<R: Read> CaptureReader<R> {
                     // Simple packet block: no timestamp, interface 0; the captured
                     // length is the smaller of the original length and the snaplen.
                     if body_len < 4 {
-                        return Err(self.err(ErrorKind::Corrupt, "simple packet block too short".into()));
+                        return Err(
+                            self.err(ErrorKind::Corrupt, "simple packet block too short".into())
+                        );
                     }
                     let orig = read_u32(&self.buf[body_at..], 0, big_endian);
                     let iface = self.interface(0)?;
@@ -422,7 +439,10 @@ impl<R: Read> CaptureReader<R> {
             State::PcapNg { interfaces, .. } => interfaces.get(id).copied().ok_or_else(|| {
                 self.err(
                     ErrorKind::Corrupt,
-                    format!("packet names interface {id}, but only {} were described", interfaces.len()),
+                    format!(
+                        "packet names interface {id}, but only {} were described",
+                        interfaces.len()
+                    ),
                 )
             }),
             State::Pcap { .. } => Err(self.err(ErrorKind::Corrupt, "no interface".into())),
@@ -431,7 +451,10 @@ impl<R: Read> CaptureReader<R> {
 
     fn parse_idb(&self, at: usize, len: usize, be: bool) -> Result<Interface, CaptureError> {
         if len < 8 {
-            return Err(self.err(ErrorKind::Corrupt, "interface description block too short".into()));
+            return Err(self.err(
+                ErrorKind::Corrupt,
+                "interface description block too short".into(),
+            ));
         }
         let b = &self.buf[at..at + len];
         let mut iface = Interface {

@@ -6,8 +6,12 @@ fn pcap_bytes(n: usize) -> Vec<u8> {
     let mut w = PcapWriter::new(Vec::new(), LinkType::Ethernet, 65535).unwrap();
     for i in 0..n {
         let data = vec![i as u8; 60 + i];
-        w.write_packet(Timestamp::from_nanos(1_700_000_000_123_456_789 + i as i64), &data, 1514)
-            .unwrap();
+        w.write_packet(
+            Timestamp::from_nanos(1_700_000_000_123_456_789 + i as i64),
+            &data,
+            1514,
+        )
+        .unwrap();
     }
     w.into_inner()
 }
@@ -40,7 +44,9 @@ fn pcap_nanosecond_round_trip() {
 fn pcap_microsecond_big_endian() {
     let mut b = Vec::new();
     b.extend_from_slice(&0xA1B2_C3D4u32.to_be_bytes());
-    b.extend_from_slice(&[0, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 0, 0, 0, 113]);
+    b.extend_from_slice(&[
+        0, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 0, 0, 0, 113,
+    ]);
     b.extend_from_slice(&10u32.to_be_bytes());
     b.extend_from_slice(&5u32.to_be_bytes());
     b.extend_from_slice(&3u32.to_be_bytes());

@@ -79,7 +79,13 @@ impl<W: Write> PcapNgWriter<W> {
     }
 
     /// Writes an enhanced packet block; `units` is the timestamp in the interface's resolution.
-    pub fn write_packet(&mut self, iface: u32, units: u64, data: &[u8], orig_len: u32) -> io::Result<()> {
+    pub fn write_packet(
+        &mut self,
+        iface: u32,
+        units: u64,
+        data: &[u8],
+        orig_len: u32,
+    ) -> io::Result<()> {
         let padded = (data.len() + 3) & !3;
         let len = (32 + padded) as u32;
         self.out.write_all(&6u32.to_le_bytes())?;

@@ -25,7 +25,15 @@ pub fn classify(payload: &[u8]) -> Option<Software> {
         }
         return Some(Software::OtherHttpServer);
     }
-    const METHODS: [&[u8]; 7] = [b"GET ", b"POST ", b"PUT ", b"HEAD ", b"DELETE ", b"PATCH ", b"OPTIONS "];
+    const METHODS: [&[u8]; 7] = [
+        b"GET ",
+        b"POST ",
+        b"PUT ",
+        b"HEAD ",
+        b"DELETE ",
+        b"PATCH ",
+        b"OPTIONS ",
+    ];
     if METHODS.iter().any(|m| head.starts_with(m)) {
         return Some(Software::HttpClient);
     }
@@ -42,12 +50,18 @@ mod tests {
 
     #[test]
     fn recognises_servers() {
-        assert_eq!(classify(b"HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\n"), Some(Software::Nginx));
+        assert_eq!(
+            classify(b"HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\n"),
+            Some(Software::Nginx)
+        );
         assert_eq!(
             classify(b"HTTP/1.1 200 OK\r\nDate: x\r\nContent-length: 20\r\n"),
             Some(Software::JdkHttpServer)
         );
-        assert_eq!(classify(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"), Some(Software::OtherHttpServer));
+        assert_eq!(
+            classify(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"),
+            Some(Software::OtherHttpServer)
+        );
         assert_eq!(classify(b"POST / HTTP/1.1\r\n"), Some(Software::HttpClient));
         assert_eq!(classify(b"\x00\xff garbage"), None);
         assert_eq!(classify(b""), None);

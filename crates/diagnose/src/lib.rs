@@ -491,7 +491,8 @@ impl Analyzer for Diagnoser {
         }
         self.scratch = out;
         self.connection_count += 1;
-        self.connections.push(text::connection_summary(&conn, &state));
+        self.connections
+            .push(text::connection_summary(&conn, &state));
         if self.connections.len() >= 2 * self.options.max_connections.max(1) {
             rank_connections(&mut self.connections, self.options.max_connections);
         }

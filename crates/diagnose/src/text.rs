@@ -88,11 +88,22 @@ pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
         .unwrap_or_default();
     let wireshark_filter = filter(a.evidence.first(), &client, &server);
     let (explanation, fix, details) = match (a.kind, &a.first) {
-        (Kind::NagleDelayedAck, Detail::Nagle { small_len, software, .. }) => {
+        (
+            Kind::NagleDelayedAck,
+            Detail::Nagle {
+                small_len,
+                software,
+                ..
+            },
+        ) => {
             let wait = round3(a.ack_wait.quantile_ms(0.5));
             let after = round3(a.after_ack.quantile_ms(0.5));
             let rtt = a.rtt_ns_min.map(ms);
-            let what = if role == "server" { "response" } else { "request" };
+            let what = if role == "server" {
+                "response"
+            } else {
+                "request"
+            };
             let rtt_text = rtt.map_or("unknown".to_string(), |r| format!("{r} ms"));
             let explanation = format!(
                 "{ep} ({role}) sends each {what} in two parts: a small segment ({small_len} B), then the rest only after the \
@@ -117,13 +128,24 @@ pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
             });
             (explanation, fix, details)
         }
-        (Kind::ReceiveWindowLimited, Detail::Window { mss, receive_buffer_hint, .. }) => {
+        (
+            Kind::ReceiveWindowLimited,
+            Detail::Window {
+                mss,
+                receive_buffer_hint,
+                ..
+            },
+        ) => {
             let window = a.window_sum.checked_div(a.stalls).unwrap_or(0) as f64;
             let mss = f64::from(*mss);
             let rtt = a.rtt_ns_min.map(ms);
             let ceiling = rtt.filter(|r| *r > 0.0).map(|r| window / (r / 1e3));
             let transfer_s = a.transfer_ns as f64 / 1e9;
-            let tput = if transfer_s > 0.0 { a.bytes as f64 / transfer_s } else { 0.0 };
+            let tput = if transfer_s > 0.0 {
+                a.bytes as f64 / transfer_s
+            } else {
+                0.0
+            };
             let at_window = if a.transfer_ns > 0 {
                 round3(a.total_ns as f64 / a.transfer_ns as f64)
             } else {

@@ -339,9 +339,9 @@ impl Connection {
     /// Round trip between the endpoints: the handshake's if captured, else
     /// the sum of the two capture-point-to-peer minimums.
     pub fn path_rtt_ns(&self) -> Option<i64> {
-        self.handshake.rtt_ns().or_else(|| {
-            Some(self.client.rtt_to_peer_ns? + self.server.rtt_to_peer_ns?)
-        })
+        self.handshake
+            .rtt_ns()
+            .or_else(|| Some(self.client.rtt_to_peer_ns? + self.server.rtt_to_peer_ns?))
     }
 
     pub fn duration_ns(&self) -> i64 {
@@ -422,7 +422,7 @@ impl Connection {
                 }
             }
         } else if !me.base_known {
-            me.base = seq.add(u32::MAX);
+            me.base = seq.plus(u32::MAX);
             me.base_known = true;
         }
 
@@ -440,7 +440,7 @@ impl Connection {
 
         // Classify by the sender's sequence space.
         let len = seg.payload_len;
-        let end = seq.add(seg.seq_len());
+        let end = seq.plus(seg.seq_len());
         let mut new_bytes = 0u32;
         let kind = if flags.syn() {
             if !me.snd_init || end > me.snd_max {
@@ -465,7 +465,7 @@ impl Connection {
             new_bytes = len;
             SegKind::NewData
         } else if end <= me.snd_max {
-            let all_acked = me.una_init && me.una >= me.snd_max.add(u32::MAX);
+            let all_acked = me.una_init && me.una >= me.snd_max.plus(u32::MAX);
             if len <= 1 && end == me.snd_max && all_acked {
                 me.keepalives += 1;
                 SegKind::KeepAliveOrProbe
@@ -507,7 +507,8 @@ impl Connection {
             } else if a > peer.una && (!peer.snd_init || a <= peer.snd_max) {
                 acked = a.distance_from(peer.una);
                 peer.una = a;
-                let immediate = acked >= 2 * peer.effective_mss() || peer.snd_max == a && flags.syn();
+                let immediate =
+                    acked >= 2 * peer.effective_mss() || peer.snd_max == a && flags.syn();
                 if let Some(sent_at) = peer.acked_sample(a) {
                     if immediate {
                         let sample = ts.since(sent_at);
@@ -522,7 +523,7 @@ impl Connection {
                 && self.handshake.ack.is_none()
                 && self.handshake.synack.is_some()
                 && peer.syn_seen
-                && a == peer.base.add(1)
+                && a == peer.base.plus(1)
             {
                 self.handshake.ack = Some(mark);
             }
@@ -567,7 +568,10 @@ impl Connection {
         }
         if dir == Dir::ServerToClient && acked > 0 {
             if let Some(ex) = self.current.as_mut() {
-                if ex.request_first.is_some() && ex.request_acked.is_none() && peer_una >= ex.request_end {
+                if ex.request_first.is_some()
+                    && ex.request_acked.is_none()
+                    && peer_una >= ex.request_end
+                {
                     ex.request_acked = Some(mark);
                 }
             }
@@ -596,7 +600,27 @@ impl Connection {
 /// handshake was not captured: a port below 1024, or the lower of two ports
 /// when only one is outside the ephemeral range.
 fn server_port_guess(src_port: u16, dst_port: u16) -> bool {
-    let known = |p: u16| p < 1024 || matches!(p, 1080 | 3128 | 3306 | 5432 | 6379 | 8000 | 8008 | 8080 | 8081 | 8443 | 8888 | 9000 | 9090 | 9200 | 11211 | 27017);
+    let known = |p: u16| {
+        p < 1024
+            || matches!(
+                p,
+                1080 | 3128
+                    | 3306
+                    | 5432
+                    | 6379
+                    | 8000
+                    | 8008
+                    | 8080
+                    | 8081
+                    | 8443
+                    | 8888
+                    | 9000
+                    | 9090
+                    | 9200
+                    | 11211
+                    | 27017
+            )
+    };
     match (known(src_port), known(dst_port)) {
         (true, false) => true,
         (false, true) => false,

@@ -271,7 +271,10 @@ impl<A: Analyzer> Tracker<A> {
 
     fn finish_key(&mut self, key: Key) {
         if let Some(slot) = self.table.remove(&key) {
-            let Slot { mut conn, mut state } = *slot;
+            let Slot {
+                mut conn,
+                mut state,
+            } = *slot;
             let analyzer = &mut self.analyzer;
             if let Some(ex) = conn.take_exchange() {
                 analyzer.exchange(&conn, &mut state, &ex);

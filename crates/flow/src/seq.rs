@@ -7,7 +7,7 @@ use std::cmp::Ordering;
 pub struct Seq(pub u32);
 
 impl Seq {
-    pub fn add(self, n: u32) -> Seq {
+    pub fn plus(self, n: u32) -> Seq {
         Seq(self.0.wrapping_add(n))
     }
 

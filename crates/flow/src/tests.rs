@@ -7,8 +7,19 @@ const F_SYN: u16 = TcpFlags::SYN;
 const F_ACK: u16 = TcpFlags::ACK;
 const F_FIN: u16 = TcpFlags::FIN;
 
-fn seg(from_client: bool, seq: u32, ack: u32, flags: u16, len: u32, window: u16) -> TcpSegment<'static> {
-    let (src, dst, sp, dp) = if from_client { (C, S, 40000, 80) } else { (S, C, 80, 40000) };
+fn seg(
+    from_client: bool,
+    seq: u32,
+    ack: u32,
+    flags: u16,
+    len: u32,
+    window: u16,
+) -> TcpSegment<'static> {
+    let (src, dst, sp, dp) = if from_client {
+        (C, S, 40000, 80)
+    } else {
+        (S, C, 80, 40000)
+    };
     let mut options = TcpOptions::default();
     if flags & F_SYN != 0 {
         options.mss = Some(1460);
@@ -41,7 +52,8 @@ impl Analyzer for Log {
     type Conn = u32;
     fn segment(&mut self, _c: &Connection, n: &mut u32, s: &Segment<'_>) {
         *n += 1;
-        self.segments.push((s.frame, s.dir, s.kind, s.seq, s.in_flight, s.peer_window));
+        self.segments
+            .push((s.frame, s.dir, s.kind, s.seq, s.in_flight, s.peer_window));
     }
     fn exchange(&mut self, _c: &Connection, _n: &mut u32, e: &Exchange) {
         self.exchanges.push(*e);

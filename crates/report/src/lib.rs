@@ -30,7 +30,13 @@ pub fn json(a: &Analysis, out: &mut impl Write) -> io::Result<()> {
 }
 
 /// Writes the text report.
-pub fn text(a: &Analysis, source: &str, format: &str, opts: TextOptions, out: &mut impl Write) -> io::Result<()> {
+pub fn text(
+    a: &Analysis,
+    source: &str,
+    format: &str,
+    opts: TextOptions,
+    out: &mut impl Write,
+) -> io::Result<()> {
     let c = &a.capture;
     writeln!(out, "tcpdoctor: {source}")?;
     writeln!(
@@ -52,10 +58,17 @@ pub fn text(a: &Analysis, source: &str, format: &str, opts: TextOptions, out: &m
             fmt_ms(p.p99),
             fmt_ms(p.max)
         )?,
-        None => writeln!(out, "exchanges  none complete (no request followed by a response)")?,
+        None => writeln!(
+            out,
+            "exchanges  none complete (no request followed by a response)"
+        )?,
     }
     if c.non_tcp + c.fragments > 0 {
-        writeln!(out, "skipped    {} non-TCP frames, {} IP fragments", c.non_tcp, c.fragments)?;
+        writeln!(
+            out,
+            "skipped    {} non-TCP frames, {} IP fragments",
+            c.non_tcp, c.fragments
+        )?;
     }
     for u in &c.undecodable {
         writeln!(
@@ -93,7 +106,13 @@ fn fmt_ms(v: f64) -> String {
     }
 }
 
-fn wrap(text: &str, indent: &str, first: &str, width: usize, out: &mut impl Write) -> io::Result<()> {
+fn wrap(
+    text: &str,
+    indent: &str,
+    first: &str,
+    width: usize,
+    out: &mut impl Write,
+) -> io::Result<()> {
     let mut line = String::from(first);
     let mut empty = true;
     for word in text.split_whitespace() {
@@ -156,7 +175,11 @@ fn finding(n: usize, f: &Finding, opts: TextOptions, out: &mut impl Write) -> io
 const ARROW: usize = 34;
 
 fn ladder(l: &Ladder, out: &mut impl Write) -> io::Result<()> {
-    writeln!(out, "   ladder of one exchange (connection {}):", l.connection)?;
+    writeln!(
+        out,
+        "   ladder of one exchange (connection {}):",
+        l.connection
+    )?;
     writeln!(
         out,
         "   {:>9} {:>7}  {:<w$}{}",
@@ -180,7 +203,11 @@ fn ladder(l: &Ladder, out: &mut impl Write) -> io::Result<()> {
         } else {
             format!("|<{}{}{}|", "-".repeat(left), label, "-".repeat(right))
         };
-        let note = r.note.as_deref().map(|n| format!("  {n}")).unwrap_or_default();
+        let note = r
+            .note
+            .as_deref()
+            .map(|n| format!("  {n}"))
+            .unwrap_or_default();
         writeln!(out, "   {:>9.3} {:>7}  {arrow}{note}", r.t_ms, r.frame)?;
     }
     Ok(())
@@ -202,11 +229,22 @@ fn connections(a: &Analysis, opts: TextOptions, out: &mut impl Write) -> io::Res
     writeln!(
         out,
         "  {:>5}  {:<22} {:<22} {:>9} {:>5} {:>10} {:>12} {:>7} {:>10} {:>10}",
-        "id", "client", "server", "rtt", "exch", "exch mean", "bytes c>s/s>c", "retrans", "duration", "lost"
+        "id",
+        "client",
+        "server",
+        "rtt",
+        "exch",
+        "exch mean",
+        "bytes c>s/s>c",
+        "retrans",
+        "duration",
+        "lost"
     )?;
     for c in list.into_iter().take(shown) {
         let rtt = c.rtt_ms.map_or("?".to_string(), fmt_ms);
-        let mean = c.exchange_latency_ms.map_or("-".to_string(), |e| fmt_ms(e.mean));
+        let mean = c
+            .exchange_latency_ms
+            .map_or("-".to_string(), |e| fmt_ms(e.mean));
         writeln!(
             out,
             "  {:>5}  {:<22} {:<22} {:>9} {:>5} {:>10} {:>12} {:>7} {:>10} {:>10}",
@@ -216,13 +254,21 @@ fn connections(a: &Analysis, opts: TextOptions, out: &mut impl Write) -> io::Res
             rtt,
             c.exchanges,
             mean,
-            format!("{}/{}", short(c.bytes.client_to_server), short(c.bytes.server_to_client)),
+            format!(
+                "{}/{}",
+                short(c.bytes.client_to_server),
+                short(c.bytes.server_to_client)
+            ),
             c.retransmissions.client_to_server + c.retransmissions.server_to_client,
             fmt_ms(c.duration_ms),
             fmt_ms(c.time_lost_ms)
         )?;
     }
-    let guessed = a.connections.iter().filter(|c| c.roles_from == "port-guess").count();
+    let guessed = a
+        .connections
+        .iter()
+        .filter(|c| c.roles_from == "port-guess")
+        .count();
     if guessed > 0 {
         writeln!(
             out,

@@ -2,7 +2,7 @@
 //! file defines the interface, reads input and maps outcomes to exit codes.
 
 use std::fs::File;
-use std::io::{self, BufWriter, IsTerminal, Read, Write};
+use std::io::{self, BufWriter, Read, Write};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -111,7 +111,11 @@ fn open(path: &str) -> anyhow::Result<Box<dyn Read>> {
 }
 
 fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
-    let name = if args.file == "-" { "<stdin>" } else { args.file.as_str() };
+    let name = if args.file == "-" {
+        "<stdin>"
+    } else {
+        args.file.as_str()
+    };
     let input = open(&args.file)?;
     let mut reader = CaptureReader::new(input).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
     if let Some(link) = reader.link_type() {
@@ -131,7 +135,10 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
         match reader.next_packet() {
             Ok(Some(p)) => engine.push(p.ts, p.link, p.data, p.orig_len),
             Ok(None) => break,
-            Err(e) if e.kind == ErrorKind::Io || engine.frames() == 0 && e.kind != ErrorKind::Truncated => {
+            Err(e)
+                if e.kind == ErrorKind::Io
+                    || engine.frames() == 0 && e.kind != ErrorKind::Truncated =>
+            {
                 anyhow::bail!("{name}: {e}")
             }
             Err(e) => {
@@ -155,7 +162,11 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
     match args.format {
         Format::Json => tcpdoctor_report::json(&analysis, &mut out)?,
         Format::Text => {
-            let width = if io::stdout().is_terminal() { 100 } else { 100 };
+            let width = std::env::var("COLUMNS")
+                .ok()
+                .and_then(|c| c.parse::<usize>().ok())
+                .unwrap_or(100)
+                .clamp(60, 200);
             tcpdoctor_report::text(
                 &analysis,
                 name,

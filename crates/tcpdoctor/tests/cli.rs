@@ -1,6 +1,8 @@
 //! Runs the real `tcpdoctor` binary on the committed captures (made with real
 //! software in network namespaces; see fixtures/README.md) and on bad input.
 
+#![allow(clippy::unwrap_used)]
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -38,7 +40,10 @@ fn findings(v: &Value) -> Vec<&Value> {
 }
 
 fn kinds(v: &Value) -> Vec<&str> {
-    findings(v).iter().map(|f| f["kind"].as_str().unwrap()).collect()
+    findings(v)
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap())
+        .collect()
 }
 
 fn assert_nagle(v: &Value, role: &str, endpoint_prefix: &str) -> Value {
@@ -58,10 +63,18 @@ fn assert_nagle(v: &Value, role: &str, endpoint_prefix: &str) -> Value {
     assert!(f["occurrences"].as_u64().unwrap() >= 10);
     // Evidence frames are 1-based: small segment, delayed ACK, held data.
     let ev = &f["evidence"][0]["frames"];
-    let frames: Vec<u64> = ev.as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
+    let frames: Vec<u64> = ev
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect();
     assert_eq!(frames.len(), 3);
     assert!(frames[0] >= 1 && frames[0] < frames[1] && frames[1] < frames[2]);
-    assert!(f["wireshark_filter"].as_str().unwrap().contains("frame.number >="));
+    assert!(f["wireshark_filter"]
+        .as_str()
+        .unwrap()
+        .contains("frame.number >="));
     assert!(f["ladder"]["rows"].as_array().unwrap().len() >= 3);
     f
 }
@@ -82,7 +95,10 @@ fn nginx_nodelay_on_client_side_is_quiet() {
     assert!(kinds(&v).is_empty(), "{:?}", kinds(&v));
     let p50 = v["capture"]["exchange_latency_ms"]["p50"].as_f64().unwrap();
     assert!(p50 < 5.0, "p50 {p50}");
-    assert!(v["capture"]["link_types"][0].as_str().unwrap().contains("SLL"));
+    assert!(v["capture"]["link_types"][0]
+        .as_str()
+        .unwrap()
+        .contains("SLL"));
 }
 
 #[test]
@@ -90,7 +106,10 @@ fn jdk_httpserver_default_client_side_names_the_jvm_flag() {
     let v = analyze_json(&fixture("jdk-default.client.pcap"));
     let f = assert_nagle(&v, "server", "10.71.0.2:");
     assert_eq!(f["details"]["software"], "jdk-httpserver");
-    assert!(f["fix"].as_str().unwrap().contains("-Dsun.net.httpserver.nodelay=true"));
+    assert!(f["fix"]
+        .as_str()
+        .unwrap()
+        .contains("-Dsun.net.httpserver.nodelay=true"));
 }
 
 #[test]
@@ -122,13 +141,19 @@ fn small_receive_buffer_upload_names_the_window_ceiling() {
     assert_eq!(f["culprit"]["endpoint"], "10.71.2.2:8081");
     let d = &f["details"];
     let mss_multiple = d["window_mss"].as_f64().unwrap();
-    assert!((0.5..=4.0).contains(&mss_multiple), "window {mss_multiple} MSS");
+    assert!(
+        (0.5..=4.0).contains(&mss_multiple),
+        "window {mss_multiple} MSS"
+    );
     let rtt = d["rtt_ms"].as_f64().unwrap();
     assert!((25.0..50.0).contains(&rtt), "rtt {rtt}");
     // Throughput reached sits at the ceiling rwnd / RTT.
     let ceiling = d["ceiling_bytes_per_sec"].as_f64().unwrap();
     let reached = d["throughput_bytes_per_sec"].as_f64().unwrap();
-    assert!(reached <= ceiling * 1.3 && reached >= ceiling * 0.5, "{reached} vs {ceiling}");
+    assert!(
+        reached <= ceiling * 1.3 && reached >= ceiling * 0.5,
+        "{reached} vs {ceiling}"
+    );
     assert!(d["share_of_transfer"].as_f64().unwrap() > 0.8);
     assert!(f["fix"].as_str().unwrap().contains("rcvbuf"));
     // The snaplen (128) cut payloads, not lengths: all 605 KB are counted.
@@ -162,10 +187,16 @@ fn stdin_gives_the_same_answer_as_the_file() {
 
 #[test]
 fn text_report_leads_with_the_finding_and_draws_a_ladder() {
-    let out = run(&["analyze", root().join("examples/nginx-nagle.pcap").to_str().unwrap()]);
+    let out = run(&[
+        "analyze",
+        root().join("examples/nginx-nagle.pcap").to_str().unwrap(),
+    ]);
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("1. nagle_delayed_ack — server 10.71.0.2:8080"), "{text}");
+    assert!(
+        text.contains("1. nagle_delayed_ack — server 10.71.0.2:8080"),
+        "{text}"
+    );
     assert!(text.contains("ladder of one exchange"));
     assert!(text.contains("(delayed ACK)"));
     assert!(text.contains("tcp_nodelay on;"));
@@ -175,9 +206,21 @@ fn text_report_leads_with_the_finding_and_draws_a_ladder() {
 fn fail_on_finding_sets_exit_status() {
     let off = fixture("nginx-nodelay-off.server.pcap");
     let on = fixture("nginx-nodelay-on.client.pcap");
-    let a = run(&["analyze", "--fail-on-finding", "--format", "json", off.to_str().unwrap()]);
+    let a = run(&[
+        "analyze",
+        "--fail-on-finding",
+        "--format",
+        "json",
+        off.to_str().unwrap(),
+    ]);
     assert_eq!(a.status.code(), Some(1));
-    let b = run(&["analyze", "--fail-on-finding", "--format", "json", on.to_str().unwrap()]);
+    let b = run(&[
+        "analyze",
+        "--fail-on-finding",
+        "--format",
+        "json",
+        on.to_str().unwrap(),
+    ]);
     assert_eq!(b.status.code(), Some(0));
 }
 
@@ -195,11 +238,17 @@ fn not_a_capture_is_a_clear_error() {
     let out = run(&["analyze", p.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8(out.stderr).unwrap();
-    assert!(err.contains("notes.txt") && err.contains("at byte 0") && err.contains("not a pcap"), "{err}");
+    assert!(
+        err.contains("notes.txt") && err.contains("at byte 0") && err.contains("not a pcap"),
+        "{err}"
+    );
     let missing = run(&["analyze", "/nonexistent/x.pcap"]);
     assert_eq!(missing.status.code(), Some(2));
     let empty = temp("empty.pcap", b"");
-    assert_eq!(run(&["analyze", empty.to_str().unwrap()]).status.code(), Some(2));
+    assert_eq!(
+        run(&["analyze", empty.to_str().unwrap()]).status.code(),
+        Some(2)
+    );
     let usage = run(&["analyze"]);
     assert_eq!(usage.status.code(), Some(2));
 }

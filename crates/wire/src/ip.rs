@@ -3,7 +3,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::tcp::TcpHeader;
-use crate::{be16, Decoded, DecodeError, Layer, Skip, TcpSegment};
+use crate::{be16, DecodeError, Decoded, Layer, Skip, TcpSegment};
 
 const PROTO_TCP: u8 = 6;
 
@@ -24,7 +24,10 @@ impl<'a> Ipv4Packet<'a> {
         }
         let ihl = usize::from(buf[0] & 0x0F) * 4;
         if ihl < 20 {
-            return Err(DecodeError::Malformed(Layer::Ipv4, "header length below 20"));
+            return Err(DecodeError::Malformed(
+                Layer::Ipv4,
+                "header length below 20",
+            ));
         }
         if buf.len() < ihl {
             return Err(DecodeError::Truncated(Layer::Ipv4));
@@ -73,7 +76,10 @@ impl<'a> Ipv4Packet<'a> {
         }
         total
             .checked_sub(self.header_len())
-            .ok_or(DecodeError::Malformed(Layer::Ipv4, "total length below header length"))
+            .ok_or(DecodeError::Malformed(
+                Layer::Ipv4,
+                "total length below header length",
+            ))
     }
 
     pub fn payload(&self) -> &'a [u8] {
@@ -182,9 +188,10 @@ pub(crate) fn decode_v6(buf: &[u8]) -> Decoded<'_> {
                 if rest.len() < len {
                     return Err(DecodeError::Truncated(Layer::Ipv6));
                 }
-                remaining = remaining
-                    .checked_sub(len)
-                    .ok_or(DecodeError::Malformed(Layer::Ipv6, "extension header beyond payload"))?;
+                remaining = remaining.checked_sub(len).ok_or(DecodeError::Malformed(
+                    Layer::Ipv6,
+                    "extension header beyond payload",
+                ))?;
                 next = rest[0];
                 rest = &rest[len..];
             }
@@ -197,24 +204,29 @@ pub(crate) fn decode_v6(buf: &[u8]) -> Decoded<'_> {
                     return Ok(Err(Skip::Fragment));
                 }
                 // An atomic fragment (offset 0, M clear) carries the whole packet.
-                remaining = remaining
-                    .checked_sub(8)
-                    .ok_or(DecodeError::Malformed(Layer::Ipv6, "extension header beyond payload"))?;
+                remaining = remaining.checked_sub(8).ok_or(DecodeError::Malformed(
+                    Layer::Ipv6,
+                    "extension header beyond payload",
+                ))?;
                 next = rest[0];
                 rest = &rest[8..];
             }
             _ => return Ok(Err(Skip::NotTcp)),
         }
     }
-    Err(DecodeError::Malformed(Layer::Ipv6, "too many extension headers"))
+    Err(DecodeError::Malformed(
+        Layer::Ipv6,
+        "too many extension headers",
+    ))
 }
 
 fn tcp<'a>(src: IpAddr, dst: IpAddr, ttl: u8, buf: &'a [u8], l4_len: usize) -> Decoded<'a> {
     let tcp = TcpHeader::new_checked(buf)?;
     let hlen = tcp.header_len();
-    let payload_len = l4_len
-        .checked_sub(hlen)
-        .ok_or(DecodeError::Malformed(Layer::Tcp, "header longer than IP payload"))?;
+    let payload_len = l4_len.checked_sub(hlen).ok_or(DecodeError::Malformed(
+        Layer::Tcp,
+        "header longer than IP payload",
+    ))?;
     let captured = &buf[hlen..];
     let payload = &captured[..captured.len().min(payload_len)];
     Ok(Ok(TcpSegment {

@@ -91,7 +91,10 @@ pub(crate) fn strip(link: LinkType, f: &[u8]) -> Result<Option<(u16, &[u8])>, De
             let mut ethertype = be16(f, 12);
             let mut at = 14;
             let mut tags = 0;
-            while matches!(ethertype, ETHERTYPE_VLAN | ETHERTYPE_QINQ | ETHERTYPE_QINQ_OLD) {
+            while matches!(
+                ethertype,
+                ETHERTYPE_VLAN | ETHERTYPE_QINQ | ETHERTYPE_QINQ_OLD
+            ) {
                 tags += 1;
                 if tags > MAX_VLAN_TAGS {
                     return Err(DecodeError::Malformed(Layer::Link, "too many VLAN tags"));
@@ -158,6 +161,9 @@ fn by_version(f: &[u8]) -> Result<Option<(u16, &[u8])>, DecodeError> {
         None => Err(DecodeError::Truncated(Layer::Link)),
         Some(4) => Ok(Some((ETHERTYPE_IPV4, f))),
         Some(6) => Ok(Some((ETHERTYPE_IPV6, f))),
-        Some(_) => Err(DecodeError::Malformed(Layer::Link, "raw IP with unknown version")),
+        Some(_) => Err(DecodeError::Malformed(
+            Layer::Link,
+            "raw IP with unknown version",
+        )),
     }
 }

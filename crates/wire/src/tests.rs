@@ -92,7 +92,9 @@ fn cooked_and_loopback_links() {
     let mut sll = vec![0, 0, 0, 1, 0, 6, 1, 2, 3, 4, 5, 6, 0, 0, 0x08, 0x00];
     sll.extend_from_slice(&ip);
     assert!(decode(LinkType::LinuxSll, &sll).unwrap().is_ok());
-    let mut sll2 = vec![0x08, 0x00, 0, 0, 0, 0, 0, 2, 0, 1, 0, 6, 1, 2, 3, 4, 5, 6, 0, 0];
+    let mut sll2 = vec![
+        0x08, 0x00, 0, 0, 0, 0, 0, 2, 0, 1, 0, 6, 1, 2, 3, 4, 5, 6, 0, 0,
+    ];
     sll2.extend_from_slice(&ip);
     assert!(decode(LinkType::LinuxSll2, &sll2).unwrap().is_ok());
     let mut null = 2u32.to_le_bytes().to_vec();
@@ -106,13 +108,28 @@ fn cooked_and_loopback_links() {
 #[test]
 fn errors_name_the_layer() {
     let f = spec().ethernet();
-    assert_eq!(decode(LinkType::Ethernet, &f[..10]).unwrap_err(), DecodeError::Truncated(Layer::Link));
-    assert_eq!(decode(LinkType::Ethernet, &f[..30]).unwrap_err(), DecodeError::Truncated(Layer::Ipv4));
-    assert_eq!(decode(LinkType::Ethernet, &f[..40]).unwrap_err(), DecodeError::Truncated(Layer::Tcp));
-    assert_eq!(decode(LinkType::Unknown(147), &f).unwrap_err(), DecodeError::UnsupportedLink(147));
+    assert_eq!(
+        decode(LinkType::Ethernet, &f[..10]).unwrap_err(),
+        DecodeError::Truncated(Layer::Link)
+    );
+    assert_eq!(
+        decode(LinkType::Ethernet, &f[..30]).unwrap_err(),
+        DecodeError::Truncated(Layer::Ipv4)
+    );
+    assert_eq!(
+        decode(LinkType::Ethernet, &f[..40]).unwrap_err(),
+        DecodeError::Truncated(Layer::Tcp)
+    );
+    assert_eq!(
+        decode(LinkType::Unknown(147), &f).unwrap_err(),
+        DecodeError::UnsupportedLink(147)
+    );
     let mut bad = f.clone();
     bad[14] = 0x43; // IHL 3
-    assert!(matches!(decode(LinkType::Ethernet, &bad), Err(DecodeError::Malformed(Layer::Ipv4, _))));
+    assert!(matches!(
+        decode(LinkType::Ethernet, &bad),
+        Err(DecodeError::Malformed(Layer::Ipv4, _))
+    ));
     let mut arp = f;
     arp[12] = 0x08;
     arp[13] = 0x06;
@@ -121,7 +138,9 @@ fn errors_name_the_layer() {
 
 #[test]
 fn sack_and_timestamps() {
-    let opts = [1, 1, 8, 10, 0, 0, 0, 5, 0, 0, 0, 6, 1, 1, 5, 10, 0, 0, 0, 100, 0, 0, 0, 200];
+    let opts = [
+        1, 1, 8, 10, 0, 0, 0, 5, 0, 0, 0, 6, 1, 1, 5, 10, 0, 0, 0, 100, 0, 0, 0, 200,
+    ];
     let o = TcpOptions::parse(&opts);
     assert_eq!(o.timestamps, Some((5, 6)));
     assert_eq!(o.sack.as_slice(), &[(100, 200)]);

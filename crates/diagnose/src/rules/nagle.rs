@@ -135,17 +135,30 @@ fn check(conn: &Connection, p: &Pending, seg: &Segment<'_>) -> Option<Occurrence
         delay_ns: delay,
         frames: vec![p.at.frame, ack.frame, seg.frame],
         notes: vec![
-            (p.at.frame, format!("{sender} sends {} B, holds the rest (Nagle)", p.len)),
+            (
+                p.at.frame,
+                format!("{sender} sends {} B, holds the rest (Nagle)", p.len),
+            ),
             (
                 ack.frame,
-                format!("{peer} ACK after {:.1} ms (delayed ACK)", ack.ts.ms_since(p.at.ts)),
+                format!(
+                    "{peer} ACK after {:.1} ms (delayed ACK)",
+                    ack.ts.ms_since(p.at.ts)
+                ),
             ),
             (
                 seg.frame,
-                format!("held {} B leave {:.2} ms after the ACK", seg.len, after_ack as f64 / 1e6),
+                format!(
+                    "held {} B leave {:.2} ms after the ACK",
+                    seg.len,
+                    after_ack as f64 / 1e6
+                ),
             ),
         ],
-        ladder_from: conn.current_exchange().and_then(|e| e.start()).map(|m| m.frame),
+        ladder_from: conn
+            .current_exchange()
+            .and_then(|e| e.start())
+            .map(|m| m.frame),
         ladder: None,
         detail: Detail::Nagle {
             ack_wait_ns: ack_wait,

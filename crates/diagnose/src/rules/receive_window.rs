@@ -66,7 +66,11 @@ impl WindowState {
             st.limited_ns += seg.ts.since(b.at.ts);
             st.stalls += 1;
             st.window_sum += u64::from(b.window);
-            st.window_min = if st.stalls == 1 { b.window } else { st.window_min.min(b.window) };
+            st.window_min = if st.stalls == 1 {
+                b.window
+            } else {
+                st.window_min.min(b.window)
+            };
             if st.first_stall.is_none() {
                 st.first_stall = Some((b.at.frame, seg.frame));
             }
@@ -77,7 +81,8 @@ impl WindowState {
         let receiver = conn.half(seg.dir.reverse());
         let mss = conn.half(seg.dir).effective_mss();
         let scale_known = receiver.window_shift.is_some();
-        if scale_known && seg.peer_window > 0 && seg.in_flight.saturating_add(mss) > seg.peer_window {
+        if scale_known && seg.peer_window > 0 && seg.in_flight.saturating_add(mss) > seg.peer_window
+        {
             st.blocked = Some(Blocked {
                 at: Mark {
                     ts: seg.ts,

@@ -1,0 +1,175 @@
+//! The engine on real captures re-encoded in other link types, address
+//! families and container formats: the diagnosis must not change.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+
+use proptest::prelude::*;
+use tcpdoctor_capture::write::PcapNgWriter;
+use tcpdoctor_capture::CaptureReader;
+use tcpdoctor_diagnose::model::Analysis;
+use tcpdoctor_diagnose::{Engine, Options};
+use tcpdoctor_wire::{LinkType, Timestamp};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures")
+        .join(name)
+}
+
+/// Ethernet frames of a fixture: (timestamp, frame bytes, original length).
+fn frames(name: &str) -> Vec<(Timestamp, Vec<u8>, u32)> {
+    let bytes = std::fs::read(fixture(name)).unwrap();
+    let mut r = CaptureReader::new(&bytes[..]).unwrap();
+    let mut out = Vec::new();
+    while let Some(p) = r.next_packet().unwrap() {
+        assert_eq!(p.link, LinkType::Ethernet);
+        out.push((p.ts, p.data.to_vec(), p.orig_len));
+    }
+    out
+}
+
+fn analyze(link: LinkType, frames: &[(Timestamp, Vec<u8>, u32)]) -> Analysis {
+    let mut e = Engine::new(Options::default());
+    for (ts, data, orig) in frames {
+        e.push(*ts, link, data, *orig);
+    }
+    e.finish()
+}
+
+/// IPv4 → IPv6 with v4-mapped addresses, same TCP bytes.
+fn to_ipv6(ip4: &[u8]) -> Vec<u8> {
+    let ihl = usize::from(ip4[0] & 0xF) * 4;
+    let total = usize::from(u16::from_be_bytes([ip4[2], ip4[3]]));
+    let tcp = &ip4[ihl..];
+    let mut v6 = vec![0x60, 0, 0, 0];
+    v6.extend_from_slice(&((total - ihl) as u16).to_be_bytes());
+    v6.extend_from_slice(&[6, ip4[8]]);
+    for a in [&ip4[12..16], &ip4[16..20]] {
+        v6.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0]);
+        v6.extend_from_slice(a);
+    }
+    v6.extend_from_slice(tcp);
+    v6
+}
+
+fn summary(a: &Analysis) -> Vec<(String, String, u64)> {
+    a.findings
+        .iter()
+        .map(|f| {
+            (
+                f.kind.to_string(),
+                f.culprit.role.to_string(),
+                f.occurrences,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn same_diagnosis_across_link_types_families_and_formats() {
+    let eth = frames("nginx-nodelay-off.server.pcap");
+    let base = analyze(LinkType::Ethernet, &eth);
+    assert_eq!(base.findings[0].kind, "nagle_delayed_ack");
+    let expected = summary(&base);
+
+    let raw: Vec<_> = eth
+        .iter()
+        .map(|(t, d, o)| (*t, d[14..].to_vec(), *o - 14))
+        .collect();
+    assert_eq!(summary(&analyze(LinkType::RawIp, &raw)), expected);
+
+    // Linux cooked v2: protocol, reserved, ifindex, ARPHRD, type, addr len, addr.
+    let sll2: Vec<_> = eth
+        .iter()
+        .map(|(t, d, o)| {
+            let mut f = vec![
+                0x08, 0x00, 0, 0, 0, 0, 0, 3, 0, 1, 4, 6, 2, 0, 0, 0, 0, 1, 0, 0,
+            ];
+            f.extend_from_slice(&d[14..]);
+            (*t, f, *o + 6)
+        })
+        .collect();
+    assert_eq!(summary(&analyze(LinkType::LinuxSll2, &sll2)), expected);
+
+    // 802.1Q-tagged Ethernet.
+    let vlan: Vec<_> = eth
+        .iter()
+        .map(|(t, d, o)| {
+            let mut f = d[..12].to_vec();
+            f.extend_from_slice(&[0x81, 0x00, 0x00, 0x2A]);
+            f.extend_from_slice(&d[12..]);
+            (*t, f, *o + 4)
+        })
+        .collect();
+    assert_eq!(summary(&analyze(LinkType::Ethernet, &vlan)), expected);
+
+    // IPv6, written as pcapng with nanosecond resolution and read back.
+    let mut w = PcapNgWriter::new(Vec::new()).unwrap();
+    let i = w.add_interface(LinkType::Ipv6, 0, 9).unwrap();
+    for (t, d, _) in &eth {
+        let v6 = to_ipv6(&d[14..]);
+        w.write_packet(i, t.nanos() as u64, &v6, v6.len() as u32)
+            .unwrap();
+    }
+    let bytes = w.into_inner();
+    let mut r = CaptureReader::new(&bytes[..]).unwrap();
+    let mut e = Engine::new(Options::default());
+    while let Some(p) = r.next_packet().unwrap() {
+        e.push(p.ts, p.link, p.data, p.orig_len);
+    }
+    let v6 = e.finish();
+    assert_eq!(summary(&v6), expected);
+    assert!(v6.findings[0].culprit.endpoint.starts_with("[2001:db8::"));
+    assert!(v6.findings[0].wireshark_filter.contains("ipv6.addr"));
+}
+
+#[test]
+fn connection_list_is_bounded_but_counts_everything() {
+    let eth = frames("nginx-nodelay-off.server.pcap");
+    let mut e = Engine::new(Options {
+        max_connections: 2,
+        ..Options::default()
+    });
+    for (ts, d, o) in &eth {
+        e.push(*ts, LinkType::Ethernet, d, *o);
+    }
+    let a = e.finish();
+    assert_eq!(a.connections.len(), 2);
+    assert_eq!(a.capture.connections, 5);
+    assert!(a.connections.iter().all(|c| c.time_lost_ms > 1000.0));
+}
+
+#[test]
+fn healthy_twin_is_quiet_for_every_rule() {
+    for name in [
+        "upload-default.client.pcap",
+        "client-single-write.router.pcap",
+    ] {
+        let a = analyze(LinkType::Ethernet, &frames(name));
+        assert!(a.findings.is_empty(), "{name}: {:?}", a.findings);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// Real packets with hostile bytes: the engine never panics and counts every frame.
+    #[test]
+    fn mutated_real_capture_never_panics(edits in proptest::collection::vec((0usize..4000, 0usize..1600, any::<u8>()), 1..200),
+                                         cut in proptest::collection::vec((0usize..4000, 0usize..120), 0..50)) {
+        let mut fr = frames("client-write-write.router.pcap");
+        let n = fr.len();
+        for (p, at, v) in edits {
+            let d = &mut fr[p % n].1;
+            let at = at % d.len();
+            d[at] = v;
+        }
+        for (p, len) in cut {
+            let d = &mut fr[p % n].1;
+            d.truncate(len.min(d.len()));
+        }
+        let a = analyze(LinkType::Ethernet, &fr);
+        prop_assert_eq!(a.capture.packets, n as u64);
+    }
+}

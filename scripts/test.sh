@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The project's tests, as CI runs them: formatting, lints, unit/property/
+# integration tests over the committed captures, then the end-to-end test with
+# real nginx + wrk in network namespaces (root). Installs what is missing
+# (Debian packages) when run as root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_pkgs=()
+command -v nginx   >/dev/null || need_pkgs+=(nginx-light)
+command -v wrk     >/dev/null || need_pkgs+=(wrk)
+command -v tcpdump >/dev/null || need_pkgs+=(tcpdump)
+command -v ip      >/dev/null || need_pkgs+=(iproute2)
+command -v python3 >/dev/null || need_pkgs+=(python3)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "missing: ${need_pkgs[*]} (run as root to install them)" >&2; exit 2
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
+  # Debian starts the packaged nginx; the tests run their own.
+  if command -v systemctl >/dev/null && systemctl is-active -q nginx 2>/dev/null; then systemctl stop nginx || true; fi
+  pkill -x nginx 2>/dev/null || true
+fi
+cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
+cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo test"
+cargo test --workspace --locked
+echo "== end to end: nginx + wrk in namespaces"
+cargo build --release --locked
+if [ "$(id -u)" -eq 0 ]; then
+  bash tests/e2e/nginx-wrk.sh target/release/tcpdoctor
+else
+  echo "end-to-end test needs root (network namespaces): skipped" >&2
+  exit 3
+fi
+echo "== all tests passed"
