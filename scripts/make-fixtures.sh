@@ -103,7 +103,7 @@ ns_add() {
 remove_stale_namespaces() {
     local ns pid
     for ns in "$NS_C" "$NS_S" "$NS_R"; do
-        ip netns list | awk '{print $1}' | grep -qx "$ns" || continue
+        [[ -e /run/netns/$ns ]] || continue
         log "removing namespace $ns left over from an earlier run"
         for pid in $(ip netns pids "$ns" 2>/dev/null); do
             kill -TERM "$pid" 2>/dev/null || true
@@ -127,7 +127,7 @@ cleanup() {
     local rc=$?
     trap - EXIT INT TERM
     topo_down
-    [[ -n $TMP && -d $TMP ]] && rm -rf -- "$TMP"
+    if [[ -n $TMP && -d $TMP ]]; then rm -rf -- "$TMP"; fi
     if ((rc != 0)); then log "FAILED (exit $rc); namespaces and processes cleaned up"; fi
     exit "$rc"
 }
@@ -332,7 +332,9 @@ wait_http() {
 cap_tcpdump() {
     local ns=$1 iface=$2 out=$3 mode=(--immediate-mode -U) a
     shift 3
-    for a in "$@"; do [[ $a == -c ]] && mode=(); done
+    for a in "$@"; do
+        if [[ $a == -c ]]; then mode=(); fi
+    done
     sleep 0.5   # let the readiness-check connections finish (their last ACK crosses the delay line)
     spawn "cap-$(basename "$out")" "$ns" tcpdump -n -Z root "${mode[@]}" -B 32768 -i "$iface" -w "$out" "$@" tcp
     CAP_PID=$BG_PID
@@ -625,6 +627,10 @@ main() {
 
     local groups=("$@")
     ((${#groups[@]})) || groups=(nginx-off nginx-on jdk-default jdk-nodelay client-write upload)
+
+    # One run at a time: a second run would reuse (and first remove) the same namespaces.
+    exec 9>/run/lock/tdfx-make-fixtures.lock
+    flock -n 9 || die "another make-fixtures.sh run is in progress"
 
     trap cleanup EXIT
     trap 'exit 130' INT

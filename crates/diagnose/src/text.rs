@@ -104,14 +104,14 @@ pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
             } else {
                 "request"
             };
-            let rtt_text = rtt.map_or("unknown".to_string(), |r| format!("{r} ms"));
+            let rtt_text = rtt.map_or("unknown".to_string(), |r| format!("{r:.2} ms"));
             let explanation = format!(
                 "{ep} ({role}) sends each {what} in two parts: a small segment ({small_len} B), then the rest only after the \
                  {peer} acknowledges it. Nagle's algorithm (RFC 896) is on at {ep}: it holds back a segment smaller than \
                  the MSS while an earlier small one is unacknowledged. The {peer} has nothing to send yet, so it delays \
-                 its ACK (RFC 1122 §4.2.3.2): the ACK waits {wait} ms beyond the round trip ({rtt_text}), which matches \
-                 {timer}, and the held data leaves {after} ms after it. This happened {occ} times on {conns} connection(s), \
-                 {typical} ms each, {total} ms in all. The first {what} on a connection is usually spared: a new Linux \
+                 its ACK (RFC 1122 §4.2.3.2): the ACK waits {wait:.1} ms beyond the round trip ({rtt_text}), which matches \
+                 {timer}, and the held data leaves {after:.2} ms after it. This happened {occ} times on {conns} connection(s), \
+                 {typical:.1} ms each, {total:.0} ms in all. The first {what} on a connection is usually spared: a new Linux \
                  connection starts in quick-ACK mode.",
                 timer = delayed_ack_os(wait),
                 occ = a.occurrences,
@@ -162,7 +162,7 @@ pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
                 pct = at_window * 100.0,
                 stalls = a.stalls,
                 ceil = match (rtt, ceiling) {
-                    (Some(r), Some(c)) => format!("With a round trip of {r} ms that caps throughput at rwnd/RTT = {}. ", human_rate(c)),
+                    (Some(r), Some(c)) => format!("With a round trip of {r:.1} ms that caps throughput at rwnd/RTT = {}. ", human_rate(c)),
                     _ => String::new(),
                 },
                 bytes = human_bytes(a.bytes as f64),
@@ -245,7 +245,7 @@ fn window_fix(ep: &str, hint: Option<&'static str>, rtt_ms: Option<f64>) -> Stri
     let need = rtt_ms
         .map(|r| {
             format!(
-                " To fill 100 Mbit/s over {r} ms the window must reach {}.",
+                " To fill 100 Mbit/s over {r:.1} ms the window must reach {}.",
                 human_bytes(100e6 / 8.0 * r / 1e3)
             )
         })

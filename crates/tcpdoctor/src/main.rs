@@ -46,16 +46,18 @@ Examples:
   tcpdoctor analyze --format json upload.pcapng | jq '.findings[0]'
   tcpdump -i any -w - port 8080 | tcpdoctor analyze -
 
-Reads pcap (µs or ns, either byte order) and pcapng (several interfaces), on Ethernet (VLAN, QinQ),
-Linux cooked SLL/SLL2 (tcpdump -i any), raw IP and BSD loopback, IPv4 and IPv6. Captures taken at the
-client, the server or in between all work; snaplen-truncated and TSO/GRO captures are fine.
+Input: pcap (µs or ns, either byte order) and pcapng (several interfaces), on Ethernet
+(VLAN, QinQ), Linux cooked SLL/SLL2 (tcpdump -i any), raw IP and BSD loopback; IPv4 and
+IPv6. Captures taken at the client, the server or in between all work; snaplen-truncated
+and TSO/GRO captures are fine.
 
 What it reports:
   nagle_delayed_ack        a small segment held the rest of a message until the peer's delayed ACK
   receive_window_limited   bytes in flight pinned at the receiver's advertised window
 
-Exit status: 0 analysed (a truncated capture is analysed up to where it ends, with a warning);
-1 --fail-on-finding was given and a finding was reported; 2 usage error or unreadable input.";
+Exit status: 0 analysed (a truncated or partly corrupt capture is analysed up to where it
+breaks, with a warning); 1 --fail-on-finding was given and a finding was reported;
+2 usage error or unreadable input.";
 
 #[derive(clap::Args)]
 struct AnalyzeArgs {
