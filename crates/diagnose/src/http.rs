@@ -13,9 +13,32 @@ pub enum Software {
     HttpClient,
 }
 
+/// How far into a payload a head is searched.
+const HEAD_LIMIT: usize = 1024;
+
+const METHODS: [&[u8]; 7] = [
+    b"GET ",
+    b"POST ",
+    b"PUT ",
+    b"HEAD ",
+    b"DELETE ",
+    b"PATCH ",
+    b"OPTIONS ",
+];
+
+/// How many leading payload bytes [`classify`] may read: the head's first
+/// [`HEAD_LIMIT`] bytes if the payload starts like HTTP/1.x, else none.
+pub fn head_len(payload: &[u8]) -> usize {
+    if payload.starts_with(b"HTTP/1.") || METHODS.iter().any(|m| payload.starts_with(m)) {
+        payload.len().min(HEAD_LIMIT)
+    } else {
+        0
+    }
+}
+
 /// What kind of message a payload starts.
 pub fn classify(payload: &[u8]) -> Option<Software> {
-    let head = &payload[..payload.len().min(1024)];
+    let head = &payload[..payload.len().min(HEAD_LIMIT)];
     if head.starts_with(b"HTTP/1.") {
         if contains(head, b"\r\nServer: nginx") {
             return Some(Software::Nginx);
@@ -41,7 +64,7 @@ pub fn classify(payload: &[u8]) -> Option<Software> {
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
+    memchr::memmem::find(hay, needle).is_some()
 }
 
 #[cfg(test)]

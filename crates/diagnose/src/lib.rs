@@ -20,13 +20,19 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use tcpdoctor_flow::{Analyzer, Config, Connection, Dir, Exchange, Segment, Tracker};
-use tcpdoctor_wire::{decode, DecodeError, LinkType, Skip, Timestamp};
+use tcpdoctor_wire::{decode, DecodeError, Decoded, LinkType, Skip, Timestamp};
 
 use histogram::Histogram;
 use model::*;
 use rules::nagle::NagleState;
 use rules::receive_window::WindowState;
 use rules::{endpoint_of, Detail, Kind, Occurrence};
+
+/// How many leading bytes of a segment's payload the engine may look at
+/// (HTTP heads, to name the software in a fix); 0 for anything else.
+pub fn payload_needed(payload: &[u8]) -> usize {
+    http::head_len(payload)
+}
 
 /// Engine settings.
 #[derive(Debug, Clone, Copy)]
@@ -82,6 +88,19 @@ impl Engine {
 
     /// Feeds the next captured frame. Frames are numbered in the order pushed.
     pub fn push(&mut self, ts: Timestamp, link: LinkType, data: &[u8], orig_len: u32) {
+        self.push_decoded(ts, link, orig_len, decode(link, data));
+    }
+
+    /// Feeds a frame that was already decoded (by [`tcpdoctor_wire::decode`],
+    /// possibly on another thread). Of a segment's payload the engine reads
+    /// only the first [`payload_needed`] bytes.
+    pub fn push_decoded(
+        &mut self,
+        ts: Timestamp,
+        link: LinkType,
+        orig_len: u32,
+        decoded: Decoded<'_>,
+    ) {
         self.frames += 1;
         let frame = self.frames;
         self.bytes_on_wire += u64::from(orig_len);
@@ -92,7 +111,7 @@ impl Engine {
         if !self.links.contains(&link) {
             self.links.push(link);
         }
-        match decode(link, data) {
+        match decoded {
             Ok(Ok(seg)) => {
                 self.tcp_packets += 1;
                 self.tracker.push(frame, ts, &seg);
@@ -169,6 +188,7 @@ impl Engine {
             start_unix: first.nanos() as f64 / 1e9,
             bytes_on_wire: self.bytes_on_wire,
             link_types: self.links.iter().map(|l| l.name().to_string()).collect(),
+            stray_tcp_packets: d.stray_packets,
             non_tcp: self.non_tcp,
             fragments: self.fragments,
             undecodable: self.undecodable,
@@ -218,7 +238,7 @@ struct Recent {
     window: u32,
 }
 
-const RING: usize = 16;
+const RING: usize = 12;
 
 /// Per-connection diagnosis state.
 #[derive(Default)]
@@ -326,6 +346,10 @@ pub(crate) struct Diagnoser {
     aggregates: HashMap<AggKey, Aggregate>,
     connections: Vec<ConnectionSummary>,
     connection_count: u64,
+    stray_packets: u64,
+    /// The rank (time lost, duration) of the last connection kept at the
+    /// latest trim: a closing connection ranked at or below it is not summarised.
+    floor: Option<(f64, f64)>,
     exchange_hist: Histogram,
     scratch: Vec<Occurrence>,
 }
@@ -337,6 +361,8 @@ impl Diagnoser {
             aggregates: HashMap::new(),
             connections: Vec::new(),
             connection_count: 0,
+            stray_packets: 0,
+            floor: None,
             exchange_hist: Histogram::default(),
             scratch: Vec::new(),
         }
@@ -483,18 +509,37 @@ impl Analyzer for Diagnoser {
         state.exchange_max_ns = state.exchange_max_ns.max(d);
     }
 
-    fn close(&mut self, conn: Connection, mut state: ConnState) {
+    fn close(&mut self, conn: &Connection, state: &mut ConnState) {
+        if !conn.is_substantial() {
+            // Trailing ACKs or RSTs of a connection already closed and freed.
+            self.stray_packets += conn.packets;
+            return;
+        }
         let mut out = std::mem::take(&mut self.scratch);
-        state.window.on_close(&conn, &mut out);
+        state.window.on_close(conn, &mut out);
         for o in out.drain(..) {
-            self.record(&conn, &mut state, o);
+            self.record(conn, state, o);
         }
         self.scratch = out;
         self.connection_count += 1;
-        self.connections
-            .push(text::connection_summary(&conn, &state));
+        // Summarise only connections that can still make the list.
+        let rank = (ms_f(state.time_lost_ns), ms_f(conn.duration_ns()));
+        if self.connections.len() >= self.options.max_connections
+            && self.floor.is_some_and(|f| rank <= f)
+        {
+            return;
+        }
+        self.connections.push(text::connection_summary(conn, state));
         if self.connections.len() >= 2 * self.options.max_connections.max(1) {
             rank_connections(&mut self.connections, self.options.max_connections);
+            self.floor = self
+                .connections
+                .last()
+                .map(|c| (c.time_lost_ms, c.duration_ms));
         }
     }
+}
+
+fn ms_f(ns: i64) -> f64 {
+    round3(ns as f64 / 1e6)
 }

@@ -30,6 +30,9 @@ pub struct CaptureSummary {
     pub start_unix: f64,
     pub bytes_on_wire: u64,
     pub link_types: Vec<String>,
+    /// TCP segments of no connection seen with a handshake or data (e.g.
+    /// ACKs or RSTs trailing a connection that was already closed).
+    pub stray_tcp_packets: u64,
     /// Frames that carry no TCP (ARP, UDP, ICMP…).
     pub non_tcp: u64,
     /// IP fragments (not reassembled, not analysed).

@@ -64,14 +64,15 @@ impl Handshake {
     }
 }
 
+/// A segment sent, for RTT samples. `ts` is `None` once its bytes were
+/// retransmitted: an ACK of them is ambiguous (Karn's algorithm, RFC 6298 §3).
 #[derive(Debug, Clone, Copy, Default)]
 struct Sent {
     end: Seq,
-    ts: Timestamp,
-    retransmitted: bool,
+    ts: Option<Timestamp>,
 }
 
-const SENT_RING: usize = 16;
+const SENT_RING: usize = 8;
 
 /// One direction of a connection: what one endpoint sent and advertised.
 #[derive(Debug, Clone)]
@@ -188,8 +189,7 @@ impl Half {
         let at = (self.sent_head + self.sent_len) % SENT_RING;
         self.sent[at] = Sent {
             end,
-            ts,
-            retransmitted,
+            ts: (!retransmitted).then_some(ts),
         };
         if self.sent_len < SENT_RING {
             self.sent_len += 1;
@@ -201,7 +201,7 @@ impl Half {
             for i in 0..self.sent_len {
                 let e = &mut self.sent[(self.sent_head + i) % SENT_RING];
                 if e.end >= end {
-                    e.retransmitted = true;
+                    e.ts = None;
                 }
             }
         }
@@ -216,8 +216,8 @@ impl Half {
             if e.end > ack {
                 break;
             }
-            if e.end == ack && !e.retransmitted {
-                found = Some(e.ts);
+            if e.end == ack {
+                found = e.ts;
             }
             self.sent_head = (self.sent_head + 1) % SENT_RING;
             self.sent_len -= 1;
@@ -320,6 +320,19 @@ impl Connection {
         }
     }
 
+    /// Both FINs were sent and acknowledged: nothing more can follow but
+    /// retransmissions.
+    pub fn is_finished(&self) -> bool {
+        let done = |h: &Half| h.fin.is_some() && h.una_init && h.una >= h.snd_max;
+        done(&self.client) && done(&self.server)
+    }
+
+    /// Whether the connection carried a handshake or data (not just stray ACKs or RSTs).
+    pub fn is_substantial(&self) -> bool {
+        self.handshake.syn_count + self.handshake.synack_count > 0
+            || self.client.data_packets + self.server.data_packets > 0
+    }
+
     /// Whether both FINs or an RST were seen.
     pub fn is_closed(&self) -> bool {
         (self.client.fin.is_some() && self.server.fin.is_some())
@@ -386,20 +399,21 @@ impl Connection {
 
         // Handshake and options.
         if flags.syn() {
+            let options = seg.options();
             if !me.syn_seen || me.base != seq {
                 me.base = seq;
                 me.base_known = true;
             }
             me.syn_seen = true;
-            me.mss = seg.options.mss.or(me.mss);
-            me.window_scale_option = seg.options.window_scale;
-            me.sack_permitted = seg.options.sack_permitted;
-            me.timestamps = seg.options.timestamps.is_some();
+            me.mss = options.mss.or(me.mss);
+            me.window_scale_option = options.window_scale;
+            me.sack_permitted = options.sack_permitted;
+            me.timestamps = options.timestamps.is_some();
             if flags.ack() {
                 // RFC 7323 §2.2: a SYN-ACK carries window scale only if the SYN
                 // did, so it alone tells whether scaling is on.
-                let scaling = seg.options.window_scale.is_some();
-                me.window_shift = Some(seg.options.window_scale.unwrap_or(0));
+                let scaling = options.window_scale.is_some();
+                me.window_shift = Some(options.window_scale.unwrap_or(0));
                 peer.window_shift = match (scaling, peer.syn_seen) {
                     (false, _) => Some(0),
                     (true, true) => peer.window_scale_option,

@@ -106,7 +106,7 @@ pub trait Analyzer {
     fn exchange(&mut self, conn: &Connection, state: &mut Self::Conn, ex: &Exchange);
 
     /// Called once per connection, when it is closed and freed (or at the end of the capture).
-    fn close(&mut self, conn: Connection, state: Self::Conn);
+    fn close(&mut self, conn: &Connection, state: &mut Self::Conn);
 }
 
 /// Tracker settings.
@@ -114,7 +114,8 @@ pub trait Analyzer {
 pub struct Config {
     /// Capture time after which an idle connection is closed and freed.
     pub idle_timeout_ns: i64,
-    /// Capture time a closed connection stays around for stray trailing segments.
+    /// Capture time a reset connection stays around for trailing segments (a
+    /// connection whose FINs were both acknowledged is freed at once).
     pub close_grace_ns: i64,
 }
 
@@ -122,7 +123,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             idle_timeout_ns: 300 * 1_000_000_000,
-            close_grace_ns: 2 * 1_000_000_000,
+            close_grace_ns: 1_000_000_000,
         }
     }
 }
@@ -254,7 +255,9 @@ impl<A: Analyzer> Tracker<A> {
             conn::Event::Segment(s) => analyzer.segment(c, state, &s),
             conn::Event::Exchange(e) => analyzer.exchange(c, state, &e),
         });
-        if !was_closed && conn.is_closed() {
+        if conn.is_finished() {
+            self.finish_key(key);
+        } else if !was_closed && conn.is_closed() {
             self.closing.push_back((ts, key, conn.id));
         }
     }
@@ -270,14 +273,11 @@ impl<A: Analyzer> Tracker<A> {
     }
 
     fn finish_key(&mut self, key: Key) {
-        if let Some(slot) = self.table.remove(&key) {
-            let Slot {
-                mut conn,
-                mut state,
-            } = *slot;
+        if let Some(mut slot) = self.table.remove(&key) {
+            let Slot { conn, state } = &mut *slot;
             let analyzer = &mut self.analyzer;
             if let Some(ex) = conn.take_exchange() {
-                analyzer.exchange(&conn, &mut state, &ex);
+                analyzer.exchange(conn, state, &ex);
             }
             analyzer.close(conn, state);
         }

@@ -1,5 +1,5 @@
 use super::*;
-use tcpdoctor_wire::{TcpFlags, TcpOptions};
+use tcpdoctor_wire::TcpFlags;
 
 const C: &str = "10.0.0.1";
 const S: &str = "10.0.0.2";
@@ -20,11 +20,12 @@ fn seg(
     } else {
         (S, C, 80, 40000)
     };
-    let mut options = TcpOptions::default();
-    if flags & F_SYN != 0 {
-        options.mss = Some(1460);
-        options.window_scale = Some(7);
-    }
+    // MSS 1460, window scale 7 on SYNs.
+    let options_raw: &'static [u8] = if flags & F_SYN != 0 {
+        &[2, 4, 5, 0xB4, 1, 3, 3, 7]
+    } else {
+        &[]
+    };
     TcpSegment {
         src: src.parse().unwrap(),
         dst: dst.parse().unwrap(),
@@ -35,7 +36,7 @@ fn seg(
         ack,
         flags: TcpFlags(flags),
         window,
-        options,
+        options_raw,
         payload_len: len,
         payload: &[],
     }
@@ -58,9 +59,9 @@ impl Analyzer for Log {
     fn exchange(&mut self, _c: &Connection, _n: &mut u32, e: &Exchange) {
         self.exchanges.push(*e);
     }
-    fn close(&mut self, c: Connection, n: u32) {
-        assert_eq!(c.packets, u64::from(n));
-        self.closed.push(c);
+    fn close(&mut self, c: &Connection, n: &mut u32) {
+        assert_eq!(c.packets, u64::from(*n));
+        self.closed.push(c.clone());
     }
 }
 
@@ -144,27 +145,42 @@ fn missing_handshake_guesses_server_by_port() {
 }
 
 #[test]
-fn port_reuse_starts_a_new_connection_and_frees_the_old() {
+fn finished_connection_is_freed_at_once() {
+    let mut t = Tracker::new(Log::default(), Config::default());
+    for (i, (ms, s)) in conversation().iter().enumerate() {
+        t.push(i as u64 + 1, Timestamp::from_nanos(ms * 1_000_000), s);
+    }
+    // Both FINs acknowledged: closed and freed before the capture ends.
+    assert_eq!(t.analyzer().closed.len(), 1);
+    assert_eq!(t.open_connections(), 0);
+}
+
+#[test]
+fn port_reuse_starts_a_new_connection() {
+    // The first connection's last ACK is missing, so it lingers as closed;
+    // a new SYN on the same tuple 500 ms later is a new connection.
     let mut p = conversation();
+    p.pop();
     let mut again = conversation();
     for (t, s) in again.iter_mut() {
-        *t += 10_000;
+        *t += 500;
         if s.src_port == 40000 {
             s.seq = s.seq.wrapping_add(777_777);
         } else {
             s.ack = s.ack.wrapping_add(777_777);
         }
     }
+    again.pop();
     p.extend(again);
     let mut t = Tracker::new(Log::default(), Config::default());
     for (i, (ms, s)) in p.iter().enumerate() {
         t.push(i as u64 + 1, Timestamp::from_nanos(ms * 1_000_000), s);
     }
-    // The first connection was freed after its grace period, before the capture ended.
     assert_eq!(t.analyzer().closed.len(), 1);
     assert_eq!(t.open_connections(), 1);
     let log = t.finish();
     assert_eq!(log.closed.len(), 2);
     assert_eq!(log.closed[1].id, 2);
     assert_eq!(log.closed[1].client.bytes, 100);
+    assert_eq!(log.closed[1].first.frame, 10);
 }

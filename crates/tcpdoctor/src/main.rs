@@ -1,12 +1,14 @@
 //! `tcpdoctor`: the command line. The work lives in the library crates; this
 //! file defines the interface, reads input and maps outcomes to exit codes.
 
-use std::fs::File;
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, BufWriter, Write};
+
+mod input;
+use input::Input;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use tcpdoctor_capture::{CaptureReader, ErrorKind};
+use tcpdoctor_capture::ErrorKind;
 use tcpdoctor_diagnose::{Engine, Options};
 use tcpdoctor_report::TextOptions;
 
@@ -104,23 +106,15 @@ fn main() -> ExitCode {
     }
 }
 
-fn open(path: &str) -> anyhow::Result<Box<dyn Read>> {
-    if path == "-" {
-        return Ok(Box::new(io::stdin().lock()));
-    }
-    let f = File::open(path).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
-    Ok(Box::new(f))
-}
-
 fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
     let name = if args.file == "-" {
         "<stdin>"
     } else {
         args.file.as_str()
     };
-    let input = open(&args.file)?;
-    let mut reader = CaptureReader::new(input).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
-    if let Some(link) = reader.link_type() {
+    let input = Input::open(&args.file, name)?;
+    let (format, link) = (input.format(), input.link_type());
+    if let Some(link) = link {
         if !link.is_supported() {
             anyhow::bail!(
                 "{name}: link type {} is not supported (supported: Ethernet, Linux cooked SLL/SLL2, raw IPv4/IPv6, BSD loopback)",
@@ -128,35 +122,26 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
             );
         }
     }
-    let format = reader.format().to_string();
+    let format = format.to_string();
     let mut engine = Engine::new(Options {
         max_connections: args.max_connections,
         ..Options::default()
     });
-    loop {
-        match reader.next_packet() {
-            Ok(Some(p)) => engine.push(p.ts, p.link, p.data, p.orig_len),
-            Ok(None) => break,
-            Err(e)
-                if e.kind == ErrorKind::Io
-                    || engine.frames() == 0 && e.kind != ErrorKind::Truncated =>
-            {
-                anyhow::bail!("{name}: {e}")
-            }
-            Err(e) => {
-                let what = match e.kind {
-                    ErrorKind::Truncated => "the capture is truncated",
-                    _ => "the capture is corrupt",
-                };
-                engine.warn(format!(
-                    "{name}: {what} at byte {} ({}); the {} packets before it were analysed",
-                    e.offset,
-                    e.detail,
-                    engine.frames()
-                ));
-                break;
-            }
+    let stopped = input.feed(&mut engine);
+    if let Some(e) = stopped {
+        if e.kind == ErrorKind::Io || (engine.frames() == 0 && e.kind != ErrorKind::Truncated) {
+            anyhow::bail!("{name}: {e}");
         }
+        let what = match e.kind {
+            ErrorKind::Truncated => "the capture is truncated",
+            _ => "the capture is corrupt",
+        };
+        engine.warn(format!(
+            "{name}: {what} at byte {} ({}); the {} packets before it were analysed",
+            e.offset,
+            e.detail,
+            engine.frames()
+        ));
     }
     let analysis = engine.finish();
     let stdout = io::stdout();

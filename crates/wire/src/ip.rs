@@ -239,7 +239,7 @@ fn tcp<'a>(src: IpAddr, dst: IpAddr, ttl: u8, buf: &'a [u8], l4_len: usize) -> D
         ack: tcp.ack(),
         flags: tcp.flags(),
         window: tcp.window(),
-        options: tcp.options(),
+        options_raw: tcp.options_raw(),
         payload_len: u32::try_from(payload_len)
             .map_err(|_| DecodeError::Malformed(Layer::Tcp, "payload too long"))?,
         payload,

@@ -39,7 +39,9 @@ pub struct TcpSegment<'a> {
     pub flags: TcpFlags,
     /// The raw 16-bit window field (unscaled).
     pub window: u16,
-    pub options: TcpOptions,
+    /// The raw option bytes; parse them with [`TcpSegment::options`] (only
+    /// when needed: most segments' options are never looked at).
+    pub options_raw: &'a [u8],
     /// Payload length according to the IP header (what the sender sent).
     pub payload_len: u32,
     /// The captured part of the payload (may be shorter than `payload_len`).
@@ -47,6 +49,10 @@ pub struct TcpSegment<'a> {
 }
 
 impl TcpSegment<'_> {
+    pub fn options(&self) -> TcpOptions {
+        TcpOptions::parse(self.options_raw)
+    }
+
     /// Sequence space consumed: payload plus one for SYN and for FIN (RFC 9293 §3.4).
     pub fn seq_len(&self) -> u32 {
         self.payload_len + u32::from(self.flags.syn()) + u32::from(self.flags.fin())

@@ -47,6 +47,10 @@ impl<'a> TcpHeader<'a> {
     pub fn window(&self) -> u16 {
         be16(self.buf, 14)
     }
+    /// The option bytes after the fixed header.
+    pub fn options_raw(&self) -> &'a [u8] {
+        &self.buf[20..self.header_len()]
+    }
     /// Parsed options. Malformed option bytes end the parse; what was read stays.
     pub fn options(&self) -> TcpOptions {
         TcpOptions::parse(&self.buf[20..self.header_len()])

@@ -26,8 +26,8 @@ fn ethernet_syn_with_options() {
     assert_eq!(seg.dst_port, 80);
     assert_eq!(seg.seq, 1000);
     assert!(seg.flags.syn() && !seg.flags.ack());
-    assert_eq!(seg.options.mss, Some(1460));
-    assert_eq!(seg.options.window_scale, Some(7));
+    assert_eq!(seg.options().mss, Some(1460));
+    assert_eq!(seg.options().window_scale, Some(7));
     assert_eq!(seg.window, 64240);
     assert_eq!(seg.seq_len(), 1);
 }

@@ -37,12 +37,14 @@ struct Pending {
     len: u32,
     ack: Option<Mark>,
     peer_sent_data: bool,
-    software: Option<Software>,
 }
 
 #[derive(Debug, Default)]
 pub struct NagleState {
     last: [Option<Pending>; 2],
+    /// What each side's software is, from its first HTTP head (looked at once per side).
+    software: [Option<Software>; 2],
+    classified: [bool; 2],
 }
 
 /// Capture point → the endpoint that sends in `side` → capture point.
@@ -86,8 +88,14 @@ impl NagleState {
             }
             _ => return,
         }
+        if !self.classified[d.index()] {
+            if let Some(sw) = classify(seg.payload) {
+                self.software[d.index()] = Some(sw);
+                self.classified[d.index()] = true;
+            }
+        }
         if let Some(p) = self.last[d.index()] {
-            if let Some(o) = check(conn, &p, seg) {
+            if let Some(o) = check(conn, &p, seg, self.software[d.index()]) {
                 out.push(o);
             }
         }
@@ -100,12 +108,16 @@ impl NagleState {
             len: seg.len,
             ack: None,
             peer_sent_data: false,
-            software: classify(seg.payload),
         });
     }
 }
 
-fn check(conn: &Connection, p: &Pending, seg: &Segment<'_>) -> Option<Occurrence> {
+fn check(
+    conn: &Connection,
+    p: &Pending,
+    seg: &Segment<'_>,
+    software: Option<Software>,
+) -> Option<Occurrence> {
     let d = seg.dir;
     let ack = p.ack?;
     if p.end != seg.seq || p.peer_sent_data {
@@ -165,7 +177,7 @@ fn check(conn: &Connection, p: &Pending, seg: &Segment<'_>) -> Option<Occurrence
             after_ack_ns: after_ack,
             small_len: p.len,
             held_len: seg.len,
-            software: p.software,
+            software,
             rtt_ns: conn.path_rtt_ns(),
         },
     })

@@ -1,0 +1,93 @@
+#!/bin/sh
+# Seed the fuzz corpora from the repository's real captures.
+#   capture: whole pcap/pcapng files (< 100 KB) plus examples/nginx-nagle.pcap,
+#            and short heads of each (first records/blocks) that mutate faster.
+#   decode:  single frames, prefixed with the link selector byte
+#            (1 = Ethernet, 4 = Linux SLL; see fuzz_targets/decode.rs).
+# Usage: fuzz/seed.sh   (from anywhere; idempotent)
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+cap="$here/corpus/capture"
+dec="$here/corpus/decode"
+mkdir -p "$cap" "$dec"
+
+for f in "$root"/fixtures/*.pcap*; do
+    [ -f "$f" ] || continue
+    if [ "$(wc -c < "$f")" -lt 102400 ]; then
+        cp "$f" "$cap/"
+    fi
+done
+cp "$root/examples/nginx-nagle.pcap" "$cap/"
+
+python3 - "$root" "$cap" "$dec" <<'PY'
+import glob, os, struct, sys
+
+root, cap, dec = sys.argv[1:4]
+
+def pcap_records(buf):
+    """(linktype, endian, [(record_header, frame)]) of a classic pcap."""
+    magic = buf[:4]
+    if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1"):
+        e = "<"
+    elif magic in (b"\xa1\xb2\xc3\xd4", b"\xa1\xb2\x3c\x4d"):
+        e = ">"
+    else:
+        return None
+    link = struct.unpack(e + "I", buf[20:24])[0] & 0x0FFFFFFF
+    recs, off = [], 24
+    while off + 16 <= len(buf):
+        incl = struct.unpack(e + "I", buf[off + 8:off + 12])[0]
+        if off + 16 + incl > len(buf):
+            break
+        recs.append((buf[off:off + 16], buf[off + 16:off + 16 + incl]))
+        off += 16 + incl
+    return link, e, recs
+
+def pcapng_head(buf, nblocks):
+    """The first nblocks blocks of a pcapng (SHB, IDB, EPBs ...)."""
+    if buf[:4] != b"\x0a\x0d\x0d\x0a":
+        return None
+    e = "<" if buf[8:12] == b"\x4d\x3c\x2b\x1a" else ">"
+    off = 0
+    for _ in range(nblocks):
+        if off + 12 > len(buf):
+            break
+        blen = struct.unpack(e + "I", buf[off + 4:off + 8])[0]
+        if blen < 12 or off + blen > len(buf):
+            break
+        off += blen
+    return buf[:off]
+
+srcs = sorted(glob.glob(os.path.join(root, "fixtures", "*.pcap*")))
+srcs.append(os.path.join(root, "examples", "nginx-nagle.pcap"))
+for path in srcs:
+    buf = open(path, "rb").read()
+    name = os.path.basename(path)
+    parsed = pcap_records(buf)
+    if parsed:
+        _, _, recs = parsed
+        for n in (1, 4, 16):
+            out = buf[:24] + b"".join(h + d for h, d in recs[:n])
+            open(os.path.join(cap, f"head{n}-{name}"), "wb").write(out)
+    else:
+        for n in (3, 8, 24):
+            out = pcapng_head(buf, n)
+            if out:
+                open(os.path.join(cap, f"head{n}-{name}"), "wb").write(out)
+
+# decode: ~50 Ethernet frames (selector 1) spread over one fixture,
+# plus a few Linux SLL frames (selector 4) for the cooked-capture path.
+def frames(path, selector, count):
+    link, _, recs = pcap_records(open(path, "rb").read())
+    step = max(1, len(recs) // count)
+    picked = recs[::step][:count]
+    base = os.path.basename(path).split(".")[0]
+    for i, (_, d) in enumerate(picked):
+        open(os.path.join(dec, f"{base}-{link}-{i:03}"), "wb").write(bytes([selector]) + d)
+    return len(picked)
+
+n = frames(os.path.join(root, "fixtures", "client-write-write.router.pcap"), 1, 50)
+m = frames(os.path.join(root, "fixtures", "nginx-nodelay-on.client.pcap"), 4, 10)
+print(f"seeded {len(os.listdir(cap))} capture inputs, {n} Ethernet + {m} SLL decode frames")
+PY
