@@ -174,8 +174,12 @@ impl Engine {
         let mut connections = d.connections;
         rank_connections(&mut connections, d.options.max_connections);
         connections.sort_by_key(|c| c.id);
+        let t0 = first.nanos() as f64 / 1e6;
         for c in &mut connections {
-            c.start_ms = round3((c.start_ms - first.nanos() as f64 / 1e6).max(0.0));
+            c.start_ms = round3((c.start_ms - t0).max(0.0));
+            for e in &mut c.slowest_exchanges {
+                e.start_ms = round3((e.start_ms - t0).max(0.0));
+            }
         }
         let h = &d.exchange_hist;
         let capture = CaptureSummary {
@@ -239,6 +243,8 @@ struct Recent {
 }
 
 const RING: usize = 12;
+/// Exchanges listed per connection (the slowest).
+const SLOWEST: usize = 5;
 
 /// Per-connection diagnosis state.
 #[derive(Default)]
@@ -251,6 +257,8 @@ pub struct ConnState {
     exchanges: u64,
     exchange_sum_ns: i64,
     exchange_max_ns: i64,
+    /// The slowest few exchanges, for the connection's summary.
+    slowest: Vec<Exchange>,
 }
 
 /// The last [`RING`] packets of a connection, for ladder diagrams.
@@ -507,6 +515,13 @@ impl Analyzer for Diagnoser {
         state.exchanges += 1;
         state.exchange_sum_ns += d;
         state.exchange_max_ns = state.exchange_max_ns.max(d);
+        if state.slowest.len() < SLOWEST {
+            state.slowest.push(*ex);
+        } else if let Some(min) = state.slowest.iter_mut().min_by_key(|e| e.duration_ns()) {
+            if d > min.duration_ns() {
+                *min = *ex;
+            }
+        }
     }
 
     fn close(&mut self, conn: &Connection, state: &mut ConnState) {

@@ -85,6 +85,8 @@ pub struct ConnectionSummary {
     pub packets: u64,
     pub exchanges: u64,
     pub exchange_latency_ms: Option<ExchangeStats>,
+    /// The slowest exchanges (up to 5), in order, each split into its phases.
+    pub slowest_exchanges: Vec<ExchangeSummary>,
     pub bytes: Directions<u64>,
     pub retransmissions: Directions<u64>,
     pub max_in_flight: Directions<u32>,
@@ -97,6 +99,28 @@ pub struct ConnectionSummary {
     pub end: &'static str,
     /// Time lost to the findings on this connection.
     pub time_lost_ms: f64,
+}
+
+/// One request and its response, at the capture point.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExchangeSummary {
+    /// 0-based index within the connection.
+    pub index: u32,
+    /// Milliseconds since the capture started.
+    pub start_ms: f64,
+    pub duration_ms: f64,
+    pub request_bytes: u64,
+    pub response_bytes: u64,
+    /// First to last request byte.
+    pub request_ms: Option<f64>,
+    /// Last request byte to the server's ACK of the whole request.
+    pub request_ack_ms: Option<f64>,
+    /// Last request byte to first response byte: server time plus a round trip.
+    pub wait_ms: Option<f64>,
+    /// First to last response byte.
+    pub response_ms: Option<f64>,
+    /// request first, request last, request ACK, response first, response last (null when absent).
+    pub frames: [Option<u64>; 5],
 }
 
 /// A value per direction, named by who sends.

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 
 use serde_json::json;
-use tcpdoctor_flow::Connection;
+use tcpdoctor_flow::{Connection, Exchange, Mark};
 
 use crate::http::Software;
 use crate::model::*;
@@ -264,6 +264,29 @@ fn window_fix(ep: &str, hint: Option<&'static str>, rtt_ms: Option<f64>) -> Stri
     )
 }
 
+fn exchange_summary(e: &Exchange) -> ExchangeSummary {
+    let gap = |a: Option<Mark>, b: Option<Mark>| Some(ms(b?.ts.since(a?.ts)));
+    ExchangeSummary {
+        index: e.index,
+        // Absolute here; made relative to the capture start in `Engine::finish`.
+        start_ms: e.start().map_or(0.0, |m| m.ts.nanos() as f64 / 1e6),
+        duration_ms: ms(e.duration_ns()),
+        request_bytes: e.request_bytes,
+        response_bytes: e.response_bytes,
+        request_ms: gap(e.request_first, e.request_last),
+        request_ack_ms: gap(e.request_last, e.request_acked),
+        wait_ms: gap(e.request_last, e.response_first),
+        response_ms: gap(e.response_first, e.response_last),
+        frames: [
+            e.request_first.map(|m| m.frame),
+            e.request_last.map(|m| m.frame),
+            e.request_acked.map(|m| m.frame),
+            e.response_first.map(|m| m.frame),
+            e.response_last.map(|m| m.frame),
+        ],
+    }
+}
+
 pub(crate) fn connection_summary(conn: &Connection, st: &ConnState) -> ConnectionSummary {
     let hs = &conn.handshake;
     let end = if conn.client.rst.is_some() || conn.server.rst.is_some() {
@@ -293,6 +316,11 @@ pub(crate) fn connection_summary(conn: &Connection, st: &ConnState) -> Connectio
             mean: ms(st.exchange_sum_ns / st.exchanges as i64),
             max: ms(st.exchange_max_ns),
         }),
+        slowest_exchanges: {
+            let mut list: Vec<ExchangeSummary> = st.slowest.iter().map(exchange_summary).collect();
+            list.sort_by_key(|e| e.index);
+            list
+        },
         bytes: Directions {
             client_to_server: conn.client.bytes,
             server_to_client: conn.server.bytes,

@@ -158,6 +158,17 @@ fn small_receive_buffer_upload_names_the_window_ceiling() {
     assert!(f["fix"].as_str().unwrap().contains("rcvbuf"));
     // The snaplen (128) cut payloads, not lengths: all 605 KB are counted.
     assert!(d["bytes"].as_u64().unwrap() >= 619_520);
+    // The exchange's time is in sending the request, not in the server.
+    let conn = v["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["server"] == "10.71.2.2:8081")
+        .unwrap();
+    let ex = &conn["slowest_exchanges"][0];
+    assert!(ex["request_ms"].as_f64().unwrap() > 5000.0, "{ex}");
+    assert!(ex["wait_ms"].as_f64().unwrap() < 100.0, "{ex}");
+    assert!(ex["request_bytes"].as_u64().unwrap() >= 619_520);
 }
 
 #[test]
