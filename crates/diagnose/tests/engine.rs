@@ -173,3 +173,105 @@ proptest! {
         prop_assert_eq!(a.capture.packets, n as u64);
     }
 }
+
+/// A synthetic exchange series, captured at the client across a long path:
+/// the server sends a small head, then (Nagle on) the rest only after the
+/// client's delayed ACK reaches it.
+fn long_path(rtt_ms: i64, ack_delay_ms: i64, nagle: bool) -> Analysis {
+    use tcpdoctor_wire::build::FrameSpec;
+    use tcpdoctor_wire::TcpFlags;
+    let c: std::net::IpAddr = "192.0.2.1".parse().unwrap();
+    let s: std::net::IpAddr = "198.51.100.7".parse().unwrap();
+    let spec = |from_client: bool, seq: u32, ack: u32, flags: u16, len: usize| FrameSpec {
+        src: if from_client { c } else { s },
+        dst: if from_client { s } else { c },
+        src_port: if from_client { 50000 } else { 443 },
+        dst_port: if from_client { 443 } else { 50000 },
+        seq,
+        ack,
+        flags,
+        window: 1000,
+        mss: (flags & TcpFlags::SYN != 0).then_some(1460),
+        window_scale: (flags & TcpFlags::SYN != 0).then_some(7),
+        payload_len: len,
+    };
+    let a = TcpFlags::ACK;
+    let pa = TcpFlags::ACK | TcpFlags::PSH;
+    let mut pkts: Vec<(i64, Vec<u8>)> = vec![
+        (0, spec(true, 100, 0, TcpFlags::SYN, 0).ethernet()),
+        (
+            rtt_ms * 1000,
+            spec(false, 900, 101, TcpFlags::SYN | a, 0).ethernet(),
+        ),
+        (rtt_ms * 1000 + 20, spec(true, 101, 901, a, 0).ethernet()),
+    ];
+    let (mut cs, mut ss) = (101u32, 901u32);
+    let mut t = rtt_ms * 1000 + 1000; // µs
+    for _ in 0..6 {
+        pkts.push((t, spec(true, cs, ss, pa, 50).ethernet()));
+        cs += 50;
+        t += rtt_ms * 1000; // request reaches the server, head comes back
+        pkts.push((t, spec(false, ss, cs, pa, 200).ethernet()));
+        ss += 200;
+        if nagle {
+            t += ack_delay_ms * 1000;
+            pkts.push((t, spec(true, cs, ss, a, 0).ethernet()));
+            t += rtt_ms * 1000; // the ACK goes out, the held body comes back
+        } else {
+            t += 30;
+        }
+        pkts.push((t, spec(false, ss, cs, pa, 600).ethernet()));
+        ss += 600;
+        t += 50;
+        pkts.push((t, spec(true, cs, ss, a, 0).ethernet()));
+        t += 5000;
+    }
+    let mut e = Engine::new(Options::default());
+    for (us, f) in &pkts {
+        e.push(
+            Timestamp::from_nanos(1_700_000_000_000_000_000 + us * 1000),
+            LinkType::Ethernet,
+            f,
+            f.len() as u32,
+        );
+    }
+    e.finish()
+}
+
+#[test]
+fn nagle_across_a_long_path_at_the_client() {
+    let a = long_path(100, 40, true);
+    assert_eq!(a.findings.len(), 1, "{:?}", a.findings);
+    let f = &a.findings[0];
+    assert_eq!(f.kind, "nagle_delayed_ack");
+    assert_eq!(f.culprit.endpoint, "198.51.100.7:443");
+    assert_eq!(f.occurrences, 6);
+    // Lost per exchange: the delayed-ACK timer plus a round trip.
+    assert!(
+        (f.typical_delay_ms - 140.0).abs() < 3.0,
+        "{}",
+        f.typical_delay_ms
+    );
+    let wait = f.details["ack_delay_ms"].as_f64().unwrap();
+    assert!((wait - 40.0).abs() < 2.0, "{wait}");
+    // A Windows peer: 200 ms.
+    let w = long_path(30, 200, true);
+    assert!(
+        w.findings[0].explanation.contains("Windows"),
+        "{}",
+        w.findings[0].explanation
+    );
+}
+
+#[test]
+fn no_nagle_when_the_rest_follows_at_once() {
+    let a = long_path(100, 40, false);
+    assert!(a.findings.is_empty(), "{:?}", a.findings);
+}
+
+#[test]
+fn no_nagle_when_the_ack_is_prompt() {
+    // The client ACKs the head after 2 ms: no delayed ACK, nothing held for long.
+    let a = long_path(100, 2, true);
+    assert!(a.findings.is_empty(), "{:?}", a.findings);
+}

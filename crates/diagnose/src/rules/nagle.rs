@@ -132,8 +132,12 @@ fn check(
     let to_sender = distance_to(conn, d).or(conn.path_rtt_ns()).unwrap_or(0);
     let ack_wait = ack.ts.since(p.at.ts) - to_receiver.unwrap_or(0);
     let after_ack = seg.ts.since(ack.ts);
-    let allowed = to_sender + REACT_SLACK_NS + to_sender / 4;
-    if ack_wait < MIN_ACK_WAIT_NS || after_ack > allowed || after_ack * 2 >= ack_wait {
+    // How long the sender took to react to the ACK, without the trip to it and back.
+    let reaction = (after_ack - to_sender).max(0);
+    if ack_wait < MIN_ACK_WAIT_NS
+        || reaction > REACT_SLACK_NS + to_sender / 4
+        || reaction * 2 >= ack_wait
+    {
         return None;
     }
     let delay = seg.ts.since(p.at.ts);
