@@ -48,15 +48,6 @@ pub fn classify(payload: &[u8]) -> Option<Software> {
         }
         return Some(Software::OtherHttpServer);
     }
-    const METHODS: [&[u8]; 7] = [
-        b"GET ",
-        b"POST ",
-        b"PUT ",
-        b"HEAD ",
-        b"DELETE ",
-        b"PATCH ",
-        b"OPTIONS ",
-    ];
     if METHODS.iter().any(|m| head.starts_with(m)) {
         return Some(Software::HttpClient);
     }
