@@ -164,8 +164,14 @@ struct Slot<C> {
 }
 
 /// Tracks every TCP connection in a capture and drives an [`Analyzer`].
+///
+/// Connection state lives in a slab whose slots are reused once a connection
+/// is freed: no allocation per connection, and a new connection lands in
+/// memory that is likely still in cache.
 pub struct Tracker<A: Analyzer> {
-    table: FxHashMap<Key, Box<Slot<A::Conn>>>,
+    table: FxHashMap<Key, u32>,
+    slots: Vec<Slot<A::Conn>>,
+    free: Vec<u32>,
     /// Closed connections waiting out their grace period, oldest first.
     closing: VecDeque<(Timestamp, Key, u64)>,
     config: Config,
@@ -180,6 +186,8 @@ impl<A: Analyzer> Tracker<A> {
     pub fn new(analyzer: A, config: Config) -> Self {
         Tracker {
             table: FxHashMap::default(),
+            slots: Vec::new(),
+            free: Vec::new(),
             closing: VecDeque::new(),
             config,
             analyzer,
@@ -208,6 +216,10 @@ impl<A: Analyzer> Tracker<A> {
         self.peak_open
     }
 
+    fn slot(&self, key: &Key) -> Option<&Slot<A::Conn>> {
+        self.table.get(key).map(|&i| &self.slots[i as usize])
+    }
+
     /// Feeds one decoded segment captured at `ts` as frame number `frame`.
     pub fn push(&mut self, frame: u64, ts: Timestamp, seg: &TcpSegment<'_>) {
         if ts > self.now {
@@ -216,40 +228,39 @@ impl<A: Analyzer> Tracker<A> {
         self.expire();
         let key = Key::of(seg);
         let flags = seg.flags;
-        let is_syn = flags.syn() && !flags.ack();
-        if is_syn {
+        if flags.syn() && !flags.ack() {
             // A SYN on a tuple whose connection is over (or carries another ISN
             // after data flowed) is port reuse: close the old one first.
-            let reuse = self
-                .table
-                .get(&key)
-                .is_some_and(|s| s.conn.is_reused_by(seg));
-            if reuse {
+            if self.slot(&key).is_some_and(|s| s.conn.is_reused_by(seg)) {
                 self.finish_key(key);
             }
         }
-        let slot = match self.table.get_mut(&key) {
-            Some(s) => s,
+        let index = match self.table.get(&key) {
+            Some(&i) => i as usize,
             None => {
                 let id = self.next_id;
                 self.next_id += 1;
-                let conn = Connection::new(id, frame, ts, seg);
-                self.table.insert(
-                    key,
-                    Box::new(Slot {
-                        conn,
-                        state: A::Conn::default(),
-                    }),
-                );
+                let fresh = Slot {
+                    conn: Connection::new(id, frame, ts, seg),
+                    state: A::Conn::default(),
+                };
+                let i = match self.free.pop() {
+                    Some(i) => {
+                        self.slots[i as usize] = fresh;
+                        i
+                    }
+                    None => {
+                        self.slots.push(fresh);
+                        (self.slots.len() - 1) as u32
+                    }
+                };
+                self.table.insert(key, i);
                 self.peak_open = self.peak_open.max(self.table.len());
-                match self.table.get_mut(&key) {
-                    Some(s) => s,
-                    None => return,
-                }
+                i as usize
             }
         };
-        let was_closed = slot.conn.is_closed();
-        let Slot { conn, state } = &mut **slot;
+        let Slot { conn, state } = &mut self.slots[index];
+        let was_closed = conn.is_closed();
         let analyzer = &mut self.analyzer;
         conn.update(frame, ts, seg, |c, ev| match ev {
             conn::Event::Segment(s) => analyzer.segment(c, state, &s),
@@ -258,13 +269,18 @@ impl<A: Analyzer> Tracker<A> {
         if conn.is_finished() {
             self.finish_key(key);
         } else if !was_closed && conn.is_closed() {
-            self.closing.push_back((ts, key, conn.id));
+            let id = conn.id;
+            self.closing.push_back((ts, key, id));
         }
     }
 
     /// Closes every connection still open and returns the analyzer.
     pub fn finish(mut self) -> A {
-        let mut keys: Vec<(u64, Key)> = self.table.iter().map(|(k, s)| (s.conn.id, *k)).collect();
+        let mut keys: Vec<(u64, Key)> = self
+            .table
+            .iter()
+            .map(|(k, &i)| (self.slots[i as usize].conn.id, *k))
+            .collect();
         keys.sort_unstable_by_key(|(id, _)| *id);
         for (_, k) in keys {
             self.finish_key(k);
@@ -273,13 +289,14 @@ impl<A: Analyzer> Tracker<A> {
     }
 
     fn finish_key(&mut self, key: Key) {
-        if let Some(mut slot) = self.table.remove(&key) {
-            let Slot { conn, state } = &mut *slot;
+        if let Some(i) = self.table.remove(&key) {
+            let Slot { conn, state } = &mut self.slots[i as usize];
             let analyzer = &mut self.analyzer;
             if let Some(ex) = conn.take_exchange() {
                 analyzer.exchange(conn, state, &ex);
             }
             analyzer.close(conn, state);
+            self.free.push(i);
         }
     }
 
@@ -289,11 +306,10 @@ impl<A: Analyzer> Tracker<A> {
                 break;
             }
             self.closing.pop_front();
-            let still = self
-                .table
-                .get(&key)
-                .is_some_and(|s| s.conn.id == id && s.conn.is_closed());
-            if still {
+            if self
+                .slot(&key)
+                .is_some_and(|s| s.conn.id == id && s.conn.is_closed())
+            {
                 self.finish_key(key);
             }
         }
@@ -305,7 +321,7 @@ impl<A: Analyzer> Tracker<A> {
             let idle: Vec<Key> = self
                 .table
                 .iter()
-                .filter(|(_, s)| now.since(s.conn.last_ts) >= limit)
+                .filter(|(_, &i)| now.since(self.slots[i as usize].conn.last_ts) >= limit)
                 .map(|(k, _)| *k)
                 .collect();
             for k in idle {
