@@ -595,8 +595,9 @@ impl CaptureReader<io::Empty> {
     }
 }
 
+#[inline]
 fn read_u32(b: &[u8], at: usize, big_endian: bool) -> u32 {
-    let a = [b[at], b[at + 1], b[at + 2], b[at + 3]];
+    let a: [u8; 4] = b[at..at + 4].try_into().unwrap_or_default();
     if big_endian {
         u32::from_be_bytes(a)
     } else {
@@ -604,8 +605,9 @@ fn read_u32(b: &[u8], at: usize, big_endian: bool) -> u32 {
     }
 }
 
+#[inline]
 fn read_u16(b: &[u8], at: usize, big_endian: bool) -> u16 {
-    let a = [b[at], b[at + 1]];
+    let a: [u8; 2] = b[at..at + 2].try_into().unwrap_or_default();
     if big_endian {
         u16::from_be_bytes(a)
     } else {

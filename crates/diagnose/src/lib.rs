@@ -215,14 +215,22 @@ impl Engine {
     }
 }
 
+/// Keeps the `keep` connections that lost the most time (then the longest),
+/// the last of them being the least of those kept; order otherwise arbitrary.
 fn rank_connections(list: &mut Vec<ConnectionSummary>, keep: usize) {
-    list.sort_by(|a, b| {
+    let order = |a: &ConnectionSummary, b: &ConnectionSummary| {
         b.time_lost_ms
             .total_cmp(&a.time_lost_ms)
             .then(b.duration_ms.total_cmp(&a.duration_ms))
             .then(a.id.cmp(&b.id))
-    });
-    list.truncate(keep);
+    };
+    if keep == 0 {
+        list.clear();
+    } else if list.len() > keep {
+        list.select_nth_unstable_by(keep - 1, order);
+        list.truncate(keep);
+        // `select_nth` put the least kept at `keep - 1`: the last element.
+    }
 }
 
 pub(crate) fn round3(v: f64) -> f64 {

@@ -4,7 +4,14 @@
 //! only ever extended. Times are milliseconds (floats), frame numbers are
 //! 1-based as Wireshark numbers them, endpoints are `IP:PORT` (`[v6]:PORT`).
 
-use serde::Serialize;
+use std::net::SocketAddr;
+
+use serde::{Serialize, Serializer};
+
+/// Serializes a value with its `Display` form (`IP:PORT`, `[v6]:PORT`).
+fn display<T: std::fmt::Display, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
+}
 
 /// The whole document.
 #[derive(Debug, Clone, Serialize)]
@@ -66,8 +73,10 @@ pub struct Percentiles {
 #[derive(Debug, Clone, Serialize)]
 pub struct ConnectionSummary {
     pub id: u64,
-    pub client: String,
-    pub server: String,
+    #[serde(serialize_with = "display")]
+    pub client: SocketAddr,
+    #[serde(serialize_with = "display")]
+    pub server: SocketAddr,
     /// How the client was told from the server: `syn`, `syn-ack` or `port-guess`.
     pub roles_from: &'static str,
     pub first_frame: u64,

@@ -298,8 +298,8 @@ pub(crate) fn connection_summary(conn: &Connection, st: &ConnState) -> Connectio
     };
     ConnectionSummary {
         id: conn.id,
-        client: conn.client.addr.to_string(),
-        server: conn.server.addr.to_string(),
+        client: conn.client.addr,
+        server: conn.server.addr,
         roles_from: conn.role_source.describe(),
         first_frame: conn.first.frame,
         // Absolute here; made relative to the capture start in `Engine::finish`.
