@@ -106,6 +106,12 @@ enum Resolution {
 
 impl Resolution {
     fn to_nanos(self, units: u64) -> i64 {
+        // The common cases (µs, ns) stay in 64-bit arithmetic.
+        if let Resolution::Dec(n @ 0..=9) = self {
+            if let Some(ns) = units.checked_mul(10u64.pow(u32::from(9 - n))) {
+                return i64::try_from(ns).unwrap_or(i64::MAX);
+            }
+        }
         let ns: u128 = match self {
             Resolution::Dec(n) if n <= 9 => u128::from(units) * 10u128.pow(u32::from(9 - n)),
             Resolution::Dec(n) => u128::from(units) / 10u128.pow(u32::from(n.min(38) - 9)),

@@ -180,6 +180,8 @@ pub struct Tracker<A: Analyzer> {
     last_sweep: Timestamp,
     now: Timestamp,
     peak_open: usize,
+    /// Capture time between idle sweeps: a tenth of the idle timeout.
+    sweep_every_ns: i64,
 }
 
 impl<A: Analyzer> Tracker<A> {
@@ -195,6 +197,7 @@ impl<A: Analyzer> Tracker<A> {
             last_sweep: Timestamp::default(),
             now: Timestamp::default(),
             peak_open: 0,
+            sweep_every_ns: config.idle_timeout_ns / 10,
         }
     }
 
@@ -314,7 +317,7 @@ impl<A: Analyzer> Tracker<A> {
             }
         }
         // Idle sweep, at most once per tenth of the idle timeout of capture time.
-        if self.now.since(self.last_sweep) >= self.config.idle_timeout_ns / 10 {
+        if self.now.since(self.last_sweep) >= self.sweep_every_ns {
             self.last_sweep = self.now;
             let limit = self.config.idle_timeout_ns;
             let now = self.now;
