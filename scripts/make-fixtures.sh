@@ -594,9 +594,10 @@ fx_upload() {
     head -c 619520 /dev/urandom >"$TMP/upload.bin"
 
     local name cap port ns iface t winmax
-    for name in upload-rcvbuf4k.server.pcap upload-default.client.pcap; do
+    for name in upload-rcvbuf4k.server.pcap upload-rcvbuf4k.client.pcap upload-default.client.pcap; do
         cap=$TMP/$name
-        if [[ $name == upload-rcvbuf4k.* ]]; then port=8081 ns=$NS_S; else port=8080 ns=$NS_C; fi
+        if [[ $name == upload-rcvbuf4k.* ]]; then port=8081; else port=8080; fi
+        if [[ $name == *.server.pcap ]]; then ns=$NS_S; else ns=$NS_C; fi
         cap_tcpdump "$ns" eth0 "$cap" -s 128
         t=$(ip netns exec "$NS_C" "${NICE[@]}" curl -s -o /dev/null -w '%{time_total}' \
             -F "file=@$TMP/upload.bin" "http://$SERVER_IP:$port/upload")

@@ -133,8 +133,17 @@ fn client_single_write_is_quiet() {
 }
 
 #[test]
-fn small_receive_buffer_upload_names_the_window_ceiling() {
-    let v = analyze_json(&fixture("upload-rcvbuf4k.server.pcap"));
+fn small_receive_buffer_upload_names_the_window_ceiling_at_the_server() {
+    window_ceiling(&fixture("upload-rcvbuf4k.server.pcap"));
+}
+
+#[test]
+fn small_receive_buffer_upload_names_the_window_ceiling_at_the_client() {
+    window_ceiling(&fixture("upload-rcvbuf4k.client.pcap"));
+}
+
+fn window_ceiling(path: &Path) {
+    let v = analyze_json(path);
     let f = findings(&v)[0];
     assert_eq!(f["kind"], "receive_window_limited");
     assert_eq!(f["culprit"]["role"], "server");
