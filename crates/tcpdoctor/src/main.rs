@@ -113,6 +113,18 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
         args.file.as_str()
     };
     let input = Input::open(&args.file, name)?;
+    if args.file == "-" {
+        // `tcpdump -w - | tcpdoctor analyze -` then Ctrl-C: the interrupt reaches
+        // both; tcpdump stops and closes the pipe, and what was captured is
+        // analysed. A second Ctrl-C quits at once.
+        let interrupted = std::sync::atomic::AtomicBool::new(false);
+        let _ = ctrlc::set_handler(move || {
+            if interrupted.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                std::process::exit(130);
+            }
+            eprintln!("tcpdoctor: interrupted; analysing what was read (Ctrl-C again to quit)");
+        });
+    }
     let (format, link) = (input.format(), input.link_type());
     if let Some(link) = link {
         if !link.is_supported() {

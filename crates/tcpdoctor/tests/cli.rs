@@ -206,6 +206,40 @@ fn stdin_gives_the_same_answer_as_the_file() {
 }
 
 #[test]
+fn ctrl_c_while_reading_stdin_still_reports_what_was_read() {
+    let bytes = std::fs::read(root().join("examples/nginx-nagle.pcap")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
+        .args(["analyze", "--format", "json", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&bytes).unwrap();
+    stdin.flush().unwrap();
+    // Give it time to install its handler and read, then interrupt it like a terminal would.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    drop(stdin); // the capturing process exits and closes the pipe
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(findings(&v)[0]["kind"], "nagle_delayed_ack");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("interrupted"));
+}
+
+#[test]
 fn text_report_leads_with_the_finding_and_draws_a_ladder() {
     let out = run(&[
         "analyze",
