@@ -26,7 +26,10 @@ use histogram::Histogram;
 use model::*;
 use rules::nagle::NagleState;
 use rules::receive_window::WindowState;
-use rules::{endpoint_of, Detail, Kind, Occurrence};
+use rules::retransmission::LossState;
+use rules::timing::LatencyState;
+use rules::zero_window::ZeroWindowState;
+use rules::{endpoint_of, Blame, Detail, Kind, Occurrence};
 
 /// How many leading bytes of a segment's payload the engine may look at
 /// (HTTP heads, to name the software in a fix); 0 for anything else.
@@ -260,6 +263,9 @@ pub struct ConnState {
     ring: Ring,
     nagle: NagleState,
     window: WindowState,
+    zero_window: ZeroWindowState,
+    loss: LossState,
+    latency: LatencyState,
     kinds_seen: u32,
     time_lost_ns: i64,
     exchanges: u64,
@@ -355,6 +361,10 @@ pub(crate) struct Aggregate {
     transfer_ns: i64,
     stalls: u64,
     rtt_ns_min: Option<i64>,
+    /// Kind-specific count: retries, probes, retransmissions, round trips.
+    count: u64,
+    /// Kind-specific flag count: unanswered setups, unreopened windows, losses upstream of the capture.
+    flagged: u64,
 }
 
 pub(crate) struct Diagnoser {
@@ -385,7 +395,11 @@ impl Diagnoser {
     }
 
     fn record(&mut self, conn: &Connection, state: &mut ConnState, o: Occurrence) {
-        let (addr, role) = endpoint_of(conn, o.culprit);
+        let (addr, role) = match o.culprit {
+            Blame::Side(d) => endpoint_of(conn, d),
+            // The path to this server: one finding per server endpoint.
+            Blame::Network(_) => (conn.server.addr, "network"),
+        };
         let endpoint = if role == "client" {
             SocketAddr::new(addr.ip(), 0)
         } else {
@@ -406,7 +420,11 @@ impl Diagnoser {
                 role,
             },
             culprit_addr: addr,
-            peer_role: if role == "client" { "server" } else { "client" },
+            peer_role: match role {
+                "client" => "server",
+                "server" => "client",
+                _ => "endpoints",
+            },
             connections: 0,
             occurrences: 0,
             delays: Histogram::default(),
@@ -422,6 +440,8 @@ impl Diagnoser {
             transfer_ns: 0,
             stalls: 0,
             rtt_ns_min: None,
+            count: 0,
+            flagged: 0,
         });
         if first_in_conn {
             agg.connections += 1;
@@ -478,6 +498,36 @@ impl Diagnoser {
                 agg.stalls += stalls;
                 agg.rtt_ns_min = min_opt(agg.rtt_ns_min, rtt_ns);
             }
+            Detail::Setup {
+                syn_retries,
+                synack_retries,
+                answered,
+            } => {
+                agg.count += u64::from(syn_retries + synack_retries);
+                agg.flagged += u64::from(!answered);
+            }
+            Detail::Timing { rtt_ns } => agg.rtt_ns_min = min_opt(agg.rtt_ns_min, rtt_ns),
+            Detail::Latency {
+                rtt_ns,
+                round_trips,
+            } => {
+                agg.rtt_ns_min = min_opt(agg.rtt_ns_min, Some(rtt_ns));
+                agg.count += round_trips;
+            }
+            Detail::ZeroWindow { probes, reopened } => {
+                agg.count += u64::from(probes);
+                agg.flagged += u64::from(!reopened);
+            }
+            Detail::Loss {
+                retransmissions,
+                upstream,
+                rtt_ns,
+                ..
+            } => {
+                agg.count += u64::from(retransmissions);
+                agg.flagged += u64::from(upstream);
+                agg.rtt_ns_min = min_opt(agg.rtt_ns_min, rtt_ns);
+            }
         }
     }
 }
@@ -504,6 +554,8 @@ impl Analyzer for Diagnoser {
         state.ring.push(seg);
         let mut out = std::mem::take(&mut self.scratch);
         state.nagle.on_segment(conn, seg, &mut out);
+        state.zero_window.on_segment(seg, &mut out);
+        state.loss.on_segment(conn, seg, &mut out);
         {
             let ConnState { ring, window, .. } = &mut *state;
             window.on_segment(conn, seg, || ring.rows(None, &[]));
@@ -514,10 +566,17 @@ impl Analyzer for Diagnoser {
         self.scratch = out;
     }
 
-    fn exchange(&mut self, _conn: &Connection, state: &mut ConnState, ex: &Exchange) {
+    fn exchange(&mut self, conn: &Connection, state: &mut ConnState, ex: &Exchange) {
+        if let Some(o) = rules::timing::client_delay(conn, ex) {
+            self.record(conn, state, o);
+        }
         if !ex.is_complete() {
             return;
         }
+        if let Some(o) = rules::timing::server_delay(conn, ex) {
+            self.record(conn, state, o);
+        }
+        state.latency.on_exchange(conn, ex);
         let d = ex.duration_ns();
         self.exchange_hist.record(d);
         state.exchanges += 1;
@@ -540,6 +599,10 @@ impl Analyzer for Diagnoser {
         }
         let mut out = std::mem::take(&mut self.scratch);
         state.window.on_close(conn, &mut out);
+        state.zero_window.on_close(conn, &mut out);
+        state.loss.on_close(conn, &mut out);
+        state.latency.on_close(conn, &mut out);
+        rules::setup::on_close(conn, &mut out);
         for o in out.drain(..) {
             self.record(conn, state, o);
         }

@@ -186,6 +186,154 @@ pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
             });
             (explanation, fix, details)
         }
+        (Kind::SynRetransmit, _) => {
+            let explanation = format!(
+                "Connection setup to {ep} waited for a retransmitted SYN or SYN-ACK {occ} time(s), {typical:.0} ms \
+                 each ({retries} retries in all): the first SYN or its SYN-ACK was lost or not answered, and the \
+                 client's initial retransmission timeout (1 s on Linux, RFC 6298 2.1; 3 s on older stacks) had to \
+                 expire. {unanswered}A capture at the client cannot tell a SYN dropped on the path from one the server \
+                 ignored; a capture at the server can: a SYN seen there and not answered points at the server.",
+                occ = a.occurrences,
+                retries = a.count,
+                unanswered = if a.flagged > 0 {
+                    format!("{} connection attempt(s) were never answered. ", a.flagged)
+                } else {
+                    String::new()
+                },
+            );
+            let fix = format!(
+                "Find where SYNs to {ep} are dropped: the server's listen backlog (`ss -lnt` Recv-Q against \
+                 somaxconn, `nstat -az TcpExtListenDrops TcpExtListenOverflows`), SYN cookies or rate limits \
+                 (iptables/nftables, `net.ipv4.tcp_max_syn_backlog`), or loss on the path (capture at both ends). \
+                 Clients that cannot wait 1 s can connect in parallel or keep connections alive."
+            );
+            let details = json!({"retries": a.count, "unanswered": a.flagged});
+            (explanation, fix, details)
+        }
+        (Kind::ServerDelay, _) => {
+            let rtt = a.rtt_ns_min.map(ms);
+            let explanation = format!(
+                "{ep} (server) received each request completely and then took {typical:.1} ms (median) before the \
+                 first byte of its response, beyond the round trip ({rtt}); {occ} exchange(s) on {conns} connection(s), \
+                 {total:.0} ms in all. The packets are on time: the time is spent in the server application (or \
+                 what it waits on: a database, a backend, a lock, a full thread pool).",
+                rtt = rtt.map_or("unknown".to_string(), |r| format!("{r:.2} ms")),
+                occ = a.occurrences,
+                conns = a.connections,
+            );
+            let fix = format!(
+                "Look inside the server at {ep}: its request log with timings, a profile of the handler, and what \
+                 it calls (database, upstreams). The network is not the cause; tuning TCP will not help."
+            );
+            (
+                explanation,
+                fix,
+                json!({"think_ms": typical, "rtt_ms": rtt}),
+            )
+        }
+        (Kind::ClientDelay, _) => {
+            let explanation = format!(
+                "The client {ep} completed the handshake and then waited {typical:.1} ms (median) before sending its \
+                 request, {occ} time(s), {total:.0} ms in all. Nothing on the network or the server delays this: \
+                 the client connects first and prepares its request afterwards (DNS, TLS setup in the application, \
+                 building the request, a connection pool opening connections ahead of use).",
+                occ = a.occurrences,
+            );
+            let fix = format!(
+                "Look at the client {ep}: what it does between connect() and its first write. Prepare the request \
+                 before connecting, or reuse kept-alive connections."
+            );
+            (explanation, fix, json!({"idle_ms": typical}))
+        }
+        (Kind::NetworkLatency, _) => {
+            let rtt = a.rtt_ns_min.map(ms).unwrap_or(0.0);
+            let explanation = format!(
+                "The round trip between the endpoints is {rtt:.1} ms, and it makes up most of the exchanges' time: \
+                 {trips} request/response round trips on {conns} connection(s), {total:.0} ms in all ({pct:.0}% of \
+                 the time exchanges took). The server answers promptly; each request simply waits for the path.",
+                trips = a.count,
+                conns = a.connections,
+                pct = share * 100.0,
+            );
+            let fix = "Fewer round trips or shorter ones: batch requests or pipeline them (HTTP/2 multiplexing), keep \
+                       connections alive (no new handshake per request), move the client and server closer (region, \
+                       CDN, cache), and check the route (`tcpdoctor trace`, traceroute --tcp) for detours."
+                .to_string();
+            (
+                explanation,
+                fix,
+                json!({"rtt_ms": rtt, "round_trips": a.count}),
+            )
+        }
+        (Kind::ZeroWindow, _) => {
+            let explanation = format!(
+                "{ep} ({role}) advertised a zero receive window {occ} time(s): its application stopped reading, the \
+                 socket's receive buffer filled, and the {peer} had to stop sending and probe (RFC 9293 §3.8.6.1; \
+                 {probes} probes seen) until the window reopened. Stalled {typical:.1} ms each (median), {total:.0} ms \
+                 in all.{open}",
+                occ = a.occurrences,
+                probes = a.count,
+                open = if a.flagged > 0 {
+                    format!(" {} time(s) the window had not reopened when the capture ended.", a.flagged)
+                } else {
+                    String::new()
+                },
+            );
+            let fix = format!(
+                "The reader at {ep} is too slow: find why its application does not read (blocked on disk, a busy \
+                 thread, back-pressure from elsewhere) and read more promptly; a larger receive buffer only delays \
+                 the stall."
+            );
+            (
+                explanation,
+                fix,
+                json!({"probes": a.count, "not_reopened": a.flagged}),
+            )
+        }
+        (Kind::RetransmissionTimeout | Kind::PacketLoss, _) => {
+            let rtt = a.rtt_ns_min.map(ms);
+            let timeout = a.kind == Kind::RetransmissionTimeout;
+            let how = if timeout {
+                "only by the retransmission timer (RFC 6298: Linux waits at least 200 ms, then doubles the wait on \
+                 every further loss of the same data), because too few duplicate ACKs came back to trigger fast \
+                 retransmit — typically the last segments of a transfer, or everything in flight, were lost"
+            } else {
+                "by fast retransmit or SACK recovery (RFC 5681 §3.2, RFC 6675), within about a round trip"
+            };
+            let explanation = format!(
+                "Packets between the endpoints were lost and recovered {how}. {occ} loss episode(s) on {conns} \
+                 connection(s), {count} retransmissions, {typical:.1} ms lost each (median), {total:.0} ms in all \
+                 (round trip {rtt}).{upstream}",
+                occ = a.occurrences,
+                conns = a.connections,
+                count = a.count,
+                rtt = rtt.map_or("unknown".to_string(), |r| format!("{r:.2} ms")),
+                upstream = if a.flagged > 0 {
+                    format!(
+                        " In {} episode(s) the capture never saw the original segment: it was lost before the capture point.",
+                        a.flagged
+                    )
+                } else {
+                    String::new()
+                },
+            );
+            let fix = if timeout {
+                "Find the lossy hop (interface errors and drops: `ip -s link`, `nstat -az | grep -i -e retrans -e drop`, \
+                 switch counters; capture at both ends to see on which side packets disappear). Tail losses recover \
+                 faster with RACK-TLP (Linux default); a lower RTO minimum (`ip route … rto_min`) shortens the wait on \
+                 low-latency paths."
+                    .to_string()
+            } else {
+                "Find the lossy hop (`ip -s link` errors/drops, queue overflows on a router or the sender's qdisc, \
+                 Wi-Fi); check that SACK is on (`net.ipv4.tcp_sack`) and consider BBR on lossy long paths."
+                    .to_string()
+            };
+            (
+                explanation,
+                fix,
+                json!({"retransmissions": a.count, "lost_before_capture": a.flagged, "rtt_ms": rtt}),
+            )
+        }
         _ => (String::new(), String::new(), json!({})),
     };
     Finding {

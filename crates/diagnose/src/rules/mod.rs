@@ -3,6 +3,10 @@
 
 pub mod nagle;
 pub mod receive_window;
+pub mod retransmission;
+pub mod setup;
+pub mod timing;
+pub mod zero_window;
 
 use tcpdoctor_flow::{Connection, Dir};
 
@@ -14,6 +18,13 @@ use crate::model::LadderRow;
 pub enum Kind {
     NagleDelayedAck,
     ReceiveWindowLimited,
+    ZeroWindow,
+    RetransmissionTimeout,
+    PacketLoss,
+    SynRetransmit,
+    ServerDelay,
+    ClientDelay,
+    NetworkLatency,
 }
 
 impl Kind {
@@ -21,6 +32,13 @@ impl Kind {
         match self {
             Kind::NagleDelayedAck => "nagle_delayed_ack",
             Kind::ReceiveWindowLimited => "receive_window_limited",
+            Kind::ZeroWindow => "zero_window",
+            Kind::RetransmissionTimeout => "retransmission_timeout",
+            Kind::PacketLoss => "packet_loss",
+            Kind::SynRetransmit => "syn_retransmit",
+            Kind::ServerDelay => "server_delay",
+            Kind::ClientDelay => "client_delay",
+            Kind::NetworkLatency => "network_latency",
         }
     }
 
@@ -33,9 +51,8 @@ impl Kind {
 #[derive(Debug, Clone)]
 pub struct Occurrence {
     pub kind: Kind,
-    /// The direction whose *sending endpoint* (Nagle) or *receiving endpoint*
-    /// (window) is responsible; see [`Occurrence::culprit`].
-    pub culprit: Dir,
+    /// Who is responsible.
+    pub culprit: Blame,
     pub delay_ns: i64,
     pub frames: Vec<u64>,
     /// Notes for the ladder: (frame, note).
@@ -45,6 +62,15 @@ pub struct Occurrence {
     /// A ladder captured by the rule itself (for findings decided at close).
     pub ladder: Option<Vec<LadderRow>>,
     pub detail: Detail,
+}
+
+/// Who an occurrence blames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blame {
+    /// The endpoint that sends in this direction (`ClientToServer`: the client).
+    Side(Dir),
+    /// The path. The direction names the data that suffered, for the report.
+    Network(Dir),
 }
 
 /// Where an endpoint sits in a connection.
@@ -66,6 +92,28 @@ pub enum Detail {
         small_len: u32,
         held_len: u32,
         software: Option<Software>,
+        rtt_ns: Option<i64>,
+    },
+    Setup {
+        syn_retries: u32,
+        synack_retries: u32,
+        answered: bool,
+    },
+    Timing {
+        rtt_ns: Option<i64>,
+    },
+    Latency {
+        rtt_ns: i64,
+        round_trips: u64,
+    },
+    ZeroWindow {
+        probes: u32,
+        reopened: bool,
+    },
+    Loss {
+        retransmissions: u32,
+        upstream: bool,
+        recovered: bool,
         rtt_ns: Option<i64>,
     },
     Window {

@@ -19,7 +19,7 @@
 
 use tcpdoctor_flow::{Connection, Dir, Mark, SegKind, Segment, Seq};
 
-use super::{Detail, Kind, Occurrence};
+use super::{Blame, Detail, Kind, Occurrence};
 use crate::http::{classify, Software};
 
 /// An ACK that waited this long beyond the round trip was delayed on purpose.
@@ -147,7 +147,7 @@ fn check(
     };
     Some(Occurrence {
         kind: Kind::NagleDelayedAck,
-        culprit: d,
+        culprit: Blame::Side(d),
         delay_ns: delay,
         frames: vec![p.at.frame, ack.frame, seg.frame],
         notes: vec![

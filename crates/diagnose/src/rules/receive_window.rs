@@ -12,7 +12,7 @@
 use tcpdoctor_flow::{Connection, Dir, Mark, SegKind, Segment};
 use tcpdoctor_wire::Timestamp;
 
-use super::{Detail, Kind, Occurrence};
+use super::{Blame, Detail, Kind, Occurrence};
 use crate::model::LadderRow;
 
 /// Report when at least this share of the transfer was spent at the window…
@@ -117,7 +117,7 @@ impl WindowState {
             let (a, b) = st.first_stall.unwrap_or((0, 0));
             out.push(Occurrence {
                 kind: Kind::ReceiveWindowLimited,
-                culprit: d.reverse(),
+                culprit: Blame::Side(d.reverse()),
                 delay_ns: st.limited_ns,
                 frames: vec![a, b],
                 notes: Vec::new(),

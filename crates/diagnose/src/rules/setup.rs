@@ -1,0 +1,54 @@
+//! Connection setup that waited for a SYN or SYN-ACK to be sent again.
+//!
+//! A lost SYN is retried after the initial retransmission timeout: 1 s on
+//! Linux and in RFC 6298 (2.1), 3 s on older stacks (RFC 1122), then doubling.
+//! A SYN-ACK retried by the server means its SYN-ACK (or the client's ACK) was
+//! lost. The time lost is from the first SYN to the SYN that was answered.
+
+use tcpdoctor_flow::{Connection, Dir};
+
+use super::{Blame, Detail, Kind, Occurrence};
+
+/// A retry earlier than this after the first SYN is a duplicate, not a timeout.
+const MIN_RETRY_NS: i64 = 100_000_000;
+
+pub fn on_close(conn: &Connection, out: &mut Vec<Occurrence>) {
+    let hs = &conn.handshake;
+    let (Some(first), Some(last)) = (hs.first_syn, hs.syn) else {
+        return;
+    };
+    let syn_wait = last.ts.since(first.ts);
+    let synack_retries = hs.synack_count.saturating_sub(1);
+    // The client's ACK of the SYN-ACK, or its first data, ends the setup.
+    let done = hs.ack;
+    let (delay, frames, answered) = if hs.syn_count > 1 && syn_wait >= MIN_RETRY_NS {
+        let mut frames = vec![first.frame, last.frame];
+        frames.extend(hs.synack.map(|m| m.frame));
+        (syn_wait, frames, hs.synack.is_some())
+    } else if synack_retries > 0 {
+        let (Some(synack), Some(done)) = (hs.synack, done) else {
+            return;
+        };
+        let wait = done.ts.since(synack.ts) - conn.handshake.client_side_ns().unwrap_or(0);
+        if wait < MIN_RETRY_NS {
+            return;
+        }
+        (wait, vec![synack.frame, done.frame], true)
+    } else {
+        return;
+    };
+    out.push(Occurrence {
+        kind: Kind::SynRetransmit,
+        culprit: Blame::Network(Dir::ClientToServer),
+        delay_ns: delay,
+        frames,
+        notes: Vec::new(),
+        ladder_from: Some(first.frame),
+        ladder: None,
+        detail: Detail::Setup {
+            syn_retries: hs.syn_count.saturating_sub(1),
+            synack_retries,
+            answered,
+        },
+    });
+}

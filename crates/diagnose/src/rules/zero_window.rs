@@ -1,0 +1,87 @@
+//! The receiver closing its window: it advertises 0 because its application
+//! does not read (RFC 9293 §3.8.6.1); the sender stops and probes until a
+//! window update. An RST's window is not a zero window.
+
+use tcpdoctor_flow::{Connection, Dir, Mark, Segment};
+
+use super::{Blame, Detail, Kind, Occurrence};
+
+#[derive(Debug, Clone, Copy)]
+struct Episode {
+    start: Mark,
+    probes: u32,
+    first_probe: Option<u64>,
+}
+
+#[derive(Debug, Default)]
+pub struct ZeroWindowState {
+    /// Indexed by the receiver's sending direction.
+    open: [Option<Episode>; 2],
+}
+
+impl ZeroWindowState {
+    pub fn on_segment(&mut self, seg: &Segment<'_>, out: &mut Vec<Occurrence>) {
+        let mark = Mark {
+            ts: seg.ts,
+            frame: seg.frame,
+        };
+        // As the receiver: does this segment close or reopen its window?
+        if !seg.flags.syn() && !seg.flags.rst() && seg.flags.ack() {
+            let slot = &mut self.open[seg.dir.index()];
+            match (*slot, seg.window) {
+                (None, 0) => {
+                    *slot = Some(Episode {
+                        start: mark,
+                        probes: 0,
+                        first_probe: None,
+                    })
+                }
+                (Some(ep), w) if w > 0 => {
+                    *slot = None;
+                    out.push(occurrence(seg.dir, ep, mark, true));
+                }
+                _ => {}
+            }
+        }
+        // As the sender facing a closed window: count its probes.
+        if let Some(ep) = self.open[seg.dir.reverse().index()].as_mut() {
+            if !seg.flags.rst() && seg.len <= 1 {
+                ep.probes += 1;
+                ep.first_probe.get_or_insert(seg.frame);
+            }
+        }
+    }
+
+    pub fn on_close(&mut self, conn: &Connection, out: &mut Vec<Occurrence>) {
+        for d in [Dir::ClientToServer, Dir::ServerToClient] {
+            if let Some(ep) = self.open[d.index()].take() {
+                let end = Mark {
+                    ts: conn.last_ts,
+                    frame: 0,
+                };
+                out.push(occurrence(d, ep, end, false));
+            }
+        }
+    }
+}
+
+fn occurrence(receiver: Dir, ep: Episode, end: Mark, reopened: bool) -> Occurrence {
+    let mut frames = vec![ep.start.frame];
+    frames.extend(ep.first_probe);
+    if end.frame > 0 {
+        frames.push(end.frame);
+    }
+    Occurrence {
+        kind: Kind::ZeroWindow,
+        culprit: Blame::Side(receiver),
+        delay_ns: end.ts.since(ep.start.ts),
+        notes: vec![(ep.start.frame, "window 0".into())],
+        frames,
+        ladder_from: Some(ep.start.frame),
+        ladder: None,
+        detail: Detail::ZeroWindow {
+            probes: ep.probes,
+            reopened,
+        },
+    }
+}

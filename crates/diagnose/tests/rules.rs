@@ -1,0 +1,243 @@
+//! Each rule on a small synthetic exchange where it must fire, and on its
+//! twin where it must stay quiet. (Real captures for every rule are in
+//! `fixtures/`, exercised by the command-line tests.)
+
+#![allow(clippy::unwrap_used)]
+
+use tcpdoctor_diagnose::model::Analysis;
+use tcpdoctor_diagnose::{Engine, Options};
+use tcpdoctor_wire::build::FrameSpec;
+use tcpdoctor_wire::{LinkType, TcpFlags, Timestamp};
+
+const SYN: u16 = TcpFlags::SYN;
+const ACK: u16 = TcpFlags::ACK;
+const PSH: u16 = TcpFlags::PSH | TcpFlags::ACK;
+const FIN: u16 = TcpFlags::FIN | TcpFlags::ACK;
+
+/// A conversation between 10.0.0.1:40000 (client) and 10.0.0.2:80, times in µs.
+#[derive(Default)]
+struct Sim {
+    frames: Vec<(i64, Vec<u8>)>,
+}
+
+impl Sim {
+    fn seg(
+        &mut self,
+        us: i64,
+        client: bool,
+        seq: u32,
+        ack: u32,
+        flags: u16,
+        len: usize,
+        window: u16,
+    ) -> &mut Self {
+        let (c, s) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let spec = FrameSpec {
+            src: if client { c } else { s },
+            dst: if client { s } else { c },
+            src_port: if client { 40000 } else { 80 },
+            dst_port: if client { 80 } else { 40000 },
+            seq,
+            ack,
+            flags,
+            window,
+            mss: (flags & SYN != 0).then_some(1460),
+            window_scale: (flags & SYN != 0).then_some(0),
+            payload_len: len,
+        };
+        self.frames.push((us, spec.ethernet()));
+        self
+    }
+    fn c(&mut self, us: i64, seq: u32, ack: u32, flags: u16, len: usize) -> &mut Self {
+        self.seg(us, true, seq, ack, flags, len, 65000)
+    }
+    fn s(&mut self, us: i64, seq: u32, ack: u32, flags: u16, len: usize) -> &mut Self {
+        self.seg(us, false, seq, ack, flags, len, 65000)
+    }
+    /// Handshake at t=0 with a 1 ms round trip; client seq 1, server seq 1 after it.
+    fn handshake(&mut self) -> &mut Self {
+        self.c(0, 0, 0, SYN, 0)
+            .s(1000, 0, 1, SYN | ACK, 0)
+            .c(1010, 1, 1, ACK, 0)
+    }
+    fn run(&self) -> Analysis {
+        let mut e = Engine::new(Options::default());
+        for (us, f) in &self.frames {
+            e.push(
+                Timestamp::from_nanos(1_700_000_000_000_000_000 + us * 1000),
+                LinkType::Ethernet,
+                f,
+                f.len() as u32,
+            );
+        }
+        e.finish()
+    }
+}
+
+fn kinds(a: &Analysis) -> Vec<&'static str> {
+    a.findings.iter().map(|f| f.kind).collect()
+}
+
+/// One request (100 B) answered after `think_us`.
+fn request_response(sim: &mut Sim, at: i64, think_us: i64) {
+    sim.c(at, 1, 1, PSH, 100)
+        .s(at + 1000 + think_us.min(30_000), 1, 101, ACK, 0)
+        .s(at + 1000 + think_us, 1, 101, PSH, 500)
+        .c(at + 2000 + think_us, 101, 501, ACK, 0)
+        .c(at + 3000 + think_us, 101, 501, FIN, 0)
+        .s(at + 4000 + think_us, 501, 102, FIN, 0)
+        .c(at + 5000 + think_us, 102, 502, ACK, 0);
+}
+
+#[test]
+fn server_delay_fires_on_think_time_and_not_without() {
+    let mut sim = Sim::default();
+    sim.handshake();
+    request_response(&mut sim, 2000, 300_000);
+    let a = sim.run();
+    assert_eq!(kinds(&a), ["server_delay"]);
+    let f = &a.findings[0];
+    assert_eq!(f.culprit.role, "server");
+    assert_eq!(f.culprit.endpoint, "10.0.0.2:80");
+    // 300 ms think, seen from 0.5 ms beyond the capture point.
+    assert!(
+        (f.typical_delay_ms - 300.0).abs() < 2.0,
+        "{}",
+        f.typical_delay_ms
+    );
+
+    let mut quick = Sim::default();
+    quick.handshake();
+    request_response(&mut quick, 2000, 100);
+    assert!(kinds(&quick.run()).is_empty());
+}
+
+#[test]
+fn client_delay_fires_on_idle_after_handshake() {
+    let mut sim = Sim::default();
+    sim.handshake();
+    request_response(&mut sim, 251_010, 100);
+    let a = sim.run();
+    assert_eq!(kinds(&a), ["client_delay"]);
+    assert_eq!(a.findings[0].culprit.role, "client");
+    assert!((a.findings[0].typical_delay_ms - 250.0).abs() < 1.0);
+}
+
+#[test]
+fn syn_retransmit_fires_when_the_first_syn_went_unanswered() {
+    let mut sim = Sim::default();
+    sim.c(0, 0, 0, SYN, 0)
+        .c(1_000_000, 0, 0, SYN, 0)
+        .s(1_001_000, 0, 1, SYN | ACK, 0)
+        .c(1_001_010, 1, 1, ACK, 0);
+    request_response(&mut sim, 1_002_000, 100);
+    let a = sim.run();
+    assert_eq!(kinds(&a), ["syn_retransmit"]);
+    let f = &a.findings[0];
+    assert_eq!(f.culprit.role, "network");
+    assert!((f.typical_delay_ms - 1000.0).abs() < 1.0);
+    assert_eq!(f.evidence[0].frames, [1, 2, 3]);
+}
+
+#[test]
+fn zero_window_fires_while_the_receiver_is_closed() {
+    let mut sim = Sim::default();
+    sim.handshake();
+    sim.c(2000, 1, 1, PSH, 100)
+        .s(3000, 1, 101, PSH, 1400)
+        .s(3010, 1401, 101, PSH, 1400);
+    // The client's buffer is full: window 0 for 500 ms, with probes.
+    sim.seg(4000, true, 101, 2801, ACK, 0, 0);
+    sim.s(204_000, 2800, 101, ACK, 0)
+        .seg(204_100, true, 101, 2801, ACK, 0, 0);
+    sim.seg(504_000, true, 101, 2801, ACK, 0, 30000);
+    sim.s(504_100, 2801, 101, PSH, 1000)
+        .c(505_000, 101, 3801, ACK, 0);
+    let a = sim.run();
+    assert_eq!(kinds(&a)[0], "zero_window");
+    let f = &a.findings[0];
+    assert_eq!(f.culprit.role, "client");
+    assert!(
+        (f.typical_delay_ms - 500.0).abs() < 1.0,
+        "{}",
+        f.typical_delay_ms
+    );
+    assert_eq!(f.details["probes"], 1);
+}
+
+/// A 10-segment response; `lose` drops segment 5 and recovers by timeout or by dup ACKs.
+fn lossy(timeout: bool) -> Analysis {
+    let mut sim = Sim::default();
+    sim.handshake();
+    sim.c(2000, 1, 1, PSH, 100);
+    let mut t = 3000;
+    for i in 0..10u32 {
+        if i != 4 {
+            sim.s(t, 1 + i * 1000, 101, ACK, 1000);
+        }
+        t += 10;
+    }
+    if timeout {
+        // Only one ACK comes back; the sender waits for its timer.
+        sim.c(4000, 101, 4001, ACK, 0);
+        sim.s(204_000, 4001, 101, ACK, 1000);
+    } else {
+        sim.c(4000, 101, 4001, ACK, 0)
+            .c(4010, 101, 4001, ACK, 0)
+            .c(4020, 101, 4001, ACK, 0)
+            .c(4030, 101, 4001, ACK, 0);
+        sim.s(4100, 4001, 101, ACK, 1000);
+    }
+    sim.c(t + 300_000, 101, 10_001, ACK, 0);
+    let mut done = Sim { frames: Vec::new() };
+    std::mem::swap(&mut done.frames, &mut sim.frames);
+    // Frames must be in time order, as a capture is.
+    done.frames.sort_by_key(|(us, _)| *us);
+    done.run()
+}
+
+#[test]
+fn retransmission_timeout_versus_fast_recovery() {
+    let rto = lossy(true);
+    assert!(
+        kinds(&rto).contains(&"retransmission_timeout"),
+        "{:?}",
+        kinds(&rto)
+    );
+    assert!(!kinds(&rto).contains(&"packet_loss"));
+    let f = rto
+        .findings
+        .iter()
+        .find(|f| f.kind == "retransmission_timeout")
+        .unwrap();
+    assert_eq!(f.culprit.role, "network");
+    let fast = lossy(false);
+    assert!(kinds(&fast).contains(&"packet_loss"), "{:?}", kinds(&fast));
+    assert!(!kinds(&fast).contains(&"retransmission_timeout"));
+}
+
+#[test]
+fn network_latency_fires_when_round_trips_dominate() {
+    // 100 ms round trip, the server answers at once, three requests.
+    let mut sim = Sim::default();
+    sim.c(0, 0, 0, SYN, 0)
+        .s(50_000, 0, 1, SYN | ACK, 0)
+        .c(100_000, 1, 1, ACK, 0);
+    let (mut cs, mut ss, mut t) = (1u32, 1u32, 100_100);
+    for _ in 0..3 {
+        sim.c(t, cs, ss, PSH, 100);
+        cs += 100;
+        sim.s(t + 50_000, ss, cs, PSH, 300);
+        ss += 300;
+        sim.c(t + 100_000, cs, ss, ACK, 0);
+        t += 100_100;
+    }
+    let a = sim.run();
+    assert_eq!(kinds(&a), ["network_latency"]);
+    assert!((a.findings[0].details["rtt_ms"].as_f64().unwrap() - 100.0).abs() < 1.0);
+    // The same exchanges over a 1 ms path: nothing to report.
+    let mut near = Sim::default();
+    near.handshake();
+    request_response(&mut near, 2000, 100);
+    assert!(kinds(&near.run()).is_empty());
+}
