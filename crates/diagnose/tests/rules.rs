@@ -2,7 +2,7 @@
 //! twin where it must stay quiet. (Real captures for every rule are in
 //! `fixtures/`, exercised by the command-line tests.)
 
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::too_many_arguments)]
 
 use tcpdoctor_diagnose::model::Analysis;
 use tcpdoctor_diagnose::{Engine, Options};
