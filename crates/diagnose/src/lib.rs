@@ -44,6 +44,9 @@ pub struct Options {
     pub max_connections: usize,
     /// Evidence entries kept per finding.
     pub max_evidence: usize,
+    /// Findings that cost less than this share of the exchanges' time are
+    /// reported apart, as minor.
+    pub min_share: f64,
     pub flow: Config,
 }
 
@@ -52,6 +55,7 @@ impl Default for Options {
         Options {
             max_connections: 1000,
             max_evidence: 8,
+            min_share: 0.01,
             flow: Config::default(),
         }
     }
@@ -174,6 +178,9 @@ impl Engine {
                 .total_cmp(&a.total_delay_ms)
                 .then(a.kind.cmp(b.kind))
         });
+        let (findings, minor_findings): (Vec<Finding>, Vec<Finding>) = findings
+            .into_iter()
+            .partition(|f| f.share_of_time >= d.options.min_share);
         let mut connections = d.connections;
         rank_connections(&mut connections, d.options.max_connections);
         connections.sort_by_key(|c| c.id);
@@ -210,6 +217,7 @@ impl Engine {
             warnings: self.warnings,
         };
         Analysis {
+            minor_findings,
             schema: 1,
             capture,
             connections,

@@ -19,7 +19,10 @@ pub struct Analysis {
     pub schema: u32,
     pub capture: CaptureSummary,
     pub connections: Vec<ConnectionSummary>,
+    /// Causes that cost at least 1% of the time, largest first.
     pub findings: Vec<Finding>,
+    /// Causes seen that cost less than that: real, but not why things are slow.
+    pub minor_findings: Vec<Finding>,
 }
 
 #[derive(Debug, Clone, Serialize, Default)]

@@ -84,12 +84,35 @@ pub fn text(
     if a.findings.is_empty() {
         writeln!(
             out,
-            "FINDINGS   none: no known mechanism (Nagle × delayed ACK, receive-window ceiling) cost time here."
+            "FINDINGS   none: no known mechanism cost a noticeable share (1%) of the exchanges' time here."
         )?;
     } else {
         writeln!(out, "FINDINGS   ordered by time lost")?;
         for (i, f) in a.findings.iter().enumerate() {
             finding(i + 1, f, opts, out)?;
+        }
+    }
+    if !a.minor_findings.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "MINOR      each under 1% of the exchanges' time")?;
+        for f in &a.minor_findings {
+            let ev = f
+                .evidence
+                .first()
+                .map(|e| {
+                    let frames: Vec<String> = e.frames.iter().map(u64::to_string).collect();
+                    format!(" (e.g. conn {} frames {})", e.connection, frames.join(","))
+                })
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "  {} — {} {} — {} lost in {} occurrence(s){ev}",
+                f.kind,
+                f.culprit.role,
+                f.culprit.endpoint,
+                fmt_ms(f.total_delay_ms),
+                f.occurrences
+            )?;
         }
     }
     writeln!(out)?;

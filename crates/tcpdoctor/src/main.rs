@@ -53,9 +53,16 @@ Input: pcap (µs or ns, either byte order) and pcapng (several interfaces), on E
 IPv6. Captures taken at the client, the server or in between all work; snaplen-truncated
 and TSO/GRO captures are fine.
 
-What it reports:
+What it reports (largest cost first; causes under 1% of the time are listed as minor):
   nagle_delayed_ack        a small segment held the rest of a message until the peer's delayed ACK
   receive_window_limited   bytes in flight pinned at the receiver's advertised window
+  zero_window              the receiver closed its window; the sender stopped and probed
+  retransmission_timeout   loss recovered only by the retransmission timer (incl. backoff)
+  packet_loss              loss recovered by fast retransmit / SACK (incl. before the capture point)
+  syn_retransmit           connection setup waited for a SYN or SYN-ACK retry (1 s, 3 s…)
+  server_delay             request complete, response late: the server thinking
+  client_delay             the client idle after the handshake before its request
+  network_latency          the round trip itself is most of the time
 
 Exit status: 0 analysed (a truncated or partly corrupt capture is analysed up to where it
 breaks, with a warning); 1 --fail-on-finding was given and a finding was reported;
