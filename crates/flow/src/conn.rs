@@ -171,9 +171,9 @@ impl Half {
         }
     }
 
-    /// The MSS to reason with: the announced one, else the largest segment
-    /// seen below 9000 bytes, else Ethernet's 1460.
-    pub fn effective_mss(&self) -> u32 {
+    /// The MSS this endpoint announced, else the largest segment it sent
+    /// below 9000 bytes, else Ethernet's 1460.
+    fn mss_or_guess(&self) -> u32 {
         match self.mss {
             Some(m) if m > 0 => u32::from(m),
             _ if self.largest_segment > 0 && self.largest_segment <= 9000 => self.largest_segment,
@@ -311,6 +311,20 @@ impl Connection {
             exchanges: 0,
             current: None,
         }
+    }
+
+    /// The largest payload the sender in `dir` puts in one segment (SMSS,
+    /// RFC 9293 §3.7.1): the MSS its peer announced, less 12 bytes when both
+    /// sides use timestamps (RFC 7323), as Linux counts it.
+    pub fn smss(&self, dir: Dir) -> u32 {
+        let (me, peer) = (self.half(dir), self.half(dir.reverse()));
+        let base = peer.mss.map_or(me.mss_or_guess(), u32::from);
+        let options = if me.timestamps && peer.timestamps {
+            12
+        } else {
+            0
+        };
+        base.saturating_sub(options).max(1)
     }
 
     pub fn half(&self, dir: Dir) -> &Half {
@@ -521,8 +535,9 @@ impl Connection {
             } else if a > peer.una && (!peer.snd_init || a <= peer.snd_max) {
                 acked = a.distance_from(peer.una);
                 peer.una = a;
-                let immediate =
-                    acked >= 2 * peer.effective_mss() || peer.snd_max == a && flags.syn();
+                // The peer sends segments of at most the MSS this side announced.
+                let peer_smss = me.mss.map_or(peer.mss_or_guess(), u32::from);
+                let immediate = acked >= 2 * peer_smss || peer.snd_max == a && flags.syn();
                 if let Some(sent_at) = peer.acked_sample(a) {
                     if immediate {
                         let sample = ts.since(sent_at);
@@ -549,6 +564,13 @@ impl Connection {
         let rel_ack = peer.rel(Seq(seg.ack));
         let peer_una = peer.una;
 
+        // A retransmission of the response ends the exchange later: the
+        // response is not complete before its last byte got through.
+        if kind == SegKind::Retransmission && dir == Dir::ServerToClient {
+            if let Some(ex) = self.current.as_mut().filter(|e| e.response_first.is_some()) {
+                ex.response_last = Some(mark);
+            }
+        }
         // Exchanges: client data opens a request, server data answers it.
         if new_bytes > 0 {
             let starts_request = dir == Dir::ClientToServer

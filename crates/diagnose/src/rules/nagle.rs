@@ -123,7 +123,7 @@ fn check(
     if p.end != seg.seq || p.peer_sent_data {
         return None;
     }
-    let mss = conn.half(d).effective_mss();
+    let mss = conn.smss(d);
     // Nagle only holds data behind a segment smaller than the MSS.
     if p.len % mss == 0 {
         return None;

@@ -38,6 +38,54 @@ struct DirState {
     window_min: u32,
     first_stall: Option<(u64, u64)>,
     ladder: Option<Vec<LadderRow>>,
+    acks: AckHistory,
+    zero_during_stall: bool,
+}
+
+/// Capture point → the sender in `dir` → capture point.
+fn distance_to_sender(conn: &Connection, dir: Dir) -> i64 {
+    match dir {
+        Dir::ClientToServer => conn
+            .handshake
+            .client_side_ns()
+            .or(conn.server.rtt_to_peer_ns),
+        Dir::ServerToClient => conn
+            .handshake
+            .server_side_ns()
+            .or(conn.client.rtt_to_peer_ns),
+    }
+    .unwrap_or(0)
+}
+
+const ACK_HISTORY: usize = 32;
+
+/// The receiver's recent ACKs: (time, relative ack, scaled window), oldest first.
+#[derive(Debug, Default)]
+struct AckHistory {
+    entries: Vec<(i64, u32, u32)>,
+    head: usize,
+}
+
+impl AckHistory {
+    fn push(&mut self, ts: Timestamp, ack: u32, window: u32) {
+        let e = (ts.nanos(), ack, window);
+        if self.entries.len() < ACK_HISTORY {
+            self.entries.push(e);
+        } else {
+            self.entries[self.head] = e;
+            self.head = (self.head + 1) % ACK_HISTORY;
+        }
+    }
+
+    /// The newest ACK seen at or before `ns`.
+    fn as_of(&self, ns: i64) -> Option<(u32, u32)> {
+        let n = self.entries.len();
+        (0..n)
+            .rev()
+            .map(|i| self.entries[(self.head + i) % n])
+            .find(|e| e.0 <= ns)
+            .map(|e| (e.1, e.2))
+    }
 }
 
 #[derive(Debug, Default)]
@@ -53,6 +101,16 @@ impl WindowState {
         seg: &Segment<'_>,
         ring: impl FnOnce() -> Vec<LadderRow>,
     ) {
+        // Every ACK is the receiver's side of the other direction: remember
+        // what it told the sender, and when.
+        if seg.flags.ack() && !seg.flags.syn() && !seg.flags.rst() {
+            let other = &mut self.dirs[seg.dir.reverse().index()];
+            other.acks.push(seg.ts, seg.ack, seg.window);
+            // A zero window is its own finding: that stall is not counted here.
+            if seg.window == 0 {
+                other.zero_during_stall = true;
+            }
+        }
         if seg.len == 0 || seg.kind != SegKind::NewData {
             return;
         }
@@ -62,7 +120,8 @@ impl WindowState {
         st.first_data.get_or_insert(seg.ts);
         st.last_data = Some(seg.ts);
         st.bytes += u64::from(seg.len);
-        if let Some(b) = st.blocked.take() {
+        let zero = std::mem::take(&mut st.zero_during_stall);
+        if let Some(b) = st.blocked.take().filter(|_| !zero) {
             st.limited_ns += seg.ts.since(b.at.ts);
             st.stalls += 1;
             st.window_sum += u64::from(b.window);
@@ -79,16 +138,32 @@ impl WindowState {
             }
         }
         let receiver = conn.half(seg.dir.reverse());
-        let mss = conn.half(seg.dir).effective_mss();
-        let scale_known = receiver.window_shift.is_some();
-        if scale_known && seg.peer_window > 0 && seg.in_flight.saturating_add(mss) > seg.peer_window
+        let mss = conn.smss(seg.dir);
+        if receiver.window_shift.is_none() {
+            return;
+        }
+        // What the sender knew when it sent this segment: the receiver's ACKs
+        // that had reached it, i.e. those seen here at least one round trip
+        // between the capture point and the sender earlier. Seen from the
+        // receiver, the newest ACKs are still on their way to the sender.
+        let to_sender = distance_to_sender(conn, seg.dir);
+        let known = st
+            .acks
+            .as_of(seg.ts.since(Timestamp::from_nanos(0)) - to_sender);
+        let (in_flight, window) = match known {
+            Some((ack, window)) => (seg.seq.wrapping_add(seg.len).wrapping_sub(ack), window),
+            None => (seg.in_flight, seg.peer_window),
+        };
+        if window > 0
+            && in_flight <= window.saturating_add(mss)
+            && in_flight.saturating_add(mss) > window
         {
             st.blocked = Some(Blocked {
                 at: Mark {
                     ts: seg.ts,
                     frame: seg.frame,
                 },
-                window: seg.peer_window,
+                window,
             });
         }
     }
@@ -126,7 +201,7 @@ impl WindowState {
                 detail: Detail::Window {
                     mean_window,
                     min_window: st.window_min,
-                    mss: conn.half(d).effective_mss(),
+                    mss: conn.smss(d),
                     rtt_ns: conn.path_rtt_ns(),
                     bytes: st.bytes,
                     transfer_ns: transfer,

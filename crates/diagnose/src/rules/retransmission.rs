@@ -25,12 +25,27 @@ const MAX_HOLES: usize = 8;
 #[derive(Debug, Clone, Copy)]
 struct Episode {
     timeout: bool,
-    start: Mark,
     first: Mark,
     retransmissions: u32,
     /// Relative sequence just past the data retransmitted so far.
     end: u32,
     upstream: bool,
+    /// The sender's last transmission in the episode.
+    last_tx: Timestamp,
+    /// Time the sender spent unable to send during the episode: what the loss cost.
+    stall_ns: i64,
+    /// Pauses shorter than this are pacing, not a stall.
+    idle_ns: i64,
+}
+
+impl Episode {
+    fn sent(&mut self, ts: Timestamp) {
+        let gap = ts.since(self.last_tx);
+        if gap > self.idle_ns {
+            self.stall_ns += gap;
+        }
+        self.last_tx = ts;
+    }
 }
 
 #[derive(Debug, Default)]
@@ -43,6 +58,12 @@ struct DirState {
     holes: Vec<(u32, u32)>,
     /// Relative sequence just past the highest data seen.
     next: Option<u32>,
+    last_len: Option<u32>,
+    last_frame: u64,
+    /// The receiver sent data since this side's last segment.
+    peer_spoke: bool,
+    /// The receiver's window was closed (below one segment) since this side's last segment.
+    window_closed: bool,
     episode: Option<Episode>,
 }
 
@@ -61,10 +82,12 @@ impl LossState {
                 if seg.acked > 0 {
                     st.dupacks = 0;
                     st.first_dupack = None;
-                    if let Some(ep) = st.episode {
+                    if let Some(mut ep) = st.episode {
                         if Seq(seg.ack) >= Seq(ep.end) {
                             st.episode = None;
-                            out.push(occurrence(d.reverse(), ep, seg, conn));
+                            // Waiting for this ACK with nothing to send is part of the cost.
+                            ep.sent(seg.ts);
+                            out.push(build(d.reverse(), ep, Some(seg.frame), conn));
                         }
                     }
                 } else if seg.len == 0
@@ -78,7 +101,15 @@ impl LossState {
                     });
                 }
                 st.last_ack = seg.ack;
+                // A window too small for a full segment: the sender's pauses and
+                // probes from here on are flow control, not loss.
+                if seg.window < conn.smss(d.reverse()) {
+                    st.window_closed = true;
+                }
             }
+        }
+        if seg.len > 0 {
+            self.dirs[d.reverse().index()].peer_spoke = true;
         }
         // As the sender.
         if seg.len == 0 {
@@ -90,6 +121,20 @@ impl LossState {
         };
         let st = &mut self.dirs[d.index()];
         let end = seg.seq.wrapping_add(seg.len);
+        let silence = st.last_send.map_or(0, |t| seg.ts.since(t));
+        let rtt = conn.path_rtt_ns().unwrap_or(0);
+        // Only the retransmission timer leaves a sender silent this long with
+        // data outstanding and the window open; duplicate ACKs, SACK and
+        // tail-loss probes act within a round trip or two.
+        let timer_silence = silence >= MIN_RTO_NS.max(rtt * 5 / 2) && !st.window_closed;
+        if timer_silence {
+            // Fast recovery that stalled until the timer fired: report the
+            // fast part; what follows is a timeout.
+            if let Some(ep) = st.episode.filter(|e| !e.timeout) {
+                out.push(build(d, ep, None, conn));
+                st.episode = None;
+            }
+        }
         match seg.kind {
             SegKind::Retransmission => {
                 let upstream = st
@@ -98,36 +143,71 @@ impl LossState {
                     .any(|&(a, b)| Seq(seg.seq) >= Seq(a) && Seq(seg.seq) < Seq(b));
                 match st.episode.as_mut() {
                     Some(ep) => {
+                        ep.sent(seg.ts);
                         ep.retransmissions += 1;
                         if Seq(end) > Seq(ep.end) {
                             ep.end = end;
                         }
                         ep.upstream |= upstream;
                     }
+                    None if st.window_closed => {
+                        // A probe or a resend into a window that just reopened: not loss.
+                    }
                     None => {
-                        let silence = st.last_send.map_or(0, |t| seg.ts.since(t));
-                        let rtt = conn.path_rtt_ns().unwrap_or(0);
-                        let timeout = silence >= MIN_RTO_NS.max(rtt * 5 / 2) && st.dupacks < 2;
-                        let start = if timeout {
-                            st.last_send.map_or(mark, |t| Mark {
-                                ts: t,
-                                frame: seg.frame,
-                            })
+                        let start = if timer_silence {
+                            st.last_send.unwrap_or(seg.ts)
                         } else {
-                            st.first_dupack.unwrap_or(mark)
+                            st.first_dupack.map_or(seg.ts, |m| m.ts)
                         };
-                        st.episode = Some(Episode {
-                            timeout,
-                            start,
+                        let mut ep = Episode {
+                            timeout: timer_silence,
                             first: mark,
                             retransmissions: 1,
                             end,
                             upstream,
-                        });
+                            last_tx: start,
+                            stall_ns: 0,
+                            idle_ns: (rtt / 2).max(2_000_000),
+                        };
+                        ep.sent(seg.ts);
+                        st.episode = Some(ep);
                     }
                 }
             }
             SegKind::NewData => {
+                if let Some(ep) = st.episode.as_mut() {
+                    ep.sent(seg.ts);
+                }
+                // A stall in the middle of a transfer, seen downstream of the loss:
+                // the sender went silent after a full-size segment, the receiver
+                // sent nothing that would end a message, and the data resumed
+                // exactly where it stopped, after a retransmission timeout's
+                // worth of silence. The capture never saw the lost packets.
+                if let Some(prev_len) = st.last_len {
+                    let mss = conn.smss(d);
+                    let mid_transfer = prev_len >= mss && prev_len % mss == 0 && !st.peer_spoke;
+                    let resumed_in_place = st.next == Some(seg.seq);
+                    if timer_silence && mid_transfer && resumed_in_place && st.episode.is_none() {
+                        out.push(Occurrence {
+                            kind: Kind::RetransmissionTimeout,
+                            culprit: Blame::Network(d),
+                            delay_ns: silence,
+                            frames: vec![st.last_frame, seg.frame],
+                            notes: vec![(
+                                seg.frame,
+                                "data resumes after a timeout's silence".into(),
+                            )],
+                            ladder_from: Some(st.last_frame),
+                            ladder: None,
+                            detail: Detail::Loss {
+                                retransmissions: 0,
+                                upstream: true,
+                                recovered: true,
+                                rtt_ns: conn.path_rtt_ns(),
+                            },
+                        });
+                    }
+                }
                 // Data beyond what was seen before: the capture missed the bytes between.
                 if let Some(next) = st.next {
                     if Seq(seg.seq) > Seq(next) {
@@ -144,29 +224,24 @@ impl LossState {
             st.next = Some(end);
         }
         st.last_send = Some(seg.ts);
+        st.last_len = Some(seg.len);
+        st.last_frame = seg.frame;
+        st.peer_spoke = false;
+        st.window_closed = false;
     }
 
     pub fn on_close(&mut self, conn: &Connection, out: &mut Vec<Occurrence>) {
         for d in [Dir::ClientToServer, Dir::ServerToClient] {
             if let Some(ep) = self.dirs[d.index()].episode.take() {
-                let delay = conn.last_ts.since(ep.start.ts);
-                out.push(build(d, ep, delay, None, conn));
+                let mut ep = ep;
+                ep.sent(conn.last_ts);
+                out.push(build(d, ep, None, conn));
             }
         }
     }
 }
 
-fn occurrence(sender: Dir, ep: Episode, ack: &Segment<'_>, conn: &Connection) -> Occurrence {
-    build(sender, ep, ack.ts.since(ep.start.ts), Some(ack.frame), conn)
-}
-
-fn build(
-    sender: Dir,
-    ep: Episode,
-    delay: i64,
-    ack_frame: Option<u64>,
-    conn: &Connection,
-) -> Occurrence {
+fn build(sender: Dir, ep: Episode, ack_frame: Option<u64>, conn: &Connection) -> Occurrence {
     let mut frames = vec![ep.first.frame];
     frames.extend(ack_frame);
     let what = if ep.timeout {
@@ -181,7 +256,7 @@ fn build(
             Kind::PacketLoss
         },
         culprit: Blame::Network(sender),
-        delay_ns: delay.max(0),
+        delay_ns: ep.stall_ns,
         frames,
         notes: vec![(ep.first.frame, what.into())],
         ladder_from: None,
