@@ -5,6 +5,8 @@
 #
 # Usage (as root):  scripts/make-fixtures.sh [GROUP...]
 #   GROUP is any of: nginx-off nginx-on jdk-default jdk-nodelay client-write upload
+#                    server-delay client-delay syn-retransmit rto zero-window packet-loss
+#                    network-latency bulk-healthy
 #   (default: all of them, in that order).
 #
 # Environment:
@@ -13,8 +15,10 @@
 #                retransmissions, size) fails; by default a group is retried up to 5 times
 #
 # Only namespaces named tdfx-c (client), tdfx-s (server) and tdfx-r (router) are created (and
-# deleted again); every process started is tracked by PID and stopped on exit.
-# Needs: ip (iproute2), nginx, wrk, curl, tcpdump, dumpcap, tshark, capinfos, java, javac, python3.
+# deleted again); every process started is tracked by PID and stopped on exit; every iptables
+# rule and qdisc added (only ever inside those namespaces) is removed again.
+# Needs: ip (iproute2), tc, iptables, nginx, wrk, curl, tcpdump, dumpcap, tshark, capinfos, java,
+# javac, python3.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -32,12 +36,18 @@ NS_S=tdfx-s
 NS_R=tdfx-r
 DELAY_DEV=tdfxdly   # TUN device of the delay line, inside the router namespace
 DELAY_MS=17         # each way: RTT ~35 ms
+# Bulk downloads of fixtures bulk-healthy and packet-loss: 2 MiB. At the client every data
+# packet is MTU-sized (the delay line splits TSO super-segments), so with -s 128 a 4 MiB download
+# makes a ~590 KB capture (and 2.5 MiB with 2% loss ~385 KB, too close): 2 MiB stays well under
+# the 400 KB budget.
+BULK_BYTES=${BULK_BYTES:-2097152}
 
 # Everything runs at nice -10: the machine is shared, and a load generator starved of CPU for
 # 2-3 ms makes a healthy server fire spurious tail-loss probes (PTO = 2*SRTT + 2 ms on a 0.1 ms path).
 NICE=(nice -n -10)
 PIDS=()       # background processes we started, stopped by PID
 NAMESPACES=() # namespaces we created
+IPT_RULES=()  # iptables rules we added: "NS CHAIN SPEC..." (shell-quoted), deleted in topo_down
 TMP=""
 
 log() { printf '[make-fixtures %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
@@ -116,8 +126,38 @@ remove_stale_namespaces() {
     done
 }
 
+# ipt_add NS CHAIN SPEC...: append an iptables (filter table) rule in namespace NS; remembered
+# so that ipt_del / topo_down remove it again.
+ipt_add() {
+    local ns=$1 chain=$2 rec
+    shift 2
+    ip netns exec "$ns" iptables -w -A "$chain" "$@"
+    printf -v rec '%q ' "$ns" "$chain" "$@"
+    IPT_RULES+=("$rec")
+}
+
+# ipt_del NS CHAIN SPEC...: delete one rule added with ipt_add (same arguments).
+ipt_del() {
+    local rec r keep=()
+    printf -v rec '%q ' "$@"
+    ip netns exec "$1" iptables -w -D "${@:2}" 2>/dev/null || log "iptables rule already gone: $rec"
+    for r in "${IPT_RULES[@]}"; do [[ $r == "$rec" ]] || keep+=("$r"); done
+    IPT_RULES=("${keep[@]}")
+}
+
+ipt_del_all() {
+    local rec
+    local -a args
+    for rec in "${IPT_RULES[@]}"; do
+        eval "args=($rec)"
+        ip netns exec "${args[0]}" iptables -w -D "${args[@]:1}" 2>/dev/null || true
+    done
+    IPT_RULES=()
+}
+
 topo_down() {
     local pid ns
+    ipt_del_all
     for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
     for ns in "${NAMESPACES[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
     NAMESPACES=()
@@ -441,10 +481,11 @@ describe() {
 install_fixture() {
     local f=$1 name=$2 line
     shift 2
-    local size
+    local size max=${MAX_BYTES:-1500000}
     size=$(stat -c %s "$f")
-    check "$name is $size bytes < 1.5 MB" "$size < 1500000"
-    check_clean "$f"
+    check "$name is $size bytes < $max" "$size < $max"
+    # Groups whose symptom IS a retransmission set CLEAN_CHECK=0 (and check it themselves).
+    if ((${CLEAN_CHECK:-1})); then check_clean "$f"; fi
     if ((CHECK_FAILED)); then
         log "not installing $name: a check failed"
         return 0
@@ -617,17 +658,418 @@ fx_upload() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# 7-14 (groups server-delay .. bulk-healthy): one mechanism each (server think time, client idle
+# time, SYN loss, RTO, zero window, random loss, path latency) plus a healthy bulk twin.
+# Small captures (< 400 KB).
+
+# pyserver_start NAME ARGS...: fixtures/src/http_server.py on $SERVER_IP:8080 in the server ns.
+pyserver_start() {
+    local name=$1
+    shift
+    spawn "$name" "$NS_S" "$PY" "$SRC/http_server.py" "$SERVER_IP" 8080 "$@"
+    SERVER_PID=$BG_PID
+    wait_text "$TMP/$name.out" "listening on" 10 "$SERVER_PID"
+}
+
+# nginx_bulk_conf NAME BYTES: the static server of fixtures 1-2 with tcp_nodelay on, plus
+# /file.bin of BYTES random bytes.
+nginx_bulk_conf() {
+    nginx_static_conf "$1" on
+    head -c "$2" /dev/urandom >"$TMP/$1/html/file.bin"
+}
+
+# curl_get NAME URL [curl options]: one curl in the client namespace; sets CURL_OUT to
+# "time_connect time_starttransfer time_total size_download" (seconds, bytes).
+curl_get() {
+    local name=$1 url=$2
+    shift 2
+    CURL_OUT=$(ip netns exec "$NS_C" "${NICE[@]}" curl -s -o /dev/null "$@" \
+        -w '%{time_connect} %{time_starttransfer} %{time_total} %{size_download}\n' "$url") ||
+        die "curl $url failed"
+    echo "$CURL_OUT" >>"$TMP/$name.curl"
+    log "curl $url: time_connect time_starttransfer time_total size_download = $CURL_OUT"
+}
+
+# curl_median NAME N URL: N uncaptured downloads; sets MEDIAN_T (time_total, s) and ALL_T ("a,b,c").
+curl_median() {
+    local name=$1 n=$2 url=$3 i ts=()
+    for ((i = 0; i < n; i++)); do
+        curl_get "$name" "$url"
+        ts+=("$(awk '{ print $3 }' <<<"$CURL_OUT")")
+    done
+    ALL_T=$(IFS=,; echo "${ts[*]}")
+    MEDIAN_T=$(printf '%s\n' "${ts[@]}" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+}
+
+# count FILE FILTER: number of frames matching a tshark display filter.
+count() {
+    tshark -r "$1" -Y "$2" -T fields -e frame.number 2>/dev/null | wc -l
+}
+
+# rtt_check: one curl connect through the delay line, checked against the expected RTT (ms).
+rtt_check() {
+    local want=$1
+    curl_get rtt "http://$SERVER_IP:8080/"
+    RTT_S=${CURL_OUT%% *}
+    check "RTT $RTT_S s is ~$want ms" "$RTT_S > $want / 1000 * 0.9 && $RTT_S < $want / 1000 * 1.5"
+}
+
+# py_client NAME ARGS...: fixtures/src/http_client.py in the client namespace (foreground);
+# its output is in $TMP/NAME.log; sets CLIENT_SUMMARY (the fields of its summary line).
+py_client() {
+    local name=$1
+    shift
+    ip netns exec "$NS_C" "${NICE[@]}" "$PY" "$SRC/http_client.py" "$SERVER_IP" 8080 "$@" \
+        >"$TMP/$name.log" || { cat "$TMP/$name.log" >&2; die "http_client.py $* failed"; }
+    cat "$TMP/$name.log" >&2
+    CLIENT_SUMMARY=$(sed -n 's/^summary: //p' "$TMP/$name.log")
+}
+
+# field KEY "k=v k=v...": the value of KEY.
+field() { tr ' ' '\n' <<<"$2" | sed -n "s/^$1=//p"; }
+
+# http_times FILE: tshark's request->response times (http.time, s) of all responses, one line.
+http_times() {
+    tshark -r "$1" -Y http.response -T fields -e http.time 2>/dev/null |
+        awk '{ printf "%s%.4f", sep, $1; sep = "," }'
+}
+
+# in_range "a,b,c" LO HI: all values within [LO, HI] and at least one value.
+in_range() {
+    awk -v l="$1" -v lo="$2" -v hi="$3" 'BEGIN { n = split(l, v, ","); if (n == 0) exit 1;
+        for (i = 1; i <= n; i++) if (v[i] + 0 < lo || v[i] + 0 > hi) exit 1; exit 0 }'
+}
+
+# 7: application think time. Client vantage over a 35 ms RTT, server vantage on the direct path.
+fx_server_delay() {
+    local MAX_BYTES=400000 name cap times p50 acks
+    log "== server-delay.client.pcap: http_server.py --think-ms 300, 5 keep-alive GETs, RTT 35 ms, client vantage"
+    topo_routed "$DELAY_MS"
+    pyserver_start pyserver-think --think-ms 300 --nodelay --body-bytes 600
+    wait_http GET "http://$SERVER_IP:8080/"
+    rtt_check 35
+    name=server-delay.client.pcap
+    cap=$TMP/$name
+    cap_tcpdump "$NS_C" eth0 "$cap"
+    py_client server-delay-client -n 5
+    cap_stop
+    times=$(http_times "$cap")
+    p50=$(field response_p50_ms "$CLIENT_SUMMARY")
+    # the server ACKs each request by itself (at once: quick-ACK mode) long before the response
+    acks=$(count "$cap" "ip.src == $SERVER_IP && tcp.len == 0 && tcp.flags.syn == 0 && tcp.flags.fin == 0")
+    log "request->response times at the client (http.time): $times; server pure ACKs: $acks"
+    check "client p50 $p50 ms in 330..400 ms" "$p50 >= 330 && $p50 <= 400"
+    check "the server ACKed every request before answering ($acks pure ACKs >= 5)" "$acks >= 5"
+    check "5 responses, each 0.33..0.40 s after its request: $times" "$(in_range "$times" 0.33 0.40 && echo 1 || echo 0)"
+    install_fixture "$cap" "$name" "$CLIENT_SUMMARY" "rtt_connect_s=$RTT_S" "http_time_s=$times"
+    topo_down
+    ((!CHECK_FAILED)) || return 0
+
+    log "== server-delay.server.pcap: the same on the direct path, server vantage"
+    topo_direct
+    pyserver_start pyserver-think --think-ms 300 --nodelay --body-bytes 600
+    wait_http GET "http://$SERVER_IP:8080/"
+    name=server-delay.server.pcap
+    cap=$TMP/$name
+    cap_tcpdump "$NS_S" eth0 "$cap"
+    py_client server-delay-server -n 5
+    cap_stop
+    times=$(http_times "$cap")
+    p50=$(field response_p50_ms "$CLIENT_SUMMARY")
+    log "request->response times at the server (http.time): $times"
+    check "client p50 $p50 ms in 300..330 ms" "$p50 >= 300 && $p50 <= 330"
+    check "5 responses, each 0.30..0.33 s after its request: $times" "$(in_range "$times" 0.30 0.33 && echo 1 || echo 0)"
+    install_fixture "$cap" "$name" "$CLIENT_SUMMARY" "http_time_s=$times"
+    topo_down
+}
+
+# 8: the client connects and then idles 250 ms before each request.
+fx_client_delay() {
+    local MAX_BYTES=400000 name=client-delay.server.pcap cap=$TMP/client-delay.server.pcap idle times
+    log "== $name: http_client.py -c 5 --pre-request-sleep-ms 250, server answers at once, server vantage"
+    topo_direct
+    pyserver_start pyserver-fast --nodelay --body-bytes 600
+    wait_http GET "http://$SERVER_IP:8080/"
+    cap_tcpdump "$NS_S" eth0 "$cap"
+    py_client client-delay -c 5 -n 1 --pre-request-sleep-ms 250
+    cap_stop
+    # time from the handshake's last ACK to the request, per connection
+    idle=$(tshark -r "$cap" -o tcp.calculate_timestamps:TRUE -Y http.request -T fields -e tcp.time_delta 2>/dev/null |
+        awk '{ printf "%s%.4f", sep, $1; sep = "," }')
+    times=$(http_times "$cap")
+    log "idle before each request (tcp.time_delta of the request): $idle; http.time: $times"
+    check "5 requests, each 0.25..0.30 s after the handshake: $idle" "$(in_range "$idle" 0.25 0.30 && echo 1 || echo 0)"
+    check "responses within 5 ms: $times" "$(in_range "$times" 0 0.005 && echo 1 || echo 0)"
+    install_fixture "$cap" "$name" "$CLIENT_SUMMARY" "idle_before_request_s=$idle" "http_time_s=$times"
+    topo_down
+}
+
+# 9: the server's firewall drops the first SYN of every connection; the client retries after 1 s.
+fx_syn_retransmit() {
+    local MAX_BYTES=400000 CLEAN_CHECK=0 name=syn-retransmit.client.pcap cap=$TMP/syn-retransmit.client.pcap
+    local i conn=() syns retr other gaps
+    log "== $name: first SYN of each connection dropped in the server ns, 3 curls, client vantage"
+    topo_direct
+    nginx_static_conf nginx-syn on
+    nginx_start nginx-syn
+    wait_http GET "http://$SERVER_IP:8080/"
+    # nth mode: --every 2 --packet 0 matches the 1st, 3rd, 5th... SYN (checked on this kernel:
+    # --packet 1 lets the 1st pass), i.e. the first SYN of each connection; its retry passes.
+    ipt_add "$NS_S" INPUT -p tcp --dport 8080 --syn -m statistic --mode nth --every 2 --packet 0 -j DROP
+    cap_tcpdump "$NS_C" eth0 "$cap"
+    for i in 1 2 3; do
+        curl_get syn "http://$SERVER_IP:8080/"
+        conn+=("${CURL_OUT%% *}")
+    done
+    cap_stop
+    ipt_del "$NS_S" INPUT -p tcp --dport 8080 --syn -m statistic --mode nth --every 2 --packet 0 -j DROP
+    syns=$(count "$cap" "tcp.flags.syn == 1 && tcp.flags.ack == 0")
+    retr=$(count "$cap" "tcp.flags.syn == 1 && tcp.flags.ack == 0 && tcp.analysis.retransmission")
+    other=$(count "$cap" "(tcp.analysis.retransmission || tcp.analysis.lost_segment || tcp.analysis.out_of_order) && tcp.flags.syn == 0")
+    gaps=$(tshark -r "$cap" -o tcp.calculate_timestamps:TRUE -Y "tcp.flags.syn == 1 && tcp.flags.ack == 0 && tcp.analysis.retransmission" \
+        -T fields -e tcp.time_delta 2>/dev/null | awk '{ printf "%s%.4f", sep, $1; sep = "," }')
+    local tc
+    tc=$(IFS=,; echo "${conn[*]}")
+    log "curl time_connect: $tc; SYNs $syns, of which retransmitted $retr (after $gaps s); other retransmissions $other"
+    check "each time_connect 0.95..1.2 s: $tc" "$(in_range "$tc" 0.95 1.2 && echo 1 || echo 0)"
+    check "6 SYNs, 3 of them retransmissions ($syns, $retr)" "$syns == 6 && $retr == 3"
+    check "SYN retries 0.95..1.2 s after the first SYN: $gaps" "$(in_range "$gaps" 0.95 1.2 && echo 1 || echo 0)"
+    check "no other retransmission or loss ($other)" "$other == 0"
+    install_fixture "$cap" "$name" "curl_time_connect_s=$tc syns=$syns syn_retransmissions=$retr syn_retry_after_s=$gaps"
+    topo_down
+}
+
+# cap_stop_pair PID1 ERR1 PID2 ERR2: cap_stop for two captures running at the same time.
+cap_stop_pair() {
+    CAP_PID=$1 CAP_ERR=$2
+    cap_stop
+    CAP_PID=$3 CAP_ERR=$4
+    cap_stop
+}
+
+# max_data_gap FILE SRC: the longest silence (s) between two data segments sent by SRC.
+max_data_gap() {
+    tshark -r "$1" -Y "ip.src == $2 && tcp.len > 0" -T fields -e frame.time_relative 2>/dev/null |
+        awk 'NR > 1 && $1 - p > m { m = $1 - p } { p = $1 } END { printf "%.4f", m }'
+}
+
+# 10: every packet from the server to the client is dropped for 0.6 s in the middle of a
+# download: only the retransmission timer (with backoff) gets the transfer going again.
+RTO_BYTES=2097152
+RTO_RATE=16mbit     # bottleneck (tbf on the server's eth0) so that the transfer lasts ~1 s
+fx_rto() {
+    local MAX_BYTES=400000 CLEAN_CHECK=0 name=rto.client.pcap cap=$TMP/rto.client.pcap
+    local rname=rto.router.pcap rcap=$TMP/rto.router.pcap t0 t size pid cpid cerr rule b0 b1
+    log "== $name / $rname: curl GET $RTO_BYTES bytes, routed (10 ms each way, $RTO_RATE), server->client blocked 0.3..0.9 s"
+    topo_routed 10
+    rule=(-s "$SERVER_IP" -d "$CLIENT_IP" -p tcp -j DROP)
+    ip netns exec "$NS_S" tc qdisc add dev eth0 root tbf rate "$RTO_RATE" burst 16kb limit 100000
+    nginx_bulk_conf nginx-rto "$RTO_BYTES"
+    nginx_start nginx-rto
+    wait_http GET "http://$SERVER_IP:8080/"
+    rtt_check 20
+    curl_get rto-unblocked "http://$SERVER_IP:8080/file.bin"
+    read -r _ _ t0 _ <<<"$CURL_OUT"
+
+    cap_tcpdump "$NS_R" eths "$rcap" -s 128
+    cpid=$CAP_PID cerr=$CAP_ERR
+    cap_tcpdump "$NS_C" eth0 "$cap" -s 128
+    spawn rto-curl "$NS_C" curl -s -o /dev/null \
+        -w '%{time_connect} %{time_starttransfer} %{time_total} %{size_download}\n' "http://$SERVER_IP:8080/file.bin"
+    pid=$BG_PID
+    sleep 0.3
+    ipt_add "$NS_R" FORWARD "${rule[@]}"
+    b0=$(date +%s.%N)
+    sleep 0.6
+    ipt_del "$NS_R" FORWARD "${rule[@]}"
+    b1=$(date +%s.%N)
+    wait "$pid" || die "curl failed: $(cat "$TMP/rto-curl.err")"
+    forget_pid "$pid"
+    CURL_OUT=$(cat "$TMP/rto-curl.out")
+    log "curl (blocked run): time_connect time_starttransfer time_total size_download = $CURL_OUT"
+    cap_stop_pair "$CAP_PID" "$CAP_ERR" "$cpid" "$cerr"
+    ip netns exec "$NS_S" tc qdisc del dev eth0 root
+    read -r _ _ t size <<<"$CURL_OUT"
+
+    local gap retr_r retr_c rto_chain first early block
+    gap=$(max_data_gap "$cap" "$SERVER_IP")
+    # the block in the router capture's time (seconds after its first frame, the SYN)
+    first=$(tshark -r "$rcap" -c 1 -T fields -e frame.time_epoch 2>/dev/null)
+    block=$(awk -v a="$b0" -v b="$b1" -v f="$first" 'BEGIN { printf "%.3f..%.3f", a - f, b - f }')
+    early=$(count "$rcap" "(tcp.analysis.retransmission || tcp.analysis.out_of_order) && frame.time_epoch < $b0")
+    retr_r=$(count "$rcap" "ip.src == $SERVER_IP && tcp.analysis.retransmission")
+    retr_c=$(count "$cap" "ip.src == $SERVER_IP && tcp.analysis.retransmission")
+    # the same sequence number retransmitted twice at the router: RTO, then backed-off RTO
+    rto_chain=$(tshark -r "$rcap" -Y "ip.src == $SERVER_IP && tcp.len > 0 && tcp.analysis.retransmission" \
+        -T fields -e tcp.seq -e frame.time_relative 2>/dev/null |
+        awk '{ n[$1]++; t[$1] = t[$1] sep[$1] $2; sep[$1] = "," } END { for (s in n) if (n[s] >= 2) print s ":" t[s] }' | head -3 | tr '\n' ' ')
+    log "unblocked $t0 s, blocked $t s; block at $block s after the SYN; longest silence of server data at the client $gap s;"
+    log "retransmissions by the server: router $retr_r, client $retr_c; seq retransmitted twice at the router (seq:times): $rto_chain"
+    check "downloaded $size bytes == $RTO_BYTES" "$size == $RTO_BYTES"
+    check "blocked run $t s >= unblocked $t0 s + 0.6 s" "$t >= $t0 + 0.6"
+    check "silence at the client $gap s in 0.6..1.2 s" "$gap >= 0.6 && $gap <= 1.2"
+    check "router saw a segment retransmitted twice (RTO + backoff)" "$(test -n "$rto_chain" && echo 1 || echo 0)"
+    check "no retransmission before the block ($early)" "$early == 0"
+    install_fixture "$cap" "$name" "curl_time_total_s=$t unblocked_curl_time_total_s=$t0 bytes=$size block_s=$block max_server_data_gap_s=$gap server_retransmissions_seen=$retr_c"
+    install_fixture "$rcap" "$rname" "curl_time_total_s=$t unblocked_curl_time_total_s=$t0 bytes=$size block_s=$block server_retransmissions_seen=$retr_r seq_retransmitted_twice=\"$rto_chain\""
+    topo_down
+}
+
+# 11: random loss of 2% of the server's packets after the router's server-facing interface,
+# seen from the router (before the drop) and from the client (after it), in the same run.
+LOSS_P=0.02
+fx_packet_loss() {
+    local MAX_BYTES=400000 CLEAN_CHECK=0 name=packet-loss.client.pcap cap=$TMP/packet-loss.client.pcap
+    local rname=packet-loss.router.pcap rcap=$TMP/packet-loss.router.pcap t t0 tl size cpid cerr rule drops
+    local free_all lossy_all gap
+    local retr_r retr_c lost_c dup_c rto_r sacks_c ooo_r
+    log "== $rname / $name: curl GET $BULK_BYTES bytes, routed (10 ms each way), $LOSS_P of server->client packets dropped"
+    topo_routed 10
+    # After the delay line (-i tdfxdly): the router has already split the server's TSO
+    # super-segments into MTU-sized packets there, so each drop is one packet.
+    rule=(-i "$DELAY_DEV" -o ethc -s "$SERVER_IP" -d "$CLIENT_IP" -p tcp -m statistic --mode random --probability "$LOSS_P" -j DROP)
+    nginx_bulk_conf nginx-loss "$BULK_BYTES"
+    nginx_start nginx-loss
+    wait_http GET "http://$SERVER_IP:8080/"
+    rtt_check 20
+    curl_get warm-up "http://$SERVER_IP:8080/file.bin"
+    curl_median loss-free 3 "http://$SERVER_IP:8080/file.bin"
+    t0=$MEDIAN_T free_all=$ALL_T
+    ipt_add "$NS_R" FORWARD "${rule[@]}"
+    curl_median lossy 3 "http://$SERVER_IP:8080/file.bin"
+    tl=$MEDIAN_T lossy_all=$ALL_T
+    ip netns exec "$NS_R" iptables -w -Z FORWARD
+    cap_tcpdump "$NS_R" eths "$rcap" -s 128
+    cpid=$CAP_PID cerr=$CAP_ERR
+    cap_tcpdump "$NS_C" eth0 "$cap" -s 128
+    curl_get loss "http://$SERVER_IP:8080/file.bin"
+    cap_stop_pair "$CAP_PID" "$CAP_ERR" "$cpid" "$cerr"
+    drops=$(ip netns exec "$NS_R" iptables -w -L FORWARD -v -x -n | awk '/statistic/ { print $1 }')
+    ipt_del "$NS_R" FORWARD "${rule[@]}"
+    read -r _ _ t size <<<"$CURL_OUT"
+    # At the router, Wireshark calls most of these retransmissions "out-of-order" (they arrive
+    # less than its RTT estimate after the highest segment): count all three labels.
+    retr_r=$(count "$rcap" "ip.src == $SERVER_IP && (tcp.analysis.retransmission || tcp.analysis.fast_retransmission || tcp.analysis.out_of_order)")
+    rto_r=$(count "$rcap" "ip.src == $SERVER_IP && tcp.analysis.retransmission && !tcp.analysis.fast_retransmission")
+    ooo_r=$(count "$rcap" "ip.src == $SERVER_IP && tcp.analysis.out_of_order")
+    retr_c=$(count "$cap" "ip.src == $SERVER_IP && tcp.analysis.retransmission")
+    lost_c=$(count "$cap" "ip.src == $SERVER_IP && tcp.analysis.lost_segment")
+    dup_c=$(count "$cap" "ip.src == $CLIENT_IP && tcp.analysis.duplicate_ack")
+    sacks_c=$(count "$cap" "ip.src == $CLIENT_IP && tcp.options.sack_le")
+    gap=$(max_data_gap "$cap" "$SERVER_IP")
+    log "uncaptured runs: loss-free $free_all s (median $t0), with loss $lossy_all s (median $tl); captured run $t s, router dropped $drops packets"
+    log "longest silence of server data at the client: $gap s"
+    log "router capture: $retr_r segments sent again (tshark: $ooo_r out-of-order, $rto_r plain retransmission); client capture: $lost_c gaps, $retr_c late fills, $dup_c dup ACKs, $sacks_c ACKs with SACK"
+    check "downloaded $size bytes == $BULK_BYTES" "$size == $BULK_BYTES"
+    check "router dropped $drops packets >= 10" "$drops >= 10"
+    check "loss costs time: median $tl s > loss-free median $t0 s * 1.15" "$tl > $t0 * 1.15"
+    check "router capture shows >= 10 retransmissions ($retr_r)" "$retr_r >= 10"
+    check "client capture shows >= 10 gaps ($lost_c)" "$lost_c >= 10"
+    # A lost retransmission (or a lost last segment) is recovered by the retransmission timer
+    # (>= 200 ms of silence): that run belongs to fixture rto, not here; redo it.
+    check "no RTO: longest silence of server data at the client $gap s < 0.15 s" "$gap < 0.15"
+    local common="curl_time_total_s=$t bytes=$size uncaptured_lossy_s=$lossy_all uncaptured_loss_free_s=$free_all router_drops=$drops"
+    install_fixture "$rcap" "$rname" "$common segments_sent_again=$retr_r tshark_out_of_order=$ooo_r tshark_retransmission=$rto_r"
+    install_fixture "$cap" "$name" "$common gaps=$lost_c late_fills=$retr_c dup_acks=$dup_c sack_acks=$sacks_c"
+    topo_down
+}
+
+# 12: a slow reader with a small receive buffer: zero windows and the server's window probes.
+ZW_BODY=3000000
+fx_zero_window() {
+    local MAX_BYTES=400000 CLEAN_CHECK=0 name=zero-window.server.pcap cap=$TMP/zero-window.server.pcap
+    local zw probes retr dsack lost dur zwtime
+    log "== $name: $ZW_BODY-byte response, client SO_RCVBUF 8192 reading 4 KiB every 250 ms for 6 s, server vantage"
+    topo_direct
+    pyserver_start pyserver-big --nodelay --body-bytes "$ZW_BODY"
+    cap_tcpdump "$NS_S" eth0 "$cap" -s 128
+    py_client zero-window --rcvbuf 8192 --read-bytes 4096 --read-interval-ms 250 --slow-read-s 6
+    cap_stop
+    zw=$(count "$cap" "ip.src == $CLIENT_IP && tcp.analysis.zero_window")
+    # Linux probes a zero window with a bare ACK carrying snd_una - 1 (Wireshark: "keep-alive")
+    probes=$(count "$cap" "ip.src == $SERVER_IP && (tcp.analysis.zero_window_probe || tcp.analysis.keep_alive)")
+    retr=$(count "$cap" "ip.src == $SERVER_IP && tcp.analysis.retransmission")
+    dsack=$(count "$cap" "ip.src == $CLIENT_IP && tcp.options.sack.dsack")
+    lost=$(count "$cap" "tcp.analysis.lost_segment || tcp.analysis.ack_lost_segment")
+    dur=$(capinfos -u -M "$cap" | awk -F': *' '/Capture duration/ { print $2 + 0 }')
+    # time the advertised window was 0: from each zero-window ACK to the next non-zero window
+    zwtime=$(tshark -r "$cap" -Y "ip.src == $CLIENT_IP && tcp.flags.syn == 0" -T fields -e frame.time_relative -e tcp.window_size 2>/dev/null |
+        awk '$2 == 0 && !z { z = 1; s = $1 } $2 > 0 && z { z = 0; t += $1 - s } END { printf "%.3f", t }')
+    log "zero-window ACKs $zw, window probes $probes, time at zero window $zwtime s of $dur s;"
+    log "server retransmissions $retr (D-SACKed by the client: $dsack: spurious tail-loss probes), segments missing $lost"
+    check "zero-window ACKs $zw >= 5" "$zw >= 5"
+    check "window probes $probes >= 5" "$probes >= 5"
+    check "zero window for $zwtime s >= 3 s" "$zwtime >= 3"
+    check "capture lasts $dur s < 8 s" "$dur < 8"
+    check "no real loss: $lost missing, $retr retransmissions all D-SACKed ($dsack)" "$lost == 0 && $retr <= $dsack"
+    install_fixture "$cap" "$name" "$CLIENT_SUMMARY" "zero_window_acks=$zw window_probes=$probes zero_window_s=$zwtime spurious_retransmissions=$retr dsacks=$dsack"
+    topo_down
+}
+
+# 13: nothing wrong but distance: 100 ms RTT, 5 small requests on one keep-alive connection.
+fx_network_latency() {
+    local MAX_BYTES=400000 name=network-latency.client.pcap cap=$TMP/network-latency.client.pcap
+    local url=http://10.71.2.2:8080/ out times conns
+    log "== $name: curl, 5 GETs on one connection, nginx tcp_nodelay on, routed 50 ms each way, client vantage"
+    topo_routed 50
+    nginx_static_conf nginx-lat on
+    nginx_start nginx-lat
+    wait_http GET "$url"
+    rtt_check 100
+    cap_tcpdump "$NS_C" eth0 "$cap"
+    out=$(ip netns exec "$NS_C" "${NICE[@]}" curl -s -o /dev/null -o /dev/null -o /dev/null -o /dev/null -o /dev/null \
+        -w '%{num_connects} %{time_connect} %{time_starttransfer} %{time_total}\n' "$url" "$url" "$url" "$url" "$url") ||
+        die "curl failed"
+    cap_stop
+    echo "$out" >&2
+    conns=$(awk '{ s += $1 } END { print s }' <<<"$out")
+    times=$(awk '{ printf "%s%s", sep, $4; sep = "," }' <<<"$out")
+    local http
+    http=$(http_times "$cap")
+    log "curl time_total per request: $times (connections opened: $conns); http.time at the client: $http"
+    check "one connection for 5 requests ($conns)" "$conns == 1"
+    check "5 responses, each 0.095..0.15 s after its request: $http" "$(in_range "$http" 0.095 0.15 && echo 1 || echo 0)"
+    install_fixture "$cap" "$name" "curl_time_total_s=$times connections=$conns rtt_connect_s=$RTT_S http_time_s=$http"
+    topo_down
+}
+
+# 14: the healthy twin of packet-loss: same path and download, no loss.
+fx_bulk_healthy() {
+    local name=bulk-healthy.client.pcap cap=$TMP/bulk-healthy.client.pcap MAX_BYTES=400000
+    log "== $name: curl GET $BULK_BYTES bytes from nginx, routed, 10 ms each way, no loss"
+    topo_routed 10
+    nginx_bulk_conf nginx-bulk "$BULK_BYTES"
+    nginx_start nginx-bulk
+    wait_http GET "http://$SERVER_IP:8080/"
+    rtt_check 20
+    curl_get warm-up "http://$SERVER_IP:8080/file.bin"
+    curl_median bulk-free 3 "http://$SERVER_IP:8080/file.bin"
+    cap_tcpdump "$NS_C" eth0 "$cap" -s 128
+    curl_get bulk "http://$SERVER_IP:8080/file.bin"
+    cap_stop
+    local t size
+    read -r _ _ t size <<<"$CURL_OUT"
+    log "uncaptured runs $ALL_T s (median $MEDIAN_T), captured run $t s"
+    check "downloaded $size bytes == $BULK_BYTES" "$size == $BULK_BYTES"
+    check "captured run $t s < 1.5 x median $MEDIAN_T s" "$t < 1.5 * $MEDIAN_T"
+    install_fixture "$cap" "$name" "curl_time_total_s=$t bytes=$size uncaptured_s=$ALL_T rtt_connect_s=$RTT_S"
+    topo_down
+}
+
+# ---------------------------------------------------------------------------------------------
 
 main() {
     ((EUID == 0)) || die "run as root (network namespaces)"
     local tool
-    for tool in ip nginx wrk curl tcpdump dumpcap tshark capinfos java javac; do
+    for tool in ip tc iptables nginx wrk curl tcpdump dumpcap tshark capinfos java javac; do
         command -v "$tool" >/dev/null || die "missing tool: $tool"
     done
     [[ -r $RELAY ]] || die "delay line not found: $RELAY (set DELAYRELAY)"
 
     local groups=("$@")
-    ((${#groups[@]})) || groups=(nginx-off nginx-on jdk-default jdk-nodelay client-write upload)
+    ((${#groups[@]})) || groups=(nginx-off nginx-on jdk-default jdk-nodelay client-write upload
+        server-delay client-delay syn-retransmit rto zero-window packet-loss network-latency
+        bulk-healthy)
 
     # One run at a time: a second run would reuse (and first remove) the same namespaces.
     exec 9>/run/lock/tdfx-make-fixtures.lock
@@ -647,6 +1089,8 @@ main() {
     for g in "${groups[@]}"; do
         case $g in
             nginx-off | nginx-on | jdk-default | jdk-nodelay | client-write | upload) ;;
+            server-delay | client-delay | syn-retransmit | rto | zero-window | packet-loss) ;;
+            network-latency | bulk-healthy) ;;
             *) die "unknown group '$g'" ;;
         esac
     done
@@ -664,4 +1108,5 @@ main() {
     log "done; measurements in ${MEASURE#"$ROOT"/}"
 }
 
-main "$@"
+# (sourcing the script defines its functions without running anything)
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then main "$@"; fi
