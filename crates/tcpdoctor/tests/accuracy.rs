@@ -1,0 +1,77 @@
+//! fixtures/ACCURACY.md is the project's published accuracy: every labelled
+//! capture, the cause it was made to show, and what tcpdoctor reports first.
+//! This test re-runs every row: the "reported" column must be what the binary
+//! says today, "match" must be right, and the expected cause must come first.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+/// A healthy capture may have no finding at or above this share of the time.
+const HEALTHY_MAX_SHARE: f64 = 0.05;
+
+fn reported(path: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
+        .args(["analyze", "--format", "json", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", path.display());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["share_of_time"].as_f64().unwrap() >= HEALTHY_MAX_SHARE)
+        .map_or("none".to_string(), |f| {
+            format!(
+                "{}/{}",
+                f["kind"].as_str().unwrap(),
+                f["culprit"]["role"].as_str().unwrap()
+            )
+        })
+}
+
+#[test]
+fn published_accuracy_table_is_current_and_every_cause_comes_first() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let table = std::fs::read_to_string(dir.join("ACCURACY.md")).unwrap();
+    let mut rows = 0;
+    let mut vantages = std::collections::BTreeSet::new();
+    let mut kinds = std::collections::BTreeMap::<String, u32>::new();
+    for line in table.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let (file, vantage, expected, recorded, matched) = (
+            cells[1].trim_matches('`'),
+            cells[2],
+            cells[3],
+            cells[4],
+            cells[5],
+        );
+        let now = reported(&dir.join(file));
+        assert_eq!(
+            now, recorded,
+            "{file}: the table says {recorded}, tcpdoctor says {now}"
+        );
+        assert_eq!(
+            matched,
+            if expected == now { "yes" } else { "no" },
+            "{file}"
+        );
+        assert_eq!(expected, now, "{file}: expected {expected} first");
+        rows += 1;
+        vantages.insert(vantage.to_string());
+        *kinds
+            .entry(expected.split('/').next().unwrap().to_string())
+            .or_default() += 1;
+    }
+    // The corpus: at least 20 captures, three vantage points.
+    assert!(rows >= 20, "{rows} rows");
+    assert_eq!(
+        vantages.into_iter().collect::<Vec<_>>(),
+        ["client", "router", "server"]
+    );
+    assert!(kinds["none"] >= 5, "{kinds:?}");
+}
