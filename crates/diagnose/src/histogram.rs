@@ -68,6 +68,34 @@ impl Histogram {
         self.min_ns = self.min_ns.min(ns);
     }
 
+    /// The bucket a value falls in (for data kept per bucket alongside).
+    pub fn bucket(ns: i64) -> usize {
+        index((ns.max(0) / 1000) as u64)
+    }
+
+    pub const BUCKETS: usize = SUB * POWERS;
+
+    /// The bucket holding quantile `q`.
+    pub fn quantile_bucket(&self, q: f64) -> Option<usize> {
+        if self.total == 0 {
+            return None;
+        }
+        let rank = ((q * self.total as f64).ceil() as u64).max(1);
+        let mut seen = 0u64;
+        for (i, &c) in self.counts.iter().enumerate() {
+            seen += u64::from(c);
+            if seen >= rank {
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// How many values fell in bucket `i`.
+    pub fn bucket_count(&self, i: usize) -> u64 {
+        self.counts.get(i).map_or(0, |&c| u64::from(c))
+    }
+
     pub fn count(&self) -> u64 {
         self.total
     }

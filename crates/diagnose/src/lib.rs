@@ -10,6 +10,7 @@
 //! connection closes; the connection list keeps only the
 //! [`Options::max_connections`] connections that lost the most time.
 
+pub mod budget;
 pub mod histogram;
 pub mod http;
 pub mod model;
@@ -160,6 +161,7 @@ impl Engine {
     pub fn finish(self) -> Analysis {
         let peak = self.tracker.peak_open_connections() as u64;
         let d = self.tracker.finish();
+        let latency_budget = budget_summary(&d);
         let first = self.first_ts.unwrap_or_default();
         let exchange_total_ns = d.exchange_hist.sum_ns();
         let capture_ns = self.last_ts.since(first);
@@ -193,6 +195,7 @@ impl Engine {
         }
         let h = &d.exchange_hist;
         let capture = CaptureSummary {
+            latency_budget,
             packets: self.frames,
             tcp_packets: self.tcp_packets,
             connections: d.connection_count,
@@ -228,6 +231,49 @@ impl Engine {
 
 /// Keeps the `keep` connections that lost the most time (then the longest),
 /// the last of them being the least of those kept; order otherwise arbitrary.
+fn budget_summary(d: &Diagnoser) -> Option<LatencyBudget> {
+    let h = &d.exchange_hist;
+    let line = |sums: &budget::Split, n: u64| BudgetLine {
+        exchanges: n,
+        total_ms: round3(sums.iter().sum::<i64>() as f64 / n.max(1) as f64 / 1e6),
+        parts_ms: text::budget_parts(sums, n.max(1) as f64),
+    };
+    let median_bucket = h.quantile_bucket(0.5)?;
+    let (lo, hi) = (median_bucket, median_bucket);
+    let mut median = [0i64; budget::PARTS];
+    for sums in &d.bucket_budgets[lo..=hi] {
+        for (m, v) in median.iter_mut().zip(sums) {
+            *m += v;
+        }
+    }
+    let median_n = h.bucket_count(median_bucket);
+    let mut all = [0i64; budget::PARTS];
+    for sums in &d.bucket_budgets {
+        for (m, v) in all.iter_mut().zip(sums) {
+            *m += v;
+        }
+    }
+    Some(LatencyBudget {
+        median: line(&median, median_n),
+        mean: line(&all, h.count()),
+        servers: d
+            .per_server
+            .sorted()
+            .into_iter()
+            .take(20)
+            .map(|(server, sums, n)| {
+                let l = line(&sums, n);
+                ServerBudget {
+                    server,
+                    exchanges: n,
+                    total_ms: l.total_ms,
+                    parts_ms: l.parts_ms,
+                }
+            })
+            .collect(),
+    })
+}
+
 fn rank_connections(list: &mut Vec<ConnectionSummary>, keep: usize) {
     let order = |a: &ConnectionSummary, b: &ConnectionSummary| {
         b.time_lost_ms
@@ -280,7 +326,9 @@ pub struct ConnState {
     exchange_sum_ns: i64,
     exchange_max_ns: i64,
     /// The slowest few exchanges, for the connection's summary.
-    slowest: Vec<Exchange>,
+    slowest: Vec<(Exchange, budget::Split)>,
+    /// Intervals the rules explained, for the budget of the exchange in progress.
+    claims: budget::Claims,
 }
 
 /// The last [`RING`] packets of a connection, for ladder diagrams.
@@ -385,6 +433,10 @@ pub(crate) struct Diagnoser {
     /// latest trim: a closing connection ranked at or below it is not summarised.
     floor: Option<(f64, f64)>,
     exchange_hist: Histogram,
+    /// Budget sums of the exchanges in each latency bucket: the budget of the
+    /// median exchange is the mean of its bucket.
+    bucket_budgets: Vec<budget::Split>,
+    per_server: budget::PerServer,
     scratch: Vec<Occurrence>,
 }
 
@@ -398,6 +450,8 @@ impl Diagnoser {
             stray_packets: 0,
             floor: None,
             exchange_hist: Histogram::default(),
+            bucket_budgets: vec![[0; budget::PARTS]; Histogram::BUCKETS],
+            per_server: budget::PerServer::default(),
             scratch: Vec::new(),
         }
     }
@@ -418,6 +472,9 @@ impl Diagnoser {
             role,
             endpoint,
         };
+        if let Some((part, from, to)) = o.span {
+            state.claims.claim(part, from, to);
+        }
         let first_in_conn = state.kinds_seen & o.kind.bit() == 0;
         state.kinds_seen |= o.kind.bit();
         state.time_lost_ns += o.delay_ns;
@@ -563,10 +620,16 @@ impl Analyzer for Diagnoser {
         let mut out = std::mem::take(&mut self.scratch);
         state.nagle.on_segment(conn, seg, &mut out);
         state.zero_window.on_segment(seg, &mut out);
-        state.loss.on_segment(conn, seg, &mut out);
         {
-            let ConnState { ring, window, .. } = &mut *state;
-            window.on_segment(conn, seg, || ring.rows(None, &[]));
+            let ConnState {
+                ring,
+                window,
+                loss,
+                claims,
+                ..
+            } = &mut *state;
+            loss.on_segment(conn, seg, &mut out, claims);
+            window.on_segment(conn, seg, || ring.rows(None, &[]), claims);
         }
         for o in out.drain(..) {
             self.record(conn, state, o);
@@ -587,14 +650,21 @@ impl Analyzer for Diagnoser {
         state.latency.on_exchange(conn, ex);
         let d = ex.duration_ns();
         self.exchange_hist.record(d);
+        let split = state.claims.split(conn, ex).unwrap_or([0; budget::PARTS]);
+        let bucket = Histogram::bucket(d);
+        let sums = &mut self.bucket_budgets[bucket.min(Histogram::BUCKETS - 1)];
+        for (s, v) in sums.iter_mut().zip(&split) {
+            *s += v;
+        }
+        self.per_server.add(conn.server.addr, &split);
         state.exchanges += 1;
         state.exchange_sum_ns += d;
         state.exchange_max_ns = state.exchange_max_ns.max(d);
         if state.slowest.len() < SLOWEST {
-            state.slowest.push(*ex);
-        } else if let Some(min) = state.slowest.iter_mut().min_by_key(|e| e.duration_ns()) {
-            if d > min.duration_ns() {
-                *min = *ex;
+            state.slowest.push((*ex, split));
+        } else if let Some(min) = state.slowest.iter_mut().min_by_key(|e| e.0.duration_ns()) {
+            if d > min.0.duration_ns() {
+                *min = (*ex, split);
             }
         }
     }

@@ -52,8 +52,37 @@ pub struct CaptureSummary {
     /// Complete request/response exchanges and their latency at the capture point.
     pub exchanges: u64,
     pub exchange_latency_ms: Option<Percentiles>,
+    /// Where the time of a typical (median) exchange went, and per server.
+    pub latency_budget: Option<LatencyBudget>,
     /// Problems with the capture itself (truncation, corruption), in plain words.
     pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyBudget {
+    /// The exchanges around the median (its latency bucket, ±0.4%): their mean budget.
+    pub median: BudgetLine,
+    /// Every exchange, averaged: the mean budget.
+    pub mean: BudgetLine,
+    /// Per server endpoint (mean budget), the slowest in total first; at most 20.
+    pub servers: Vec<ServerBudget>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BudgetLine {
+    pub exchanges: u64,
+    /// The parts' sum: the exchanges' mean duration.
+    pub total_ms: f64,
+    pub parts_ms: std::collections::BTreeMap<&'static str, f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerBudget {
+    #[serde(serialize_with = "display")]
+    pub server: SocketAddr,
+    pub exchanges: u64,
+    pub total_ms: f64,
+    pub parts_ms: std::collections::BTreeMap<&'static str, f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -131,6 +160,8 @@ pub struct ExchangeSummary {
     pub wait_ms: Option<f64>,
     /// First to last response byte.
     pub response_ms: Option<f64>,
+    /// Where the time went: parts that add up to `duration_ms` (see the README).
+    pub budget_ms: std::collections::BTreeMap<&'static str, f64>,
     /// request first, request last, request ACK, response first, response last (null when absent).
     pub frames: [Option<u64>; 5],
 }

@@ -5,10 +5,12 @@ use std::net::SocketAddr;
 use serde_json::json;
 use tcpdoctor_flow::{Connection, Exchange, Mark};
 
+use crate::budget::{Part, Split};
 use crate::http::Software;
 use crate::model::*;
 use crate::rules::{Detail, Kind};
 use crate::{round3, Aggregate, ConnState};
+use std::collections::BTreeMap;
 
 fn ms(ns: i64) -> f64 {
     round3(ns as f64 / 1e6)
@@ -412,7 +414,17 @@ fn window_fix(ep: &str, hint: Option<&'static str>, rtt_ms: Option<f64>) -> Stri
     )
 }
 
-fn exchange_summary(e: &Exchange) -> ExchangeSummary {
+/// A budget as `{part: ms}`, parts with no time left out.
+pub(crate) fn budget_parts(split: &Split, per: f64) -> BTreeMap<&'static str, f64> {
+    Part::ALL
+        .iter()
+        .zip(split)
+        .filter(|(_, &v)| v > 0)
+        .map(|(p, &v)| (p.name(), round3(v as f64 / per / 1e6)))
+        .collect()
+}
+
+fn exchange_summary(e: &Exchange, split: &Split) -> ExchangeSummary {
     let gap = |a: Option<Mark>, b: Option<Mark>| Some(ms(b?.ts.since(a?.ts)));
     ExchangeSummary {
         index: e.index,
@@ -425,6 +437,7 @@ fn exchange_summary(e: &Exchange) -> ExchangeSummary {
         request_ack_ms: gap(e.request_last, e.request_acked),
         wait_ms: gap(e.request_last, e.response_first),
         response_ms: gap(e.response_first, e.response_last),
+        budget_ms: budget_parts(split, 1.0),
         frames: [
             e.request_first.map(|m| m.frame),
             e.request_last.map(|m| m.frame),
@@ -465,7 +478,11 @@ pub(crate) fn connection_summary(conn: &Connection, st: &ConnState) -> Connectio
             max: ms(st.exchange_max_ns),
         }),
         slowest_exchanges: {
-            let mut list: Vec<ExchangeSummary> = st.slowest.iter().map(exchange_summary).collect();
+            let mut list: Vec<ExchangeSummary> = st
+                .slowest
+                .iter()
+                .map(|(e, split)| exchange_summary(e, split))
+                .collect();
             list.sort_by_key(|e| e.index);
             list
         },

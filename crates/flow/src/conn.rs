@@ -231,6 +231,9 @@ impl Half {
 pub struct Exchange {
     /// 0-based index within the connection.
     pub index: u32,
+    /// For a connection's first exchange, the first SYN when the handshake
+    /// was captured: a fresh connection's request waits for its setup too.
+    pub setup: Option<Mark>,
     pub request_first: Option<Mark>,
     pub request_last: Option<Mark>,
     pub request_bytes: u64,
@@ -243,8 +246,10 @@ pub struct Exchange {
 }
 
 impl Exchange {
+    /// The first SYN for a connection's first exchange (when captured), else
+    /// the first request byte (or response byte, for a server speaking first).
     pub fn start(&self) -> Option<Mark> {
-        self.request_first.or(self.response_first)
+        self.setup.or(self.request_first).or(self.response_first)
     }
 
     pub fn end(&self) -> Option<Mark> {
@@ -256,7 +261,7 @@ impl Exchange {
         self.request_first.is_some() && self.response_first.is_some()
     }
 
-    /// First request byte to last response byte, at the capture point.
+    /// From [`Exchange::start`] to the last response byte, at the capture point.
     pub fn duration_ns(&self) -> i64 {
         match (self.start(), self.end()) {
             (Some(a), Some(b)) => b.ts.since(a.ts).max(0),
@@ -579,8 +584,14 @@ impl Connection {
                 if let Some(done) = self.current.take() {
                     emit(self, Event::Exchange(done));
                 }
+                let setup = if self.exchanges == 0 {
+                    self.handshake.first_syn
+                } else {
+                    None
+                };
                 self.current = Some(Exchange {
                     index: self.exchanges,
+                    setup,
                     ..Exchange::default()
                 });
                 self.exchanges += 1;

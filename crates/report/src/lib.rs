@@ -63,6 +63,30 @@ pub fn text(
             "exchanges  none complete (no request followed by a response)"
         )?,
     }
+    if let Some(b) = &c.latency_budget {
+        // The median exchange, split into parts that add up to it.
+        let mut parts: Vec<(&&str, &f64)> = b.median.parts_ms.iter().collect();
+        parts.sort_by(|x, y| y.1.total_cmp(x.1));
+        let total = b.median.total_ms.max(f64::MIN_POSITIVE);
+        let mut shown: Vec<String> = Vec::new();
+        let mut other = 0.0;
+        for (i, (name, v)) in parts.iter().enumerate() {
+            if i < 4 && **v >= 0.005 * total {
+                shown.push(format!("{} {}", fmt_ms(**v), name));
+            } else {
+                other += **v;
+            }
+        }
+        if other > 0.0 {
+            shown.push(format!("{} other", fmt_ms(other)));
+        }
+        writeln!(
+            out,
+            "budget     median exchange {} = {}",
+            fmt_ms(b.median.total_ms),
+            shown.join(" + ")
+        )?;
+    }
     if c.non_tcp + c.fragments > 0 {
         writeln!(
             out,

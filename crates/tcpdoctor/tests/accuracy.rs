@@ -75,3 +75,80 @@ fn published_accuracy_table_is_current_and_every_cause_comes_first() {
     );
     assert!(kinds["none"] >= 5, "{kinds:?}");
 }
+
+fn analyze(path: &Path) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
+        .args(["analyze", "--format", "json", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn sum(parts: &Value) -> f64 {
+    parts
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_f64().unwrap())
+        .sum()
+}
+
+#[test]
+fn every_budget_adds_up_to_its_exchange() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if !path.to_string_lossy().contains(".pcap") {
+            continue;
+        }
+        let v = analyze(&path);
+        for c in v["connections"].as_array().unwrap() {
+            for e in c["slowest_exchanges"].as_array().unwrap() {
+                let (total, parts) = (e["duration_ms"].as_f64().unwrap(), sum(&e["budget_ms"]));
+                // Within 1% (and the rounding of each part to 1 µs).
+                assert!(
+                    (parts - total).abs() <= 0.01 * total + 0.01,
+                    "{}: {e}",
+                    path.display()
+                );
+                checked += 1;
+            }
+        }
+        if let Some(b) = v["capture"]["latency_budget"].as_object() {
+            let m = &b["median"];
+            let (total, parts) = (m["total_ms"].as_f64().unwrap(), sum(&m["parts_ms"]));
+            assert!(
+                (parts - total).abs() <= 0.01 * total + 0.01,
+                "{}: {m}",
+                path.display()
+            );
+        }
+    }
+    assert!(checked > 50, "{checked}");
+}
+
+/// The median exchange's budget names the cause the capture was made to show.
+#[test]
+fn the_median_budget_is_led_by_the_cause() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    for (file, part, share) in [
+        ("nginx-nodelay-off.server.pcap", "nagle_delayed_ack", 0.9),
+        ("jdk-default.client.pcap", "nagle_delayed_ack", 0.9),
+        ("upload-rcvbuf4k.server.pcap", "window_wait", 0.9),
+        ("zero-window.server.pcap", "window_wait", 0.8),
+        ("rto.client.pcap", "retransmission_wait", 0.3),
+        ("server-delay.client.pcap", "server", 0.85),
+        ("client-delay.server.pcap", "client_idle", 0.9),
+        ("syn-retransmit.client.pcap", "syn_retry_wait", 0.9),
+        ("network-latency.client.pcap", "network", 0.9),
+    ] {
+        let v = analyze(&dir.join(file));
+        let m = &v["capture"]["latency_budget"]["median"];
+        let got = m["parts_ms"][part].as_f64().unwrap_or(0.0) / m["total_ms"].as_f64().unwrap();
+        assert!(
+            got >= share,
+            "{file}: {part} is {got:.2} of the median exchange: {m}"
+        );
+    }
+}

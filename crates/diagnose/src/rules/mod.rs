@@ -61,6 +61,12 @@ pub struct Occurrence {
     pub ladder_from: Option<u64>,
     /// A ladder captured by the rule itself (for findings decided at close).
     pub ladder: Option<Vec<LadderRow>>,
+    /// The interval this occurrence explains, for the latency budget.
+    pub span: Option<(
+        crate::budget::Part,
+        tcpdoctor_wire::Timestamp,
+        tcpdoctor_wire::Timestamp,
+    )>,
     pub detail: Detail,
 }
 

@@ -20,6 +20,7 @@
 use tcpdoctor_flow::{Connection, Dir, Mark, SegKind, Segment, Seq};
 
 use super::{Blame, Detail, Kind, Occurrence};
+use crate::budget::Part;
 use crate::http::{classify, Software};
 
 /// An ACK that waited this long beyond the round trip was delayed on purpose.
@@ -176,6 +177,7 @@ fn check(
             .and_then(|e| e.start())
             .map(|m| m.frame),
         ladder: None,
+        span: Some((Part::NagleDelayedAck, p.at.ts, seg.ts)),
         detail: Detail::Nagle {
             ack_wait_ns: ack_wait,
             after_ack_ns: after_ack,

@@ -13,6 +13,7 @@ use tcpdoctor_flow::{Connection, Dir, Mark, SegKind, Segment};
 use tcpdoctor_wire::Timestamp;
 
 use super::{Blame, Detail, Kind, Occurrence};
+use crate::budget::{Claims, Part};
 use crate::model::LadderRow;
 
 /// Report when at least this share of the transfer was spent at the window…
@@ -100,6 +101,7 @@ impl WindowState {
         conn: &Connection,
         seg: &Segment<'_>,
         ring: impl FnOnce() -> Vec<LadderRow>,
+        claims: &mut Claims,
     ) {
         // Every ACK is the receiver's side of the other direction: remember
         // what it told the sender, and when.
@@ -122,6 +124,7 @@ impl WindowState {
         st.bytes += u64::from(seg.len);
         let zero = std::mem::take(&mut st.zero_during_stall);
         if let Some(b) = st.blocked.take().filter(|_| !zero) {
+            claims.claim(Part::Window, b.at.ts, seg.ts);
             st.limited_ns += seg.ts.since(b.at.ts);
             st.stalls += 1;
             st.window_sum += u64::from(b.window);
@@ -198,6 +201,7 @@ impl WindowState {
                 notes: Vec::new(),
                 ladder_from: None,
                 ladder: st.ladder.take(),
+                span: None,
                 detail: Detail::Window {
                     mean_window,
                     min_window: st.window_min,

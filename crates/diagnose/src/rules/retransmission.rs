@@ -16,6 +16,7 @@ use tcpdoctor_flow::{Connection, Dir, Mark, SegKind, Segment, Seq};
 use tcpdoctor_wire::Timestamp;
 
 use super::{Blame, Detail, Kind, Occurrence};
+use crate::budget::{Claims, Part};
 
 /// Linux never sets the RTO below 200 ms; a pause shorter than this before a
 /// retransmission is fast recovery or a tail-loss probe.
@@ -39,10 +40,11 @@ struct Episode {
 }
 
 impl Episode {
-    fn sent(&mut self, ts: Timestamp) {
+    fn sent(&mut self, ts: Timestamp, claims: &mut Claims) {
         let gap = ts.since(self.last_tx);
         if gap > self.idle_ns {
             self.stall_ns += gap;
+            claims.claim(Part::Retransmission, self.last_tx, ts);
         }
         self.last_tx = ts;
     }
@@ -73,7 +75,13 @@ pub struct LossState {
 }
 
 impl LossState {
-    pub fn on_segment(&mut self, conn: &Connection, seg: &Segment<'_>, out: &mut Vec<Occurrence>) {
+    pub fn on_segment(
+        &mut self,
+        conn: &Connection,
+        seg: &Segment<'_>,
+        out: &mut Vec<Occurrence>,
+        claims: &mut Claims,
+    ) {
         let d = seg.dir;
         // As the receiver of the other direction: ACKs, duplicates, recovery.
         {
@@ -86,7 +94,7 @@ impl LossState {
                         if Seq(seg.ack) >= Seq(ep.end) {
                             st.episode = None;
                             // Waiting for this ACK with nothing to send is part of the cost.
-                            ep.sent(seg.ts);
+                            ep.sent(seg.ts, claims);
                             out.push(build(d.reverse(), ep, Some(seg.frame), conn));
                         }
                     }
@@ -143,7 +151,7 @@ impl LossState {
                     .any(|&(a, b)| Seq(seg.seq) >= Seq(a) && Seq(seg.seq) < Seq(b));
                 match st.episode.as_mut() {
                     Some(ep) => {
-                        ep.sent(seg.ts);
+                        ep.sent(seg.ts, claims);
                         ep.retransmissions += 1;
                         if Seq(end) > Seq(ep.end) {
                             ep.end = end;
@@ -169,14 +177,14 @@ impl LossState {
                             stall_ns: 0,
                             idle_ns: (rtt / 2).max(2_000_000),
                         };
-                        ep.sent(seg.ts);
+                        ep.sent(seg.ts, claims);
                         st.episode = Some(ep);
                     }
                 }
             }
             SegKind::NewData => {
                 if let Some(ep) = st.episode.as_mut() {
-                    ep.sent(seg.ts);
+                    ep.sent(seg.ts, claims);
                 }
                 // A stall in the middle of a transfer, seen downstream of the loss:
                 // the sender went silent after a full-size segment, the receiver
@@ -188,6 +196,9 @@ impl LossState {
                     let mid_transfer = prev_len >= mss && prev_len % mss == 0 && !st.peer_spoke;
                     let resumed_in_place = st.next == Some(seg.seq);
                     if timer_silence && mid_transfer && resumed_in_place && st.episode.is_none() {
+                        if let Some(prev) = st.last_send {
+                            claims.claim(Part::Retransmission, prev, seg.ts);
+                        }
                         out.push(Occurrence {
                             kind: Kind::RetransmissionTimeout,
                             culprit: Blame::Network(d),
@@ -199,6 +210,7 @@ impl LossState {
                             )],
                             ladder_from: Some(st.last_frame),
                             ladder: None,
+                            span: None,
                             detail: Detail::Loss {
                                 retransmissions: 0,
                                 upstream: true,
@@ -234,7 +246,7 @@ impl LossState {
         for d in [Dir::ClientToServer, Dir::ServerToClient] {
             if let Some(ep) = self.dirs[d.index()].episode.take() {
                 let mut ep = ep;
-                ep.sent(conn.last_ts);
+                ep.sent(conn.last_ts, &mut Claims::default());
                 out.push(build(d, ep, None, conn));
             }
         }
@@ -261,6 +273,7 @@ fn build(sender: Dir, ep: Episode, ack_frame: Option<u64>, conn: &Connection) ->
         notes: vec![(ep.first.frame, what.into())],
         ladder_from: None,
         ladder: None,
+        span: None,
         detail: Detail::Loss {
             retransmissions: ep.retransmissions,
             upstream: ep.upstream,

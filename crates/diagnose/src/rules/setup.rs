@@ -45,6 +45,7 @@ pub fn on_close(conn: &Connection, out: &mut Vec<Occurrence>) {
         notes: Vec::new(),
         ladder_from: Some(first.frame),
         ladder: None,
+        span: None,
         detail: Detail::Setup {
             syn_retries: hs.syn_count.saturating_sub(1),
             synack_retries,

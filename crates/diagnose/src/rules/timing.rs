@@ -58,6 +58,7 @@ pub fn server_delay(conn: &Connection, ex: &Exchange) -> Option<Occurrence> {
         frames,
         ladder_from: ex.request_first.map(|m| m.frame),
         ladder: None,
+        span: None,
         detail: Detail::Timing {
             rtt_ns: conn.path_rtt_ns(),
         },
@@ -89,6 +90,7 @@ pub fn client_delay(conn: &Connection, ex: &Exchange) -> Option<Occurrence> {
         ],
         ladder_from: conn.handshake.first_syn.map(|m| m.frame),
         ladder: None,
+        span: None,
         detail: Detail::Timing {
             rtt_ns: conn.path_rtt_ns(),
         },
@@ -140,6 +142,7 @@ impl LatencyState {
             notes: Vec::new(),
             ladder_from: None,
             ladder: None,
+            span: None,
             detail: Detail::Latency {
                 rtt_ns: rtt,
                 round_trips: self.exchanges,

@@ -5,6 +5,7 @@
 use tcpdoctor_flow::{Connection, Dir, Mark, Segment};
 
 use super::{Blame, Detail, Kind, Occurrence};
+use crate::budget::Part;
 
 #[derive(Debug, Clone, Copy)]
 struct Episode {
@@ -79,6 +80,7 @@ fn occurrence(receiver: Dir, ep: Episode, end: Mark, reopened: bool) -> Occurren
         frames,
         ladder_from: Some(ep.start.frame),
         ladder: None,
+        span: Some((Part::Window, ep.start.ts, end.ts)),
         detail: Detail::ZeroWindow {
             probes: ep.probes,
             reopened,

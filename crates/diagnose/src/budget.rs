@@ -1,0 +1,203 @@
+//! The latency budget: an exchange's duration split into named parts that add
+//! up to it exactly.
+//!
+//! An exchange's timeline is cut at its milestones — first SYN, the answered
+//! SYN, the handshake ACK, first and last request byte, first response byte,
+//! last response byte — into phases that cover it without overlap. Rules
+//! *claim* the intervals they explain (a Nagle hold, a window stall, a
+//! retransmission wait); within each phase, claimed time goes to the claiming
+//! cause and the rest to the phase's own part (setup, client idle, transfer;
+//! the wait for the response splits into the round trip to the server and the
+//! server's own time). Claims never overlap: the earlier one wins.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use tcpdoctor_flow::{Connection, Exchange};
+use tcpdoctor_wire::Timestamp;
+
+/// Where time goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// Waiting for a lost SYN or SYN-ACK to be sent again.
+    SynRetry,
+    /// The handshake's round trip.
+    Setup,
+    /// The client idle between the handshake and its first request.
+    ClientIdle,
+    /// Round trips between the capture point and the server.
+    Network,
+    /// The server's own time between request and response.
+    Server,
+    /// Data held by Nagle until the peer's delayed ACK.
+    NagleDelayedAck,
+    /// Waiting for lost data to be sent again.
+    Retransmission,
+    /// Waiting for the receiver's window to open (full or zero).
+    Window,
+    /// Moving the request and response bytes.
+    Transfer,
+}
+
+pub const PARTS: usize = 9;
+
+impl Part {
+    pub const ALL: [Part; PARTS] = [
+        Part::SynRetry,
+        Part::Setup,
+        Part::ClientIdle,
+        Part::Network,
+        Part::Server,
+        Part::NagleDelayedAck,
+        Part::Retransmission,
+        Part::Window,
+        Part::Transfer,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Part::SynRetry => "syn_retry_wait",
+            Part::Setup => "connection_setup",
+            Part::ClientIdle => "client_idle",
+            Part::Network => "network",
+            Part::Server => "server",
+            Part::NagleDelayedAck => "nagle_delayed_ack",
+            Part::Retransmission => "retransmission_wait",
+            Part::Window => "window_wait",
+            Part::Transfer => "transfer",
+        }
+    }
+}
+
+/// Nanoseconds per part, in [`Part::ALL`] order.
+pub type Split = [i64; PARTS];
+
+/// More claims than this in one exchange are merged into the last one.
+const MAX_CLAIMS: usize = 8192;
+
+/// Intervals rules have explained, waiting for their exchange to end.
+#[derive(Debug, Default)]
+pub struct Claims {
+    list: Vec<(Part, i64, i64)>,
+}
+
+impl Claims {
+    pub fn claim(&mut self, part: Part, from: Timestamp, to: Timestamp) {
+        let (a, b) = (from.nanos(), to.nanos());
+        if b <= a {
+            return;
+        }
+        let full = self.list.len() >= MAX_CLAIMS;
+        if let Some(last) = self.list.last_mut() {
+            if (last.0 == part && a <= last.2) || full {
+                last.2 = last.2.max(b);
+                return;
+            }
+        }
+        self.list.push((part, a, b));
+    }
+
+    /// The exchange's budget; claims that end before its end are consumed.
+    pub fn split(&mut self, conn: &Connection, ex: &Exchange) -> Option<Split> {
+        let (start, end) = (ex.start()?.ts.nanos(), ex.end()?.ts.nanos());
+        if end < start {
+            return None;
+        }
+        // Phase boundaries, each clamped to be no earlier than the one before.
+        let hs = &conn.handshake;
+        let mut cuts: Vec<(i64, Part)> = Vec::with_capacity(7);
+        if ex.setup.is_some() {
+            cuts.push((hs.first_syn.map_or(start, |m| m.ts.nanos()), Part::SynRetry));
+            cuts.push((hs.syn.map_or(start, |m| m.ts.nanos()), Part::Setup));
+            cuts.push((hs.ack.map_or(start, |m| m.ts.nanos()), Part::ClientIdle));
+        }
+        let t = |m: Option<tcpdoctor_flow::Mark>, or: i64| m.map_or(or, |m| m.ts.nanos());
+        let req_first = t(ex.request_first, start);
+        let req_last = t(ex.request_last, req_first);
+        let resp_first = t(ex.response_first, end);
+        cuts.push((req_first, Part::Transfer));
+        cuts.push((req_last, Part::Server));
+        cuts.push((resp_first, Part::Transfer));
+        let mut phases: Vec<(i64, i64, Part)> = Vec::with_capacity(cuts.len());
+        let mut at = start;
+        for (i, &(from, part)) in cuts.iter().enumerate() {
+            let from = from.clamp(at, end);
+            let to = cuts.get(i + 1).map_or(end, |c| c.0).clamp(from, end);
+            phases.push((from, to, part));
+            at = to;
+        }
+        // Claims, earliest first, clipped to the exchange and to each other.
+        self.list.sort_by_key(|c| c.1);
+        let mut claims: Vec<(Part, i64, i64)> = Vec::new();
+        let mut cursor = start;
+        for &(part, a, b) in &self.list {
+            let (a, b) = (a.max(cursor), b.min(end));
+            if b > a {
+                claims.push((part, a, b));
+                cursor = b;
+            }
+        }
+        let mut split: Split = [0; PARTS];
+        let to_server = hs
+            .server_side_ns()
+            .or(conn.client.rtt_to_peer_ns)
+            .unwrap_or(0);
+        for &(from, to, part) in &phases {
+            let mut claimed = 0;
+            for &(cpart, a, b) in &claims {
+                let overlap = b.min(to) - a.max(from);
+                if overlap > 0 {
+                    split[index(cpart)] += overlap;
+                    claimed += overlap;
+                }
+            }
+            let rest = to - from - claimed;
+            if part == Part::Server {
+                // The wait for the response: first the round trip, then the server.
+                let net = rest.min(to_server);
+                split[index(Part::Network)] += net;
+                split[index(Part::Server)] += rest - net;
+            } else {
+                split[index(part)] += rest;
+            }
+        }
+        self.list.retain(|c| c.2 > end);
+        Some(split)
+    }
+}
+
+fn index(p: Part) -> usize {
+    Part::ALL.iter().position(|&q| q == p).unwrap_or(PARTS - 1)
+}
+
+/// Budgets summed per server endpoint (mean = sum / count).
+#[derive(Debug, Default)]
+pub struct PerServer {
+    map: HashMap<SocketAddr, (Split, u64)>,
+}
+
+/// At most this many servers are kept (the first seen).
+const MAX_SERVERS: usize = 1024;
+
+impl PerServer {
+    pub fn add(&mut self, server: SocketAddr, split: &Split) {
+        if self.map.len() >= MAX_SERVERS && !self.map.contains_key(&server) {
+            return;
+        }
+        let e = self.map.entry(server).or_insert(([0; PARTS], 0));
+        for (s, v) in e.0.iter_mut().zip(split) {
+            *s += v;
+        }
+        e.1 += 1;
+    }
+
+    pub fn sorted(&self) -> Vec<(SocketAddr, Split, u64)> {
+        let mut v: Vec<_> = self.map.iter().map(|(k, (s, n))| (*k, *s, *n)).collect();
+        v.sort_by(|a, b| {
+            let ta: i64 = a.1.iter().sum();
+            let tb: i64 = b.1.iter().sum();
+            tb.cmp(&ta).then(a.0.cmp(&b.0))
+        });
+        v
+    }
+}
