@@ -194,7 +194,19 @@ impl Engine {
             }
         }
         let h = &d.exchange_hist;
+        let vantage = d
+            .vantages
+            .iter()
+            .max_by_key(|(k, n)| (k.0 != "unknown", **n, k.0, k.1))
+            .map(|(k, n)| Vantage {
+                place: k.0,
+                from: k.1,
+                connections: *n,
+                of: d.connection_count,
+            });
         let capture = CaptureSummary {
+            vantage,
+            duplicates: d.duplicates,
             latency_budget,
             packets: self.frames,
             tcp_packets: self.tcp_packets,
@@ -437,6 +449,8 @@ pub(crate) struct Diagnoser {
     /// median exchange is the mean of its bucket.
     bucket_budgets: Vec<budget::Split>,
     per_server: budget::PerServer,
+    vantages: HashMap<(&'static str, &'static str), u64>,
+    duplicates: u64,
     scratch: Vec<Occurrence>,
 }
 
@@ -452,6 +466,8 @@ impl Diagnoser {
             exchange_hist: Histogram::default(),
             bucket_budgets: vec![[0; budget::PARTS]; Histogram::BUCKETS],
             per_server: budget::PerServer::default(),
+            vantages: HashMap::new(),
+            duplicates: 0,
             scratch: Vec::new(),
         }
     }
@@ -686,6 +702,8 @@ impl Analyzer for Diagnoser {
         }
         self.scratch = out;
         self.connection_count += 1;
+        *self.vantages.entry(text::vantage(conn)).or_default() += 1;
+        self.duplicates += conn.client.duplicates + conn.server.duplicates;
         // Summarise only connections that can still make the list.
         let rank = (ms_f(state.time_lost_ns), ms_f(conn.duration_ns()));
         if self.connections.len() >= self.options.max_connections

@@ -54,8 +54,22 @@ pub struct CaptureSummary {
     pub exchange_latency_ms: Option<Percentiles>,
     /// Where the time of a typical (median) exchange went, and per server.
     pub latency_budget: Option<LatencyBudget>,
+    /// Where the capture was taken, as most connections tell it.
+    pub vantage: Option<Vantage>,
+    /// Data segments captured twice within 200 µs (mirror ports), dropped.
+    pub duplicates: u64,
     /// Problems with the capture itself (truncation, corruption), in plain words.
     pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Vantage {
+    /// `client`, `server`, `between` or `unknown`.
+    pub place: &'static str,
+    /// `ttl`, `handshake`, or why it could not be told.
+    pub from: &'static str,
+    pub connections: u64,
+    pub of: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -138,6 +152,12 @@ pub struct ConnectionSummary {
     pub min_window: Directions<Option<u32>>,
     /// How the connection ended: `fin`, `rst`, `open` (capture ended first).
     pub end: &'static str,
+    /// Where the capture was taken: `client`, `server`, `between` or `unknown`.
+    pub vantage: &'static str,
+    /// How that was told: `ttl`, `handshake`, or why it could not be.
+    pub vantage_from: &'static str,
+    /// Data segments captured twice (mirror ports) and dropped.
+    pub duplicates: u64,
     /// Time lost to the findings on this connection.
     pub time_lost_ms: f64,
 }

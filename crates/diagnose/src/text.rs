@@ -448,6 +448,40 @@ fn exchange_summary(e: &Exchange, split: &Split) -> ExchangeSummary {
     }
 }
 
+/// Where the capture was taken, for one connection, and from what.
+///
+/// A host sends with an initial TTL (64 Linux/macOS, 128 Windows, 255 some
+/// routers): a TTL still at that value was captured on the sending host or
+/// its link; a decremented one crossed a router first. When both TTLs are
+/// initial (one L2 segment), the handshake tells: the side the capture point
+/// is close to answers its half of the handshake fastest.
+pub fn vantage(conn: &Connection) -> (&'static str, &'static str) {
+    let initial = |t: u8| matches!(t, 32 | 64 | 128 | 255);
+    let (c, s) = (conn.client.ttl, conn.server.ttl);
+    match (c != 0 && initial(c), s != 0 && initial(s)) {
+        (true, false) if s != 0 => return ("client", "ttl"),
+        (false, true) if c != 0 => return ("server", "ttl"),
+        (false, false) if c != 0 && s != 0 => return ("between", "ttl"),
+        _ => {}
+    }
+    let hs = &conn.handshake;
+    match (hs.client_side_ns(), hs.server_side_ns()) {
+        (Some(cs), Some(ss)) => {
+            let total = cs + ss;
+            if total < 1_000_000 {
+                ("unknown", "endpoints too close to tell")
+            } else if cs * 5 < total {
+                ("client", "handshake")
+            } else if ss * 5 < total {
+                ("server", "handshake")
+            } else {
+                ("between", "handshake")
+            }
+        }
+        _ => ("unknown", "no handshake"),
+    }
+}
+
 pub(crate) fn connection_summary(conn: &Connection, st: &ConnState) -> ConnectionSummary {
     let hs = &conn.handshake;
     let end = if conn.client.rst.is_some() || conn.server.rst.is_some() {
@@ -511,6 +545,9 @@ pub(crate) fn connection_summary(conn: &Connection, st: &ConnState) -> Connectio
             server_to_client: conn.server.window_min,
         },
         end,
+        vantage: vantage(conn).0,
+        vantage_from: vantage(conn).1,
+        duplicates: conn.client.duplicates + conn.server.duplicates,
         time_lost_ms: ms(st.time_lost_ns),
     }
 }

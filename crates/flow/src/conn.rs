@@ -74,6 +74,9 @@ struct Sent {
 
 const SENT_RING: usize = 8;
 
+/// A data segment repeated within this time is a capture duplicate.
+pub const DUPLICATE_NS: i64 = 200_000;
+
 /// One direction of a connection: what one endpoint sent and advertised.
 #[derive(Debug, Clone)]
 pub struct Half {
@@ -119,6 +122,13 @@ pub struct Half {
     /// between the capture point and the peer, without delayed-ACK waits.
     pub rtt_to_peer_ns: Option<i64>,
     pub rtt_samples: u32,
+    /// The IP TTL (hop limit) of this endpoint's first segment seen.
+    pub ttl: u8,
+    /// Data segments seen twice within [`DUPLICATE_NS`]: a mirror port or a
+    /// capture on two interfaces, not retransmissions. Dropped.
+    pub duplicates: u64,
+    last_data_sig: Option<(u32, u32, u32, u16, u16)>,
+    last_data_ts: Timestamp,
     sent: [Sent; SENT_RING],
     sent_len: usize,
     sent_head: usize,
@@ -156,6 +166,10 @@ impl Half {
             rst: None,
             rtt_to_peer_ns: None,
             rtt_samples: 0,
+            ttl: 0,
+            duplicates: 0,
+            last_data_sig: None,
+            last_data_ts: Timestamp::default(),
             sent: [Sent::default(); SENT_RING],
             sent_len: 0,
             sent_head: 0,
@@ -414,7 +428,22 @@ impl Connection {
             Dir::ServerToClient => (&mut self.server, &mut self.client),
         };
         me.packets += 1;
+        if me.ttl == 0 {
+            me.ttl = seg.ttl;
+        }
         let seq = Seq(seg.seq);
+        // The same data segment again within microseconds is a copy made by
+        // the capture setup (a SPAN port sees both ingress and egress), not
+        // something the sender did: no TCP stack retransmits that fast.
+        if seg.payload_len > 0 {
+            let sig = (seg.seq, seg.ack, seg.payload_len, flags.0, seg.window);
+            if me.last_data_sig == Some(sig) && ts.since(me.last_data_ts) <= DUPLICATE_NS {
+                me.duplicates += 1;
+                return;
+            }
+            me.last_data_sig = Some(sig);
+            me.last_data_ts = ts;
+        }
 
         // Handshake and options.
         if flags.syn() {

@@ -63,6 +63,26 @@ pub fn text(
             "exchanges  none complete (no request followed by a response)"
         )?,
     }
+    if let Some(v) = &c.vantage {
+        let place = match v.place {
+            "client" => "at the client or on its link",
+            "server" => "at the server or on its link",
+            "between" => "between client and server (both sides' TTLs decremented)",
+            _ => "not told",
+        };
+        writeln!(
+            out,
+            "vantage    {place} (from {}, {} of {} connections){}",
+            v.from,
+            v.connections,
+            v.of,
+            if c.duplicates > 0 {
+                format!(" · {} duplicate segments dropped", c.duplicates)
+            } else {
+                String::new()
+            }
+        )?;
+    }
     if let Some(b) = &c.latency_budget {
         // The median exchange, split into parts that add up to it.
         let mut parts: Vec<(&&str, &f64)> = b.median.parts_ms.iter().collect();

@@ -37,9 +37,18 @@ pub fn on_close(conn: &Connection, out: &mut Vec<Occurrence>) {
     } else {
         return;
     };
+    // Captured at the server, a SYN seen and not answered was ignored by the
+    // server itself (full backlog, a local firewall); elsewhere the packets
+    // cannot tell a SYN lost on the way from one ignored.
+    let at_server = crate::text::vantage(conn).0 == "server";
+    let culprit = if at_server && hs.syn_count > 1 {
+        Blame::Side(Dir::ServerToClient)
+    } else {
+        Blame::Network(Dir::ClientToServer)
+    };
     out.push(Occurrence {
         kind: Kind::SynRetransmit,
-        culprit: Blame::Network(Dir::ClientToServer),
+        culprit,
         delay_ns: delay,
         frames,
         notes: Vec::new(),
