@@ -241,3 +241,25 @@ fn network_latency_fires_when_round_trips_dominate() {
     request_response(&mut near, 2000, 100);
     assert!(kinds(&near.run()).is_empty());
 }
+
+#[test]
+fn a_mirrored_copy_is_a_duplicate_not_a_retransmission() {
+    let mut sim = Sim::default();
+    sim.handshake();
+    sim.c(2000, 1, 1, PSH, 100).c(2050, 1, 1, PSH, 100); // the same frame 50 µs later
+    sim.s(3000, 1, 101, PSH, 500).c(4000, 101, 501, ACK, 0);
+    let a = sim.run();
+    assert_eq!(a.capture.duplicates, 1);
+    assert_eq!(a.connections[0].retransmissions.client_to_server, 0);
+    assert!(kinds(&a).is_empty());
+    // 300 ms later it is a retransmission.
+    let mut again = Sim::default();
+    again.handshake();
+    again.c(2000, 1, 1, PSH, 100).c(302_000, 1, 1, PSH, 100);
+    again
+        .s(303_000, 1, 101, PSH, 500)
+        .c(304_000, 101, 501, ACK, 0);
+    let b = again.run();
+    assert_eq!(b.capture.duplicates, 0);
+    assert_eq!(b.connections[0].retransmissions.client_to_server, 1);
+}

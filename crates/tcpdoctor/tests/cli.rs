@@ -362,3 +362,19 @@ fn garbage_packets_are_counted_not_fatal() {
     assert_eq!(v["capture"]["packets"].as_u64().unwrap(), n + n / 50);
     assert_eq!(findings(&v)[0]["kind"], "nagle_delayed_ack");
 }
+
+#[test]
+fn vantage_is_told_from_ttls() {
+    for (file, place) in [
+        ("rto.client.pcap", "client"),
+        ("upload-rcvbuf4k.server.pcap", "server"),
+        ("server-delay.client.pcap", "client"),
+    ] {
+        let v = analyze_json(&fixture(file));
+        assert_eq!(v["capture"]["vantage"]["place"], place, "{file}");
+        assert_eq!(v["capture"]["vantage"]["from"], "ttl", "{file}");
+    }
+    // Two namespaces on one veth: both TTLs initial, round trip in microseconds.
+    let v = analyze_json(&fixture("nginx-nodelay-off.server.pcap"));
+    assert_eq!(v["capture"]["vantage"]["place"], "unknown");
+}
