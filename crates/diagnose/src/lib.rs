@@ -204,7 +204,29 @@ impl Engine {
                 connections: *n,
                 of: d.connection_count,
             });
+        let mut delayed_ack: Vec<DelayedAck> = d
+            .delayed_acks
+            .iter()
+            .map(|(addr, (role, samples, n))| {
+                let mut v = samples.clone();
+                v.sort_unstable();
+                let typical = round3(v[v.len() / 2] as f64 / 1e6);
+                DelayedAck {
+                    endpoint: if addr.port() == 0 {
+                        format!("{}:*", fmt_ip(*addr))
+                    } else {
+                        addr.to_string()
+                    },
+                    role,
+                    acks: *n,
+                    typical_ms: typical,
+                    matches: text::delayed_ack_os(typical),
+                }
+            })
+            .collect();
+        delayed_ack.sort_by(|a, b| b.acks.cmp(&a.acks).then(a.endpoint.cmp(&b.endpoint)));
         let capture = CaptureSummary {
+            delayed_ack,
             vantage,
             duplicates: d.duplicates,
             latency_budget,
@@ -320,6 +342,9 @@ struct Recent {
 }
 
 const RING: usize = 12;
+/// Delayed-ACK fingerprints kept: endpoints, and samples per endpoint.
+const MAX_ACK_ENDPOINTS: usize = 256;
+const MAX_ACK_SAMPLES: usize = 1024;
 /// Exchanges listed per connection (the slowest).
 const SLOWEST: usize = 5;
 
@@ -450,6 +475,8 @@ pub(crate) struct Diagnoser {
     bucket_budgets: Vec<budget::Split>,
     per_server: budget::PerServer,
     vantages: HashMap<(&'static str, &'static str), u64>,
+    /// Per ACK sender: role, the first waits seen, how many in all.
+    delayed_acks: HashMap<SocketAddr, (&'static str, Vec<i64>, u64)>,
     duplicates: u64,
     scratch: Vec<Occurrence>,
 }
@@ -467,6 +494,7 @@ impl Diagnoser {
             bucket_budgets: vec![[0; budget::PARTS]; Histogram::BUCKETS],
             per_server: budget::PerServer::default(),
             vantages: HashMap::new(),
+            delayed_acks: HashMap::new(),
             duplicates: 0,
             scratch: Vec::new(),
         }
@@ -635,6 +663,24 @@ impl Analyzer for Diagnoser {
         state.ring.push(seg);
         let mut out = std::mem::take(&mut self.scratch);
         state.nagle.on_segment(conn, seg, &mut out);
+        for (d, wait) in state.nagle.delayed_acks.drain(..) {
+            let (addr, role) = endpoint_of(conn, d);
+            let key = if role == "client" {
+                SocketAddr::new(addr.ip(), 0)
+            } else {
+                addr
+            };
+            if self.delayed_acks.len() < MAX_ACK_ENDPOINTS || self.delayed_acks.contains_key(&key) {
+                let e = self
+                    .delayed_acks
+                    .entry(key)
+                    .or_insert_with(|| (role, Vec::new(), 0));
+                e.2 += 1;
+                if e.1.len() < MAX_ACK_SAMPLES {
+                    e.1.push(wait);
+                }
+            }
+        }
         state.zero_window.on_segment(seg, &mut out);
         {
             let ConnState {

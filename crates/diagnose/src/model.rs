@@ -54,12 +54,27 @@ pub struct CaptureSummary {
     pub exchange_latency_ms: Option<Percentiles>,
     /// Where the time of a typical (median) exchange went, and per server.
     pub latency_budget: Option<LatencyBudget>,
+    /// Delayed-ACK timers observed, per ACK sender (clients by address).
+    pub delayed_ack: Vec<DelayedAck>,
     /// Where the capture was taken, as most connections tell it.
     pub vantage: Option<Vantage>,
     /// Data segments captured twice within 200 µs (mirror ports), dropped.
     pub duplicates: u64,
     /// Problems with the capture itself (truncation, corruption), in plain words.
     pub warnings: Vec<String>,
+}
+
+/// An endpoint's delayed-ACK timer, from pure ACKs of one small segment that
+/// waited beyond the round trip.
+#[derive(Debug, Clone, Serialize)]
+pub struct DelayedAck {
+    pub endpoint: String,
+    pub role: &'static str,
+    pub acks: u64,
+    /// Median wait beyond the round trip.
+    pub typical_ms: f64,
+    /// The stack it matches: Linux (40 ms minimum), macOS (~100 ms), Windows (200 ms).
+    pub matches: &'static str,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -83,6 +83,17 @@ pub fn text(
             }
         )?;
     }
+    for a in c.delayed_ack.iter().take(3) {
+        writeln!(
+            out,
+            "delayed ACK {} {}: {} ACKs waited {} (median), matches {}",
+            a.role,
+            a.endpoint,
+            a.acks,
+            fmt_ms(a.typical_ms),
+            a.matches
+        )?;
+    }
     if let Some(b) = &c.latency_budget {
         // The median exchange, split into parts that add up to it.
         let mut parts: Vec<(&&str, &f64)> = b.median.parts_ms.iter().collect();

@@ -46,6 +46,8 @@ pub struct NagleState {
     /// What each side's software is, from its first HTTP head (looked at once per side).
     software: [Option<Software>; 2],
     classified: [bool; 2],
+    /// Delayed-ACK waits seen since last taken: (the ACK sender's direction, wait).
+    pub delayed_acks: Vec<(Dir, i64)>,
 }
 
 /// Capture point → the endpoint that sends in `side` → capture point.
@@ -76,6 +78,14 @@ impl NagleState {
                     ts: seg.ts,
                     frame: seg.frame,
                 });
+                // A pure ACK of one small segment, from a receiver with nothing
+                // to send: how long it waited is its delayed-ACK timer.
+                if seg.len == 0 && !p.peer_sent_data && p.len < 2 * conn.smss(r) {
+                    let wait = seg.ts.since(p.at.ts) - distance_to(conn, d).unwrap_or(0);
+                    if wait >= MIN_ACK_WAIT_NS {
+                        self.delayed_acks.push((d, wait));
+                    }
+                }
             }
         }
         if seg.len == 0 {
