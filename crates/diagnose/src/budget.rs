@@ -10,7 +10,7 @@
 //! the wait for the response splits into the round trip to the server and the
 //! server's own time). Claims never overlap: the earlier one wins.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::net::SocketAddr;
 
 use tcpdoctor_flow::{Connection, Exchange};
@@ -79,6 +79,7 @@ const MAX_CLAIMS: usize = 8192;
 #[derive(Debug, Default)]
 pub struct Claims {
     list: Vec<(Part, i64, i64)>,
+    clipped: Vec<(Part, i64, i64)>,
 }
 
 impl Claims {
@@ -105,36 +106,47 @@ impl Claims {
         }
         // Phase boundaries, each clamped to be no earlier than the one before.
         let hs = &conn.handshake;
-        let mut cuts: Vec<(i64, Part)> = Vec::with_capacity(7);
-        if ex.setup.is_some() {
-            cuts.push((hs.first_syn.map_or(start, |m| m.ts.nanos()), Part::SynRetry));
-            cuts.push((hs.syn.map_or(start, |m| m.ts.nanos()), Part::Setup));
-            cuts.push((hs.ack.map_or(start, |m| m.ts.nanos()), Part::ClientIdle));
-        }
         let t = |m: Option<tcpdoctor_flow::Mark>, or: i64| m.map_or(or, |m| m.ts.nanos());
         let req_first = t(ex.request_first, start);
         let req_last = t(ex.request_last, req_first);
         let resp_first = t(ex.response_first, end);
-        cuts.push((req_first, Part::Transfer));
-        cuts.push((req_last, Part::Server));
-        cuts.push((resp_first, Part::Transfer));
-        let mut phases: Vec<(i64, i64, Part)> = Vec::with_capacity(cuts.len());
+        let mut cuts = [(0i64, Part::Transfer); 6];
+        let mut n = 0;
+        if ex.setup.is_some() {
+            cuts[0] = (t(hs.first_syn, start), Part::SynRetry);
+            cuts[1] = (t(hs.syn, start), Part::Setup);
+            cuts[2] = (t(hs.ack, start), Part::ClientIdle);
+            n = 3;
+        }
+        for c in [
+            (req_first, Part::Transfer),
+            (req_last, Part::Server),
+            (resp_first, Part::Transfer),
+        ] {
+            cuts[n] = c;
+            n += 1;
+        }
+        let cuts = &cuts[..n];
+        let mut phases = [(0i64, 0i64, Part::Transfer); 6];
         let mut at = start;
         for (i, &(from, part)) in cuts.iter().enumerate() {
             let from = from.clamp(at, end);
             let to = cuts.get(i + 1).map_or(end, |c| c.0).clamp(from, end);
-            phases.push((from, to, part));
+            phases[i] = (from, to, part);
             at = to;
         }
+        let phases = &phases[..n];
         // Claims, earliest first, clipped to the exchange and to each other.
-        self.list.sort_by_key(|c| c.1);
-        let mut claims: Vec<(Part, i64, i64)> = Vec::new();
-        let mut cursor = start;
-        for &(part, a, b) in &self.list {
-            let (a, b) = (a.max(cursor), b.min(end));
-            if b > a {
-                claims.push((part, a, b));
-                cursor = b;
+        self.clipped.clear();
+        if !self.list.is_empty() {
+            self.list.sort_by_key(|c| c.1);
+            let mut cursor = start;
+            for &(part, a, b) in &self.list {
+                let (a, b) = (a.max(cursor), b.min(end));
+                if b > a {
+                    self.clipped.push((part, a, b));
+                    cursor = b;
+                }
             }
         }
         let mut split: Split = [0; PARTS];
@@ -142,9 +154,9 @@ impl Claims {
             .server_side_ns()
             .or(conn.client.rtt_to_peer_ns)
             .unwrap_or(0);
-        for &(from, to, part) in &phases {
+        for &(from, to, part) in phases {
             let mut claimed = 0;
-            for &(cpart, a, b) in &claims {
+            for &(cpart, a, b) in &self.clipped {
                 let overlap = b.min(to) - a.max(from);
                 if overlap > 0 {
                     split[index(cpart)] += overlap;
@@ -161,7 +173,9 @@ impl Claims {
                 split[index(part)] += rest;
             }
         }
-        self.list.retain(|c| c.2 > end);
+        if !self.list.is_empty() {
+            self.list.retain(|c| c.2 > end);
+        }
         Some(split)
     }
 }
@@ -173,7 +187,7 @@ fn index(p: Part) -> usize {
 /// Budgets summed per server endpoint (mean = sum / count).
 #[derive(Debug, Default)]
 pub struct PerServer {
-    map: HashMap<SocketAddr, (Split, u64)>,
+    map: FxHashMap<SocketAddr, (Split, u64)>,
 }
 
 /// At most this many servers are kept (the first seen).

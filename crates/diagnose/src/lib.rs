@@ -17,7 +17,7 @@ pub mod model;
 pub mod rules;
 mod text;
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::net::SocketAddr;
 
 use tcpdoctor_flow::{Analyzer, Config, Connection, Dir, Exchange, Segment, Tracker};
@@ -462,7 +462,7 @@ pub(crate) struct Aggregate {
 
 pub(crate) struct Diagnoser {
     options: Options,
-    aggregates: HashMap<AggKey, Aggregate>,
+    aggregates: FxHashMap<AggKey, Aggregate>,
     connections: Vec<ConnectionSummary>,
     connection_count: u64,
     stray_packets: u64,
@@ -474,9 +474,9 @@ pub(crate) struct Diagnoser {
     /// median exchange is the mean of its bucket.
     bucket_budgets: Vec<budget::Split>,
     per_server: budget::PerServer,
-    vantages: HashMap<(&'static str, &'static str), u64>,
+    vantages: FxHashMap<(&'static str, &'static str), u64>,
     /// Per ACK sender: role, the first waits seen, how many in all.
-    delayed_acks: HashMap<SocketAddr, (&'static str, Vec<i64>, u64)>,
+    delayed_acks: FxHashMap<SocketAddr, (&'static str, Vec<i64>, u64)>,
     duplicates: u64,
     scratch: Vec<Occurrence>,
 }
@@ -485,7 +485,7 @@ impl Diagnoser {
     fn new(options: Options) -> Diagnoser {
         Diagnoser {
             options,
-            aggregates: HashMap::new(),
+            aggregates: FxHashMap::default(),
             connections: Vec::new(),
             connection_count: 0,
             stray_packets: 0,
@@ -493,8 +493,8 @@ impl Diagnoser {
             exchange_hist: Histogram::default(),
             bucket_budgets: vec![[0; budget::PARTS]; Histogram::BUCKETS],
             per_server: budget::PerServer::default(),
-            vantages: HashMap::new(),
-            delayed_acks: HashMap::new(),
+            vantages: FxHashMap::default(),
+            delayed_acks: FxHashMap::default(),
             duplicates: 0,
             scratch: Vec::new(),
         }

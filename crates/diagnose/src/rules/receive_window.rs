@@ -58,32 +58,38 @@ fn distance_to_sender(conn: &Connection, dir: Dir) -> i64 {
     .unwrap_or(0)
 }
 
-const ACK_HISTORY: usize = 32;
+const ACK_HISTORY: usize = 16;
 
-/// The receiver's recent ACKs: (time, relative ack, scaled window), oldest first.
-#[derive(Debug, Default)]
+/// The receiver's recent ACKs: (time, relative ack, scaled window), in a ring.
+#[derive(Debug)]
 struct AckHistory {
-    entries: Vec<(i64, u32, u32)>,
-    head: usize,
+    entries: [(i64, u32, u32); ACK_HISTORY],
+    len: usize,
+    /// Where the next ACK goes.
+    next: usize,
+}
+
+impl Default for AckHistory {
+    fn default() -> Self {
+        AckHistory {
+            entries: [(0, 0, 0); ACK_HISTORY],
+            len: 0,
+            next: 0,
+        }
+    }
 }
 
 impl AckHistory {
     fn push(&mut self, ts: Timestamp, ack: u32, window: u32) {
-        let e = (ts.nanos(), ack, window);
-        if self.entries.len() < ACK_HISTORY {
-            self.entries.push(e);
-        } else {
-            self.entries[self.head] = e;
-            self.head = (self.head + 1) % ACK_HISTORY;
-        }
+        self.entries[self.next] = (ts.nanos(), ack, window);
+        self.next = (self.next + 1) % ACK_HISTORY;
+        self.len = (self.len + 1).min(ACK_HISTORY);
     }
 
     /// The newest ACK seen at or before `ns`.
     fn as_of(&self, ns: i64) -> Option<(u32, u32)> {
-        let n = self.entries.len();
-        (0..n)
-            .rev()
-            .map(|i| self.entries[(self.head + i) % n])
+        (1..=self.len)
+            .map(|k| self.entries[(self.next + ACK_HISTORY - k) % ACK_HISTORY])
             .find(|e| e.0 <= ns)
             .map(|e| (e.1, e.2))
     }

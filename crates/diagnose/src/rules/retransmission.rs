@@ -111,7 +111,7 @@ impl LossState {
                 st.last_ack = seg.ack;
                 // A window too small for a full segment: the sender's pauses and
                 // probes from here on are flow control, not loss.
-                if seg.window < conn.smss(d.reverse()) {
+                if seg.window < 9000 && seg.window < conn.smss(d.reverse()) {
                     st.window_closed = true;
                 }
             }
@@ -134,7 +134,7 @@ impl LossState {
         // Only the retransmission timer leaves a sender silent this long with
         // data outstanding and the window open; duplicate ACKs, SACK and
         // tail-loss probes act within a round trip or two.
-        let timer_silence = silence >= MIN_RTO_NS.max(rtt * 5 / 2) && !st.window_closed;
+        let timer_silence = silence >= MIN_RTO_NS && silence >= rtt * 5 / 2 && !st.window_closed;
         if timer_silence {
             // Fast recovery that stalled until the timer fired: report the
             // fast part; what follows is a timeout.
