@@ -35,11 +35,13 @@ pub enum Part {
     Retransmission,
     /// Waiting for the receiver's window to open (full or zero).
     Window,
+    /// Waiting for ACKs with the congestion window used up.
+    CongestionWait,
     /// Moving the request and response bytes.
     Transfer,
 }
 
-pub const PARTS: usize = 9;
+pub const PARTS: usize = 10;
 
 impl Part {
     pub const ALL: [Part; PARTS] = [
@@ -51,6 +53,7 @@ impl Part {
         Part::NagleDelayedAck,
         Part::Retransmission,
         Part::Window,
+        Part::CongestionWait,
         Part::Transfer,
     ];
 
@@ -64,6 +67,7 @@ impl Part {
             Part::NagleDelayedAck => "nagle_delayed_ack",
             Part::Retransmission => "retransmission_wait",
             Part::Window => "window_wait",
+            Part::CongestionWait => "congestion_wait",
             Part::Transfer => "transfer",
         }
     }

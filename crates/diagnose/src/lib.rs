@@ -355,6 +355,7 @@ pub struct ConnState {
     nagle: NagleState,
     window: WindowState,
     zero_window: ZeroWindowState,
+    congestion: rules::congestion::CongestionState,
     loss: LossState,
     latency: LatencyState,
     kinds_seen: u32,
@@ -591,6 +592,18 @@ impl Diagnoser {
                 agg.after_ack.record(after_ack_ns);
                 agg.rtt_ns_min = min_opt(agg.rtt_ns_min, rtt_ns);
             }
+            Detail::Congestion {
+                rounds,
+                bytes,
+                transfer_ns,
+                rtt_ns,
+                ..
+            } => {
+                agg.count += rounds;
+                agg.bytes += bytes;
+                agg.transfer_ns += transfer_ns;
+                agg.rtt_ns_min = min_opt(agg.rtt_ns_min, rtt_ns);
+            }
             Detail::Window {
                 mean_window,
                 min_window,
@@ -687,10 +700,12 @@ impl Analyzer for Diagnoser {
                 ring,
                 window,
                 loss,
+                congestion,
                 claims,
                 ..
             } = &mut *state;
             loss.on_segment(conn, seg, &mut out, claims);
+            congestion.on_segment(conn, seg, window.blocked(seg.dir), claims);
             window.on_segment(conn, seg, || ring.rows(None, &[]), claims);
         }
         for o in out.drain(..) {
@@ -742,6 +757,7 @@ impl Analyzer for Diagnoser {
         state.zero_window.on_close(conn, &mut out);
         state.loss.on_close(conn, &mut out);
         state.latency.on_close(conn, &mut out);
+        state.congestion.on_close(conn, &mut out);
         rules::setup::on_close(conn, &mut out);
         for o in out.drain(..) {
             self.record(conn, state, o);

@@ -18,6 +18,8 @@ const FIN: u16 = TcpFlags::FIN | TcpFlags::ACK;
 #[derive(Default)]
 struct Sim {
     frames: Vec<(i64, Vec<u8>)>,
+    /// Window scale both SYNs offer.
+    scale: u8,
 }
 
 impl Sim {
@@ -42,7 +44,7 @@ impl Sim {
             flags,
             window,
             mss: (flags & SYN != 0).then_some(1460),
-            window_scale: (flags & SYN != 0).then_some(0),
+            window_scale: (flags & SYN != 0).then_some(self.scale),
             payload_len: len,
         };
         self.frames.push((us, spec.ethernet()));
@@ -189,7 +191,7 @@ fn lossy(timeout: bool) -> Analysis {
         sim.s(4100, 4001, 101, ACK, 1000);
     }
     sim.c(t + 300_000, 101, 10_001, ACK, 0);
-    let mut done = Sim { frames: Vec::new() };
+    let mut done = Sim::default();
     std::mem::swap(&mut done.frames, &mut sim.frames);
     // Frames must be in time order, as a capture is.
     done.frames.sort_by_key(|(us, _)| *us);
@@ -262,4 +264,65 @@ fn a_mirrored_copy_is_a_duplicate_not_a_retransmission() {
     let b = again.run();
     assert_eq!(b.capture.duplicates, 0);
     assert_eq!(b.connections[0].retransmissions.client_to_server, 1);
+}
+
+/// A 1 MB response over a 100 ms round trip in flights of 10, 20, 40… full
+/// segments, each flight waiting for the previous one's ACKs (slow start), or
+/// sent in one go when `paced` is false.
+fn flights(slow_start: bool) -> Analysis {
+    let mut sim = Sim {
+        scale: 7,
+        ..Sim::default()
+    };
+    sim.c(0, 0, 0, SYN, 0)
+        .s(50_000, 0, 1, SYN | ACK, 0)
+        .c(100_000, 1, 1, ACK, 0);
+    sim.c(100_100, 1, 1, PSH, 100);
+    let mut t = 150_100; // the request reached the server
+    let (mut seq, mut flight) = (1u32, 10u32);
+    let total = 700u32;
+    let mut sent = 0;
+    let mut acks = Vec::new();
+    while sent < total {
+        let n = if slow_start {
+            flight.min(total - sent)
+        } else {
+            total - sent
+        };
+        for _ in 0..n {
+            sim.s(t, seq, 101, ACK, 1460);
+            seq += 1460;
+            t += 10;
+        }
+        sent += n;
+        // The ACK of the flight comes back a round trip after it left.
+        acks.push((t + 100_000, seq));
+        if slow_start {
+            t += 100_000;
+            flight *= 2;
+        }
+    }
+    for (at, ack) in acks {
+        sim.c(at, 101, ack, ACK, 0);
+    }
+    sim.frames.sort_by_key(|(us, _)| *us);
+    sim.run()
+}
+
+#[test]
+fn congestion_limited_fires_in_slow_start_and_not_in_one_flight() {
+    let a = flights(true);
+    let f = a
+        .findings
+        .iter()
+        .find(|f| f.kind == "congestion_limited")
+        .expect("finding");
+    assert_eq!(f.culprit.role, "network");
+    assert!(f.details["rounds"].as_u64().unwrap() >= 5);
+    let b = flights(false);
+    assert!(
+        b.findings.iter().all(|f| f.kind != "congestion_limited"),
+        "{:?}",
+        kinds(&b)
+    );
 }

@@ -1,6 +1,7 @@
 //! Diagnosis rules. Each rule watches one connection's segments and reports
 //! [`Occurrence`]s; the engine aggregates them into findings.
 
+pub mod congestion;
 pub mod nagle;
 pub mod receive_window;
 pub mod retransmission;
@@ -25,6 +26,7 @@ pub enum Kind {
     ServerDelay,
     ClientDelay,
     NetworkLatency,
+    CongestionLimited,
 }
 
 impl Kind {
@@ -39,6 +41,7 @@ impl Kind {
             Kind::ServerDelay => "server_delay",
             Kind::ClientDelay => "client_delay",
             Kind::NetworkLatency => "network_latency",
+            Kind::CongestionLimited => "congestion_limited",
         }
     }
 
@@ -120,6 +123,13 @@ pub enum Detail {
         retransmissions: u32,
         upstream: bool,
         recovered: bool,
+        rtt_ns: Option<i64>,
+    },
+    Congestion {
+        rounds: u64,
+        max_in_flight: u32,
+        bytes: u64,
+        transfer_ns: i64,
         rtt_ns: Option<i64>,
     },
     Window {

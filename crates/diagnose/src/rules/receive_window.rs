@@ -101,6 +101,11 @@ pub struct WindowState {
 }
 
 impl WindowState {
+    /// Whether the last data segment in `dir` filled the receiver's window.
+    pub fn blocked(&self, dir: Dir) -> bool {
+        self.dirs[dir.index()].blocked.is_some()
+    }
+
     /// `ring` renders the recent packets for a ladder, when one is wanted.
     pub fn on_segment(
         &mut self,

@@ -1,0 +1,134 @@
+//! The congestion window as the limit.
+//!
+//! A sender with more to send, whose bytes in flight sit below the receiver's
+//! window, still has to stop when its congestion window is used up (RFC 5681):
+//! it sends a flight, waits for ACKs, sends a bigger flight (slow start), or
+//! after a loss a smaller one that regrows slowly. Each such wait is time the
+//! transfer spent bound by the congestion window. The rule counts, per
+//! direction, the pauses between flights of one transfer (the receiver sent
+//! no data in between, the window had room, the data continues in place),
+//! and reports connections where they are a large share of the transfer.
+
+use tcpdoctor_flow::{Connection, Dir, SegKind, Segment};
+use tcpdoctor_wire::Timestamp;
+
+use super::{Blame, Detail, Kind, Occurrence};
+use crate::budget::{Claims, Part};
+
+/// Report when the waits are at least this share of the transfer…
+pub const MIN_SHARE: f64 = 0.2;
+/// …over at least this many round trips.
+pub const MIN_ROUNDS: u64 = 3;
+/// A pause shorter than this share of the round trip is pacing within a flight.
+const PAUSE_OF_RTT: f64 = 0.5;
+
+#[derive(Debug, Default)]
+struct DirState {
+    /// Time, frame, relative end and length of the last new data.
+    last: Option<(Timestamp, u64, u32, u32)>,
+    first_data: Option<Timestamp>,
+    last_data: Option<Timestamp>,
+    bytes: u64,
+    wait_ns: i64,
+    rounds: u64,
+    peer_spoke: bool,
+    /// The window had no room for another segment after the last send.
+    window_full: bool,
+    retransmitted: bool,
+    max_in_flight: u32,
+    first: Option<(u64, u64)>,
+}
+
+#[derive(Debug, Default)]
+pub struct CongestionState {
+    dirs: [DirState; 2],
+}
+
+impl CongestionState {
+    /// `window_blocked`: the receive-window rule found the sender's last
+    /// segment filled the receiver's window (as the sender saw it).
+    pub fn on_segment(
+        &mut self,
+        conn: &Connection,
+        seg: &Segment<'_>,
+        window_blocked: bool,
+        claims: &mut Claims,
+    ) {
+        if seg.len == 0 {
+            return;
+        }
+        self.dirs[seg.dir.reverse().index()].peer_spoke = true;
+        let st = &mut self.dirs[seg.dir.index()];
+        match seg.kind {
+            SegKind::Retransmission => {
+                st.retransmitted = true;
+                return;
+            }
+            SegKind::NewData => {}
+            _ => return,
+        }
+        st.first_data.get_or_insert(seg.ts);
+        st.last_data = Some(seg.ts);
+        st.bytes += u64::from(seg.len);
+        st.max_in_flight = st.max_in_flight.max(seg.in_flight);
+        let mss = conn.smss(seg.dir);
+        if let (Some((prev, prev_frame, prev_end, prev_len)), Some(rtt)) =
+            (st.last, conn.path_rtt_ns())
+        {
+            let pause = seg.ts.since(prev);
+            // A flight cut by the congestion window ends on a full segment; a
+            // short one ends a write (or is Nagle's, a rule of its own).
+            let full = prev_len >= mss && prev_len % mss == 0;
+            let continues = prev_end == seg.seq
+                && full
+                && !st.peer_spoke
+                && !st.window_full
+                && !window_blocked
+                && !st.retransmitted;
+            if continues && pause as f64 >= PAUSE_OF_RTT * rtt as f64 && pause >= 1_000_000 {
+                st.wait_ns += pause;
+                st.rounds += 1;
+                st.first.get_or_insert((prev_frame, seg.frame));
+                claims.claim(Part::CongestionWait, prev, seg.ts);
+            }
+        }
+        st.window_full = seg.peer_window > 0 && seg.in_flight.saturating_add(mss) > seg.peer_window;
+        st.last = Some((seg.ts, seg.frame, seg.seq.wrapping_add(seg.len), seg.len));
+        st.peer_spoke = false;
+        st.retransmitted = false;
+    }
+
+    pub fn on_close(&mut self, conn: &Connection, out: &mut Vec<Occurrence>) {
+        for d in [Dir::ClientToServer, Dir::ServerToClient] {
+            let st = &self.dirs[d.index()];
+            let (Some(first), Some(last)) = (st.first_data, st.last_data) else {
+                continue;
+            };
+            let transfer = last.since(first);
+            if st.rounds < MIN_ROUNDS
+                || transfer <= 0
+                || (st.wait_ns as f64) < MIN_SHARE * transfer as f64
+            {
+                continue;
+            }
+            let (a, b) = st.first.unwrap_or((0, 0));
+            out.push(Occurrence {
+                kind: Kind::CongestionLimited,
+                culprit: Blame::Network(d),
+                delay_ns: st.wait_ns,
+                frames: vec![a, b],
+                notes: Vec::new(),
+                ladder_from: None,
+                ladder: None,
+                span: None,
+                detail: Detail::Congestion {
+                    rounds: st.rounds,
+                    max_in_flight: st.max_in_flight,
+                    bytes: st.bytes,
+                    transfer_ns: transfer,
+                    rtt_ns: conn.path_rtt_ns(),
+                },
+            });
+        }
+    }
+}
