@@ -63,6 +63,7 @@ What it reports (largest cost first; causes under 1% of the time are listed as m
   server_delay             request complete, response late: the server thinking
   client_delay             the client idle after the handshake before its request
   network_latency          the round trip itself is most of the time
+  congestion_limited       flights of a transfer waiting on the congestion window (slow start, regrowth)
 
 Exit status: 0 analysed (a truncated or partly corrupt capture is analysed up to where it
 breaks, with a warning); 1 --fail-on-finding was given and a finding was reported;
