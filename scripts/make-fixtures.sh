@@ -6,7 +6,9 @@
 # Usage (as root):  scripts/make-fixtures.sh [GROUP...]
 #   GROUP is any of: nginx-off nginx-on jdk-default jdk-nodelay client-write upload
 #                    server-delay client-delay syn-retransmit rto zero-window packet-loss
-#                    network-latency bulk-healthy
+#                    network-latency bulk-healthy client-delay-client syn-retransmit-server
+#                    network-latency-router zero-window-client slow-start cwnd-collapse
+#                    healthy-keepalive
 #   (default: all of them, in that order).
 #
 # Environment:
@@ -1057,6 +1059,358 @@ fx_bulk_healthy() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# 15-21 (groups client-delay-client .. healthy-keepalive): more vantage points for the same
+# mechanisms (client delay at the client, SYN loss at the server, latency and a healthy twin at
+# the router, zero window at the client over a 10 ms RTT) and the congestion window itself (slow
+# start on a fresh connection; Reno's collapse and linear regrowth under random loss). < 400 KB each.
+
+# curl_keepalive N URL: one curl fetching URL N times (one keep-alive connection) in the client
+# namespace; sets KA_OUT, one line "num_connects time_connect time_starttransfer time_total
+# size_download" per transfer, KA_CONNS (sum of num_connects) and KA_TIMES (time_total, "a,b,...").
+curl_keepalive() {
+    local n=$1 url=$2 i args=()
+    for ((i = 0; i < n; i++)); do args+=(-o /dev/null "$url"); done
+    KA_OUT=$(ip netns exec "$NS_C" "${NICE[@]}" curl -s \
+        -w '%{num_connects} %{time_connect} %{time_starttransfer} %{time_total} %{size_download}\n' "${args[@]}") ||
+        die "curl $url (x$n) failed"
+    echo "$KA_OUT" >&2
+    KA_CONNS=$(awk '{ s += $1 } END { print s + 0 }' <<<"$KA_OUT")
+    KA_TIMES=$(awk '{ printf "%s%s", sep, $4; sep = "," }' <<<"$KA_OUT")
+}
+
+# 15: client-delay seen from the client, over a 35 ms RTT.
+fx_client_delay_client() {
+    local MAX_BYTES=400000 name=client-delay.client.pcap cap=$TMP/client-delay.client.pcap idle times syns
+    log "== $name: http_client.py -c 5 --pre-request-sleep-ms 250, routed 17 ms each way, client vantage"
+    topo_routed "$DELAY_MS"
+    pyserver_start pyserver-fast --nodelay --body-bytes 600
+    wait_http GET "http://$SERVER_IP:8080/"
+    rtt_check 35
+    cap_tcpdump "$NS_C" eth0 "$cap"
+    py_client client-delay-client -c 5 -n 1 --pre-request-sleep-ms 250
+    cap_stop
+    # time from the client's own handshake ACK to its request, per connection
+    idle=$(tshark -r "$cap" -o tcp.calculate_timestamps:TRUE -Y http.request -T fields -e tcp.time_delta 2>/dev/null |
+        awk '{ printf "%s%.4f", sep, $1; sep = "," }')
+    times=$(http_times "$cap")
+    syns=$(count "$cap" "tcp.flags.syn == 1 && tcp.flags.ack == 0")
+    log "idle before each request (tcp.time_delta of the request): $idle; http.time: $times; SYNs: $syns"
+    check "5 connections ($syns SYNs)" "$syns == 5"
+    check "5 requests, each 0.25..0.30 s after the handshake: $idle" "$(in_range "$idle" 0.25 0.30 && echo 1 || echo 0)"
+    check "responses one RTT after the request (0.034..0.05 s): $times" "$(in_range "$times" 0.034 0.05 && echo 1 || echo 0)"
+    install_fixture "$cap" "$name" "$CLIENT_SUMMARY" "rtt_connect_s=$RTT_S" "idle_before_request_s=$idle" "http_time_s=$times"
+    topo_down
+}
+
+# 16: syn-retransmit seen by the server itself: its AF_PACKET capture sees each first SYN before
+# its own netfilter INPUT chain drops it, so the file shows a SYN the server never answered.
+fx_syn_retransmit_server() {
+    local MAX_BYTES=400000 CLEAN_CHECK=0 name=syn-retransmit.server.pcap cap=$TMP/syn-retransmit.server.pcap
+    local i conn=() syns retr synacks other gaps answer tc
+    local rule=(-p tcp --dport 8080 --syn -m statistic --mode nth --every 2 --packet 0 -j DROP)
+    log "== $name: first SYN of each connection dropped by the server's INPUT chain, 3 curls, server vantage"
+    topo_direct
+    nginx_static_conf nginx-syn-s on
+    nginx_start nginx-syn-s
+    wait_http GET "http://$SERVER_IP:8080/"
+    ipt_add "$NS_S" INPUT "${rule[@]}"
+    ip netns exec "$NS_S" iptables -w -Z INPUT
+    cap_tcpdump "$NS_S" eth0 "$cap"
+    for i in 1 2 3; do
+        curl_get syn-s "http://$SERVER_IP:8080/"
+        conn+=("${CURL_OUT%% *}")
+    done
+    cap_stop
+    local dropped
+    dropped=$(ip netns exec "$NS_S" iptables -w -L INPUT -v -x -n | awk '/statistic/ { print $1 }')
+    ipt_del "$NS_S" INPUT "${rule[@]}"
+    syns=$(count "$cap" "tcp.flags.syn == 1 && tcp.flags.ack == 0")
+    retr=$(count "$cap" "tcp.flags.syn == 1 && tcp.flags.ack == 0 && tcp.analysis.retransmission")
+    synacks=$(count "$cap" "tcp.flags.syn == 1 && tcp.flags.ack == 1")
+    other=$(count "$cap" "(tcp.analysis.retransmission || tcp.analysis.lost_segment || tcp.analysis.out_of_order) && tcp.flags.syn == 0")
+    gaps=$(tshark -r "$cap" -o tcp.calculate_timestamps:TRUE -Y "tcp.flags.syn == 1 && tcp.flags.ack == 0 && tcp.analysis.retransmission" \
+        -T fields -e tcp.time_delta 2>/dev/null | awk '{ printf "%s%.4f", sep, $1; sep = "," }')
+    # the SYN-ACK's distance from the SYN just before it (the retry), per connection
+    answer=$(tshark -r "$cap" -o tcp.calculate_timestamps:TRUE -Y "tcp.flags.syn == 1 && tcp.flags.ack == 1" \
+        -T fields -e tcp.time_delta 2>/dev/null | awk '{ printf "%s%.6f", sep, $1; sep = "," }')
+    tc=$(IFS=,; echo "${conn[*]}")
+    log "curl time_connect: $tc; iptables dropped $dropped SYNs; capture: SYNs $syns (retransmitted $retr, after $gaps s), SYN-ACKs $synacks (after $answer s); other retransmissions $other"
+    check "each time_connect 0.95..1.2 s: $tc" "$(in_range "$tc" 0.95 1.2 && echo 1 || echo 0)"
+    check "iptables dropped 3 SYNs ($dropped)" "$dropped == 3"
+    check "6 SYNs in the capture, 3 of them retransmissions ($syns, $retr): the dropped SYNs are in it" "$syns == 6 && $retr == 3"
+    check "3 SYN-ACKs, none for the dropped SYNs ($synacks)" "$synacks == 3"
+    check "SYN retries 0.95..1.2 s after the first SYN: $gaps" "$(in_range "$gaps" 0.95 1.2 && echo 1 || echo 0)"
+    check "SYN-ACK within 1 ms of the retry: $answer" "$(in_range "$answer" 0 0.001 && echo 1 || echo 0)"
+    check "no other retransmission or loss ($other)" "$other == 0"
+    install_fixture "$cap" "$name" "curl_time_connect_s=$tc iptables_dropped=$dropped syns=$syns syn_retransmissions=$retr syn_acks=$synacks syn_retry_after_s=$gaps syn_ack_after_retry_s=$answer"
+    topo_down
+}
+
+# 17: network-latency seen in the router, on its client-facing interface.
+fx_network_latency_router() {
+    local MAX_BYTES=400000 name=network-latency.router.pcap cap=$TMP/network-latency.router.pcap
+    local url http
+    log "== $name: curl, 5 GETs on one connection, nginx tcp_nodelay on, routed 50 ms each way, router (ethc) vantage"
+    topo_routed 50
+    url=http://$SERVER_IP:8080/
+    nginx_static_conf nginx-lat-r on
+    nginx_start nginx-lat-r
+    wait_http GET "$url"
+    rtt_check 100
+    cap_tcpdump "$NS_R" ethc "$cap"
+    curl_keepalive 5 "$url"
+    cap_stop
+    http=$(http_times "$cap")
+    log "curl time_total per request: $KA_TIMES (connections opened: $KA_CONNS); http.time at the router: $http"
+    check "one connection for 5 requests ($KA_CONNS)" "$KA_CONNS == 1"
+    check "5 responses, each 0.095..0.15 s after its request: $http" "$(in_range "$http" 0.095 0.15 && echo 1 || echo 0)"
+    install_fixture "$cap" "$name" "curl_time_total_s=$KA_TIMES connections=$KA_CONNS rtt_connect_s=$RTT_S http_time_s=$http"
+    topo_down
+}
+
+# 18: the zero-window slow reader of fixture 12 over a 10 ms RTT, seen at the client (receiver).
+# It reads every 500 ms, not 250: behind the delay line every packet is its own skb, so each
+# 4 KiB read frees memory at once and the client reopens its window ~200 ms after closing it,
+# just before the server's first window probe (~RTO, 210+ ms): with 250 ms there was no probe.
+ZWC_BODY=1500000
+ZWC_INTERVAL_MS=500
+fx_zero_window_client() {
+    local MAX_BYTES=400000 CLEAN_CHECK=0 name=zero-window.client.pcap cap=$TMP/zero-window.client.pcap
+    local zw probes retr dsack lost dur zwtime winmax
+    log "== $name: $ZWC_BODY-byte response, client SO_RCVBUF 8192 reading 4 KiB every $ZWC_INTERVAL_MS ms for 6 s, routed 5 ms each way, client vantage"
+    topo_routed 5
+    pyserver_start pyserver-zwc --nodelay --body-bytes "$ZWC_BODY"
+    wait_http GET "http://$SERVER_IP:8080/"
+    rtt_check 10
+    cap_tcpdump "$NS_C" eth0 "$cap" -s 128
+    py_client zero-window-client --rcvbuf 8192 --read-bytes 4096 --read-interval-ms "$ZWC_INTERVAL_MS" --slow-read-s 6
+    cap_stop
+    zw=$(count "$cap" "ip.src == $CLIENT_IP && tcp.analysis.zero_window")
+    probes=$(count "$cap" "ip.src == $SERVER_IP && (tcp.analysis.zero_window_probe || tcp.analysis.keep_alive)")
+    retr=$(count "$cap" "ip.src == $SERVER_IP && tcp.analysis.retransmission")
+    dsack=$(count "$cap" "ip.src == $CLIENT_IP && tcp.options.sack.dsack")
+    lost=$(count "$cap" "tcp.analysis.lost_segment || tcp.analysis.ack_lost_segment")
+    dur=$(capinfos -u -M "$cap" | awk -F': *' '/Capture duration/ { print $2 + 0 }')
+    zwtime=$(tshark -r "$cap" -Y "ip.src == $CLIENT_IP && tcp.flags.syn == 0" -T fields -e frame.time_relative -e tcp.window_size 2>/dev/null |
+        awk '$2 == 0 && !z { z = 1; s = $1 } $2 > 0 && z { z = 0; t += $1 - s } END { printf "%.3f", t }')
+    winmax=$(tshark -r "$cap" -Y "ip.src == $CLIENT_IP && tcp.flags.syn == 0" -T fields -e tcp.window_size 2>/dev/null | sort -n | tail -1)
+    log "zero-window ACKs $zw, window probes $probes, time at zero window $zwtime s of $dur s, largest client window $winmax;"
+    log "server retransmissions $retr (D-SACKed by the client: $dsack), segments missing $lost"
+    check "zero-window ACKs $zw >= 5" "$zw >= 5"
+    check "window probes $probes >= 5" "$probes >= 5"
+    check "zero window for $zwtime s >= 3 s" "$zwtime >= 3"
+    check "capture lasts $dur s < 10 s" "$dur < 10"
+    check "no real loss: $lost missing, $retr retransmissions all D-SACKed ($dsack)" "$lost == 0 && $retr <= $dsack"
+    install_fixture "$cap" "$name" "$CLIENT_SUMMARY" "rtt_connect_s=$RTT_S zero_window_acks=$zw window_probes=$probes zero_window_s=$zwtime max_client_window=$winmax spurious_retransmissions=$retr dsacks=$dsack"
+    topo_down
+}
+
+# flight_rounds FILE SRC DST GAP: the data SRC sent, cut into rounds (bursts separated by more
+# than GAP s of silence): one line "start_s bytes segments window" per round, where window is
+# the last window DST advertised before the round began (tcp.window_size: scaled).
+flight_rounds() {
+    tshark -r "$1" -Y "tcp.port == 8080 && tcp.flags.syn == 0" -T fields \
+        -e frame.time_relative -e ip.src -e tcp.len -e tcp.window_size 2>/dev/null |
+        awk -v s="$2" -v d="$3" -v gap="$4" '
+            $2 == d { win = $4; next }
+            $2 == s && $3 > 0 {
+                if (n == 0 || $1 - last > gap) {
+                    if (n) printf "%.4f %d %d %d\n", st, b, k, w0
+                    st = $1; b = 0; k = 0; w0 = win; n++
+                }
+                b += $3; k++; last = $1
+            }
+            END { if (n) printf "%.4f %d %d %d\n", st, b, k, w0 }'
+}
+
+# 19: a fresh connection over a 100 ms RTT: the download is paced by Reno's slow start
+# (the flight doubles every round trip) while the client advertises a 2 MB window.
+SS_BYTES=1048576
+SS_RMEM="4096 4194304 33554432"   # client tcp_rmem: a 4 MiB default buffer, window 2 MiB at once
+fx_slow_start() {
+    local MAX_BYTES=400000 name=slow-start.client.pcap cap=$TMP/slow-start.client.pcap
+    local wname=slow-start-warm.client.pcap wcap=$TMP/slow-start-warm.client.pcap
+    local url rounds nr doubling maxratio t size defrounds out t1 t2 last conns
+    log "== $name / $wname: curl GET $SS_BYTES bytes on a fresh connection, Reno, routed 50 ms each way, client vantage"
+    topo_routed 50
+    # the delay line's TUN queue (default 500 packets) would drop a burst of a large window
+    ip -n "$NS_R" link set "$DELAY_DEV" txqueuelen 10000
+    ip netns exec "$NS_S" sysctl -qw net.ipv4.tcp_congestion_control=reno
+    url=http://$SERVER_IP:8080/file.bin
+    nginx_bulk_conf nginx-ss "$SS_BYTES"
+    nginx_start nginx-ss
+    wait_http GET "http://$SERVER_IP:8080/"
+    rtt_check 100
+    # For the record (not installed): with the client's default tcp_rmem the receiver's window
+    # grows with autotuning just ahead of the flight.
+    cap_tcpdump "$NS_C" eth0 "$TMP/ss-default-rmem.pcap" -s 128
+    curl_get ss-default "$url"
+    cap_stop
+    defrounds=$(flight_rounds "$TMP/ss-default-rmem.pcap" "$SERVER_IP" "$CLIENT_IP" 0.03 |
+        awk '{ printf "%s%d/%d", sep, $2, $4; sep = "," }')
+    log "client default tcp_rmem ($(ip netns exec "$NS_C" sysctl -n net.ipv4.tcp_rmem | tr '\t' ' ')): rounds bytes/window: $defrounds; curl $CURL_OUT"
+    ip netns exec "$NS_C" sysctl -qw net.ipv4.tcp_rmem="$SS_RMEM"
+
+    cap_tcpdump "$NS_C" eth0 "$cap" -s 128
+    curl_get ss "$url"
+    cap_stop
+    read -r _ _ t size <<<"$CURL_OUT"
+    rounds=$(flight_rounds "$cap" "$SERVER_IP" "$CLIENT_IP" 0.03)
+    echo "$rounds" >&2
+    nr=$(wc -l <<<"$rounds")
+    # growth from each full round to the next (the last round only carries the rest)
+    doubling=$(awk 'NR > 1 { printf "%s%.2f", sep, $2 / p; sep = "," } { p = $2 }' <<<"$rounds" | sed 's/,[^,]*$//')
+    maxratio=$(awk '{ r = $2 / $4; if (r > m) m = r } END { printf "%.3f", m }' <<<"$rounds")
+    log "curl $t s for $size bytes; $nr rounds (start bytes segments client-window above); growth per round $doubling; largest flight/window $maxratio"
+    check "downloaded $size bytes == $SS_BYTES" "$size == $SS_BYTES"
+    check "$nr rounds >= 6" "$nr >= 6"
+    check "each full round doubles the previous one (1.8..2.2): $doubling" "$(in_range "$doubling" 1.8 2.2 && echo 1 || echo 0)"
+    check "flight at most 30% of the client's window ($maxratio)" "$maxratio <= 0.3"
+    check "download took >= 6 RTTs ($t s, RTT $RTT_S s)" "$t >= 6 * $RTT_S"
+    install_fixture "$cap" "$name" "curl_time_total_s=$t bytes=$size rtt_connect_s=$RTT_S cc=reno client_tcp_rmem=\"$SS_RMEM\"" \
+        "rounds_bytes=$(awk '{ printf "%s%d", sep, $2; sep = "," }' <<<"$rounds")" \
+        "rounds_client_window=$(awk '{ printf "%s%d", sep, $4; sep = "," }' <<<"$rounds")" \
+        "growth_per_round=$doubling max_flight_over_window=$maxratio default_rmem_rounds_bytes_over_window=$defrounds"
+    ((!CHECK_FAILED)) || { topo_down; return 0; }
+
+    # the same download twice on one connection: the second reuses the grown window
+    cap_tcpdump "$NS_C" eth0 "$wcap" -s 128
+    curl_keepalive 2 "$url"
+    cap_stop
+    t1=$(awk 'NR == 1 { print $4 }' <<<"$KA_OUT")
+    t2=$(awk 'NR == 2 { print $4 }' <<<"$KA_OUT")
+    rounds=$(flight_rounds "$wcap" "$SERVER_IP" "$CLIENT_IP" 0.03)
+    echo "$rounds" >&2
+    last=$(tail -1 <<<"$rounds" | awk '{ print $2 }')
+    log "two downloads on one connection: $KA_TIMES s (connections $KA_CONNS); the second came in one round of $last bytes"
+    check "one connection ($KA_CONNS)" "$KA_CONNS == 1"
+    check "second download $t2 s < 0.3 x first $t1 s" "$t2 < 0.3 * $t1"
+    check "second download in one round ($last bytes >= 0.95 x $SS_BYTES)" "$last >= 0.95 * $SS_BYTES"
+    install_fixture "$wcap" "$wname" "curl_time_total_s=$KA_TIMES connections=$KA_CONNS bytes=$SS_BYTES,$SS_BYTES rtt_connect_s=$RTT_S cc=reno client_tcp_rmem=\"$SS_RMEM\"" \
+        "rounds_bytes=$(awk '{ printf "%s%d", sep, $2; sep = "," }' <<<"$rounds")"
+    topo_down
+}
+
+# inflight_bins FILE SRC BIN: the largest tcp.analysis.bytes_in_flight of SRC's data segments in
+# each BIN-second interval, "a,b,c..." (a capture at the sender: in flight = sent - ACKed).
+inflight_bins() {
+    tshark -r "$1" -Y "ip.src == $2 && tcp.len > 0" -T fields -e frame.time_relative -e tcp.analysis.bytes_in_flight 2>/dev/null |
+        awk -v w="$3" '{ b = int($1 / w); if ($2 > m[b]) m[b] = $2; if (b > nb) nb = b }
+            END { for (i = 0; i <= nb; i++) printf "%s%d", (i ? "," : ""), m[i] }'
+}
+
+# 20: Reno under 1% random loss: the window halves at every loss and regrows by one segment per RTT.
+CC_BYTES=2097152
+CC_LOSS_P=0.01
+fx_cwnd_collapse() {
+    local MAX_BYTES=400000 CLEAN_CHECK=0 name=cwnd-collapse.server.pcap cap=$TMP/cwnd-collapse.server.pcap
+    local url rule t t0 tl tb size drops gap resent rtt_bins bins100 collapses regrow peak free_all lossy_all bbr_all wratio wratio_loss
+    log "== $name: curl GET $CC_BYTES bytes, Reno on the server, routed 10 ms each way, $CC_LOSS_P of server->client packets dropped, server vantage"
+    topo_routed 10
+    ip -n "$NS_R" link set "$DELAY_DEV" txqueuelen 10000
+    ip netns exec "$NS_S" sysctl -qw net.ipv4.tcp_congestion_control=reno
+    # a large receive buffer at the client (window 2 MiB at once), as in slow-start: with the
+    # default one, autotuning keeps the window just ahead of the flight, and during a recovery
+    # (ACKs stuck at the hole) the flight reached 60-93% of it in 5 of 6 runs
+    ip netns exec "$NS_C" sysctl -qw net.ipv4.tcp_rmem="$SS_RMEM"
+    url=http://$SERVER_IP:8080/file.bin
+    rule=(-i "$DELAY_DEV" -o ethc -s "$SERVER_IP" -d "$CLIENT_IP" -p tcp -m statistic --mode random --probability "$CC_LOSS_P" -j DROP)
+    nginx_bulk_conf nginx-cc "$CC_BYTES"
+    nginx_start nginx-cc
+    wait_http GET "http://$SERVER_IP:8080/"
+    rtt_check 20
+    curl_get warm-up "$url"
+    curl_median reno-free 3 "$url"
+    t0=$MEDIAN_T free_all=$ALL_T
+    ipt_add "$NS_R" FORWARD "${rule[@]}"
+    curl_median reno-lossy 3 "$url"
+    tl=$MEDIAN_T lossy_all=$ALL_T
+    # for comparison: BBR (the default) under the same loss
+    ip netns exec "$NS_S" sysctl -qw net.ipv4.tcp_congestion_control=bbr
+    curl_median bbr-lossy 3 "$url"
+    tb=$MEDIAN_T bbr_all=$ALL_T
+    ip netns exec "$NS_S" sysctl -qw net.ipv4.tcp_congestion_control=reno
+    ip netns exec "$NS_R" iptables -w -Z FORWARD
+    cap_tcpdump "$NS_S" eth0 "$cap" -s 128
+    curl_get cc "$url"
+    cap_stop
+    drops=$(ip netns exec "$NS_R" iptables -w -L FORWARD -v -x -n | awk '/statistic/ { print $1 }')
+    ipt_del "$NS_R" FORWARD "${rule[@]}"
+    read -r _ _ t size <<<"$CURL_OUT"
+    gap=$(max_data_gap "$cap" "$SERVER_IP")
+    # segments sent again: starting below the highest sequence number already sent
+    resent=$(tshark -r "$cap" -Y "ip.src == $SERVER_IP && tcp.len > 0" -T fields -e tcp.seq -e tcp.len 2>/dev/null |
+        awk '$1 < m { r++ } $1 + $2 > m { m = $1 + $2 } END { print r + 0 }')
+    rtt_bins=$(inflight_bins "$cap" "$SERVER_IP" "$RTT_S")
+    bins100=$(inflight_bins "$cap" "$SERVER_IP" 0.1)
+    # collapses: the per-RTT peak of in flight falls below 60% of the peak since the last collapse
+    # (intervals without data skipped); regrowth: median rise of that per-RTT peak from one RTT to
+    # the next while it rises (bytes per RTT)
+    read -r collapses peak <<<"$(tr ',' '\n' <<<"$rtt_bins" | awk '
+        { v = $1 + 0 } v == 0 { next } !p { p = v; next }
+        { if (v < 0.6 * p) { c++; p = v } else if (v > p) p = v }
+        { if (v > mx) mx = v }
+        END { printf "%d %d\n", c, mx }')"
+    regrow=$(tr ',' '\n' <<<"$rtt_bins" | awk '{ v = $1 + 0 } NR > 1 && v > prev && prev > 0 { print v - prev } { prev = v }' |
+        sort -n | awk '{ d[NR] = $1 } END { print (NR ? d[int((NR + 1) / 2)] : 0) }')
+    # the receiver is never the limit: largest in flight / the client's last advertised window,
+    # over the whole transfer and after the first segment sent again
+    read -r wratio wratio_loss <<<"$(tshark -r "$cap" -Y "tcp.port == 8080 && tcp.flags.syn == 0" -T fields \
+        -e ip.src -e tcp.len -e tcp.window_size -e tcp.analysis.bytes_in_flight -e tcp.seq 2>/dev/null |
+        awk -v s="$SERVER_IP" -v c="$CLIENT_IP" '
+            $1 == c { w = $3; next }
+            $1 == s && $2 > 0 && w > 0 {
+                if ($5 < m) lossy = 1
+                if ($5 + $2 > m) m = $5 + $2
+                r = $4 / w; if (r > a) a = r; if (lossy && r > b) b = r
+            }
+            END { printf "%.3f %.3f\n", a, b }')"
+    log "uncaptured: Reno loss-free $free_all s (median $t0), Reno with loss $lossy_all s (median $tl), BBR with loss $bbr_all s (median $tb)"
+    log "captured run $t s, router dropped $drops packets; server sent $resent segments again; longest silence of server data $gap s"
+    log "largest bytes in flight per RTT ($RTT_S s): $rtt_bins"
+    log "per 100 ms: $bins100; $collapses collapses, median regrowth $regrow bytes per RTT, peak $peak;"
+    log "largest in flight / client window: $wratio (after the first loss: $wratio_loss)"
+    check "downloaded $size bytes == $CC_BYTES" "$size == $CC_BYTES"
+    check "router dropped $drops packets >= 5" "$drops >= 5"
+    check "server sent $resent segments again >= 5" "$resent >= 5"
+    check "loss costs Reno time: median $tl s > 1.5 x loss-free median $t0 s" "$tl > 1.5 * $t0"
+    check "captured run $t s > 3 x loss-free median $t0 s" "$t > 3 * $t0"
+    check "in flight collapsed $collapses times >= 3" "$collapses >= 3"
+    check "linear regrowth: median $regrow bytes per RTT <= 2 x 1448" "$regrow > 0 && $regrow <= 2896"
+    check "not window-bound after the first loss: in flight <= 0.5 x client window ($wratio_loss)" "$wratio_loss > 0 && $wratio_loss <= 0.5"
+    # a lost retransmission or tail recovered by the retransmission timer belongs to rto: redo
+    check "no RTO: longest silence of server data $gap s < 0.15 s" "$gap < 0.15"
+    install_fixture "$cap" "$name" "curl_time_total_s=$t bytes=$size cc=reno client_tcp_rmem=\"$SS_RMEM\" rtt_connect_s=$RTT_S router_drops=$drops segments_sent_again=$resent" \
+        "uncaptured_reno_loss_free_s=$free_all uncaptured_reno_lossy_s=$lossy_all uncaptured_bbr_lossy_s=$bbr_all" \
+        "collapses=$collapses regrowth_bytes_per_rtt=$regrow peak_in_flight=$peak max_inflight_over_window=$wratio after_first_loss=$wratio_loss inflight_max_per_100ms=$bins100"
+    topo_down
+}
+
+# 21: the healthy twin of network-latency.router: 10 ms RTT, 20 keep-alive requests.
+fx_healthy_keepalive() {
+    local MAX_BYTES=400000 name=healthy-keepalive.router.pcap cap=$TMP/healthy-keepalive.router.pcap
+    local url http n
+    log "== $name: curl, 20 GETs on one connection, nginx tcp_nodelay on, routed 5 ms each way, router (ethc) vantage"
+    topo_routed 5
+    url=http://$SERVER_IP:8080/
+    nginx_static_conf nginx-ka on
+    nginx_start nginx-ka
+    wait_http GET "$url"
+    rtt_check 10
+    cap_tcpdump "$NS_R" ethc "$cap"
+    curl_keepalive 20 "$url"
+    cap_stop
+    http=$(http_times "$cap")
+    n=$(count "$cap" http.response)
+    log "curl time_total per request: $KA_TIMES (connections opened: $KA_CONNS); http.time at the router: $http"
+    check "one connection for 20 requests ($KA_CONNS)" "$KA_CONNS == 1"
+    check "20 responses ($n)" "$n == 20"
+    check "each response 0.0095..0.02 s after its request: $http" "$(in_range "$http" 0.0095 0.02 && echo 1 || echo 0)"
+    install_fixture "$cap" "$name" "curl_time_total_s=$KA_TIMES connections=$KA_CONNS rtt_connect_s=$RTT_S http_time_s=$http"
+    topo_down
+}
+
+# ---------------------------------------------------------------------------------------------
 
 main() {
     ((EUID == 0)) || die "run as root (network namespaces)"
@@ -1069,7 +1423,8 @@ main() {
     local groups=("$@")
     ((${#groups[@]})) || groups=(nginx-off nginx-on jdk-default jdk-nodelay client-write upload
         server-delay client-delay syn-retransmit rto zero-window packet-loss network-latency
-        bulk-healthy)
+        bulk-healthy client-delay-client syn-retransmit-server network-latency-router
+        zero-window-client slow-start cwnd-collapse healthy-keepalive)
 
     # One run at a time: a second run would reuse (and first remove) the same namespaces.
     exec 9>/run/lock/tdfx-make-fixtures.lock
@@ -1091,6 +1446,8 @@ main() {
             nginx-off | nginx-on | jdk-default | jdk-nodelay | client-write | upload) ;;
             server-delay | client-delay | syn-retransmit | rto | zero-window | packet-loss) ;;
             network-latency | bulk-healthy) ;;
+            client-delay-client | syn-retransmit-server | network-latency-router) ;;
+            zero-window-client | slow-start | cwnd-collapse | healthy-keepalive) ;;
             *) die "unknown group '$g'" ;;
         esac
     done
