@@ -1311,7 +1311,7 @@ fx_cwnd_collapse() {
     ip netns exec "$NS_S" sysctl -qw net.ipv4.tcp_congestion_control=reno
     # a large receive buffer at the client (window 2 MiB at once), as in slow-start: with the
     # default one, autotuning keeps the window just ahead of the flight, and during a recovery
-    # (ACKs stuck at the hole) the flight reached 60-93% of it in 5 of 6 runs
+    # (ACKs stuck at the hole) the flight reached 61-93% of it in 4 of 5 runs
     ip netns exec "$NS_C" sysctl -qw net.ipv4.tcp_rmem="$SS_RMEM"
     url=http://$SERVER_IP:8080/file.bin
     rule=(-i "$DELAY_DEV" -o ethc -s "$SERVER_IP" -d "$CLIENT_IP" -p tcp -m statistic --mode random --probability "$CC_LOSS_P" -j DROP)
