@@ -13,7 +13,7 @@
 use rustc_hash::FxHashMap;
 use std::net::SocketAddr;
 
-use tcpdoctor_flow::{Connection, Exchange};
+use tcpdoctor_flow::{Connection, Dir, Exchange};
 use tcpdoctor_wire::Timestamp;
 
 /// Where time goes.
@@ -154,10 +154,7 @@ impl Claims {
             }
         }
         let mut split: Split = [0; PARTS];
-        let to_server = hs
-            .server_side_ns()
-            .or(conn.client.rtt_to_peer_ns)
-            .unwrap_or(0);
+        let to_server = conn.distance_to(Dir::ServerToClient).unwrap_or(0);
         for &(from, to, part) in phases {
             let mut claimed = 0;
             for &(cpart, a, b) in &self.clipped {

@@ -624,6 +624,7 @@ impl Diagnoser {
                 syn_retries,
                 synack_retries,
                 answered,
+                ..
             } => {
                 agg.count += u64::from(syn_retries + synack_retries);
                 agg.flagged += u64::from(!answered);

@@ -188,13 +188,27 @@ pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
             });
             (explanation, fix, details)
         }
-        (Kind::SynRetransmit, _) => {
+        (Kind::SynRetransmit, Detail::Setup { vantage, .. }) => {
+            let where_ = match *vantage {
+                "server" => "This capture was taken at the server, which saw the SYN and did not answer it: \
+                             the server (its listen backlog, a local firewall) dropped it."
+                    .to_string(),
+                "client" => "This capture was taken at the client: it cannot tell a SYN lost on the way from \
+                             one the server ignored; a capture at the server can."
+                    .to_string(),
+                "between" => "This capture was taken between the endpoints: a SYN seen here and not answered \
+                              was lost beyond this point or ignored by the server."
+                    .to_string(),
+                _ => "Where this capture was taken cannot be told from the packets (TTLs at their initial \
+                      values, endpoints microseconds apart), so neither can whether the path lost the SYN or \
+                      the server ignored it: if it was taken at the server, the server ignored it."
+                    .to_string(),
+            };
             let explanation = format!(
                 "Connection setup to {ep} waited for a retransmitted SYN or SYN-ACK {occ} time(s), {typical:.0} ms \
                  each ({retries} retries in all): the first SYN or its SYN-ACK was lost or not answered, and the \
                  client's initial retransmission timeout (1 s on Linux, RFC 6298 2.1; 3 s on older stacks) had to \
-                 expire. {unanswered}A capture at the client cannot tell a SYN dropped on the path from one the server \
-                 ignored; a capture at the server can: a SYN seen there and not answered points at the server.",
+                 expire. {unanswered}{where_}",
                 occ = a.occurrences,
                 retries = a.count,
                 unanswered = if a.flagged > 0 {

@@ -394,6 +394,22 @@ impl Connection {
         self.last_ts.since(self.first.ts).max(0)
     }
 
+    /// Capture point → the endpoint that sends in `side` → capture point: its
+    /// half of the handshake if captured, else the minimum clean ACK delay of
+    /// the data sent to it.
+    pub fn distance_to(&self, side: Dir) -> Option<i64> {
+        match side {
+            Dir::ClientToServer => self
+                .handshake
+                .client_side_ns()
+                .or(self.server.rtt_to_peer_ns),
+            Dir::ServerToClient => self
+                .handshake
+                .server_side_ns()
+                .or(self.client.rtt_to_peer_ns),
+        }
+    }
+
     /// A SYN on this tuple starts a new connection if this one is over or
     /// carries a different initial sequence number after data flowed.
     pub(crate) fn is_reused_by(&self, syn: &TcpSegment<'_>) -> bool {

@@ -104,6 +104,8 @@ pub enum Detail {
         rtt_ns: Option<i64>,
     },
     Setup {
+        /// Where the capture was taken, as far as the packets tell.
+        vantage: &'static str,
         syn_retries: u32,
         synack_retries: u32,
         answered: bool,

@@ -50,20 +50,6 @@ pub struct NagleState {
     pub delayed_acks: Vec<(Dir, i64)>,
 }
 
-/// Capture point → the endpoint that sends in `side` → capture point.
-fn distance_to(conn: &Connection, side: Dir) -> Option<i64> {
-    match side {
-        Dir::ClientToServer => conn
-            .handshake
-            .client_side_ns()
-            .or(conn.server.rtt_to_peer_ns),
-        Dir::ServerToClient => conn
-            .handshake
-            .server_side_ns()
-            .or(conn.client.rtt_to_peer_ns),
-    }
-}
-
 impl NagleState {
     pub fn on_segment(&mut self, conn: &Connection, seg: &Segment<'_>, out: &mut Vec<Occurrence>) {
         let d = seg.dir;
@@ -81,7 +67,7 @@ impl NagleState {
                 // A pure ACK of one small segment, from a receiver with nothing
                 // to send: how long it waited is its delayed-ACK timer.
                 if seg.len == 0 && !p.peer_sent_data && p.len < 2 * conn.smss(r) {
-                    let wait = seg.ts.since(p.at.ts) - distance_to(conn, d).unwrap_or(0);
+                    let wait = seg.ts.since(p.at.ts) - conn.distance_to(d).unwrap_or(0);
                     if wait >= MIN_ACK_WAIT_NS {
                         self.delayed_acks.push((d, wait));
                     }
@@ -139,8 +125,8 @@ fn check(
     if p.len % mss == 0 {
         return None;
     }
-    let to_receiver = distance_to(conn, d.reverse());
-    let to_sender = distance_to(conn, d).or(conn.path_rtt_ns()).unwrap_or(0);
+    let to_receiver = conn.distance_to(d.reverse());
+    let to_sender = conn.distance_to(d).or(conn.path_rtt_ns()).unwrap_or(0);
     let ack_wait = ack.ts.since(p.at.ts) - to_receiver.unwrap_or(0);
     let after_ack = seg.ts.since(ack.ts);
     // How long the sender took to react to the ACK, without the trip to it and back.

@@ -43,21 +43,6 @@ struct DirState {
     zero_during_stall: bool,
 }
 
-/// Capture point → the sender in `dir` → capture point.
-fn distance_to_sender(conn: &Connection, dir: Dir) -> i64 {
-    match dir {
-        Dir::ClientToServer => conn
-            .handshake
-            .client_side_ns()
-            .or(conn.server.rtt_to_peer_ns),
-        Dir::ServerToClient => conn
-            .handshake
-            .server_side_ns()
-            .or(conn.client.rtt_to_peer_ns),
-    }
-    .unwrap_or(0)
-}
-
 const ACK_HISTORY: usize = 16;
 
 /// The receiver's recent ACKs: (time, relative ack, scaled window), in a ring.
@@ -160,7 +145,7 @@ impl WindowState {
         // that had reached it, i.e. those seen here at least one round trip
         // between the capture point and the sender earlier. Seen from the
         // receiver, the newest ACKs are still on their way to the sender.
-        let to_sender = distance_to_sender(conn, seg.dir);
+        let to_sender = conn.distance_to(seg.dir).unwrap_or(0);
         let known = st
             .acks
             .as_of(seg.ts.since(Timestamp::from_nanos(0)) - to_sender);

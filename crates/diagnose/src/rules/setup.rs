@@ -40,7 +40,8 @@ pub fn on_close(conn: &Connection, out: &mut Vec<Occurrence>) {
     // Captured at the server, a SYN seen and not answered was ignored by the
     // server itself (full backlog, a local firewall); elsewhere the packets
     // cannot tell a SYN lost on the way from one ignored.
-    let at_server = crate::text::vantage(conn).0 == "server";
+    let vantage = crate::text::vantage(conn).0;
+    let at_server = vantage == "server";
     let culprit = if at_server && hs.syn_count > 1 {
         Blame::Side(Dir::ServerToClient)
     } else {
@@ -56,6 +57,7 @@ pub fn on_close(conn: &Connection, out: &mut Vec<Occurrence>) {
         ladder: None,
         span: None,
         detail: Detail::Setup {
+            vantage,
             syn_retries: hs.syn_count.saturating_sub(1),
             synack_retries,
             answered,

@@ -21,19 +21,11 @@ pub const MIN_LATENCY_RTT_NS: i64 = 10_000_000;
 /// Report the round trip when it is at least this share of the exchange time.
 pub const MIN_LATENCY_SHARE: f64 = 0.5;
 
-/// Capture point → server → capture point.
-fn to_server(conn: &Connection) -> i64 {
-    conn.handshake
-        .server_side_ns()
-        .or(conn.client.rtt_to_peer_ns)
-        .unwrap_or(0)
-}
-
 /// The server's think time: request complete to response start, less the trip
 /// from the capture point to the server and back.
 pub fn server_delay(conn: &Connection, ex: &Exchange) -> Option<Occurrence> {
     let (last, first) = (ex.request_last?, ex.response_first?);
-    let think = first.ts.since(last.ts) - to_server(conn);
+    let think = first.ts.since(last.ts) - conn.distance_to(Dir::ServerToClient).unwrap_or(0);
     let dur = ex.duration_ns();
     if think < MIN_THINK_NS || (think as f64) < MIN_THINK_SHARE * dur as f64 {
         return None;
