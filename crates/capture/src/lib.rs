@@ -137,8 +137,6 @@ enum State {
 pub struct CaptureReader<R> {
     src: R,
     buf: Vec<u8>,
-    /// The whole input, already in memory (a mapped file): no reads, no copies.
-    whole: Option<Box<dyn AsRef<[u8]> + Send>>,
     start: usize,
     end: usize,
     eof: bool,
@@ -151,22 +149,12 @@ pub struct CaptureReader<R> {
 impl<R: Read> CaptureReader<R> {
     /// Reads the file header and detects the format.
     pub fn new(src: R) -> Result<Self, CaptureError> {
-        Self::start(src, vec![0; INITIAL_BUF], None)
-    }
-
-    fn start(
-        src: R,
-        buf: Vec<u8>,
-        whole: Option<Box<dyn AsRef<[u8]> + Send>>,
-    ) -> Result<Self, CaptureError> {
-        let end = whole.as_ref().map_or(0, |w| (**w).as_ref().len());
         let mut r = CaptureReader {
             src,
-            buf,
-            whole,
+            buf: vec![0; INITIAL_BUF],
             start: 0,
-            end,
-            eof: end > 0,
+            end: 0,
+            eof: false,
             offset: 0,
             format: Format::PcapNg,
             state: State::PcapNg {
@@ -184,10 +172,7 @@ impl<R: Read> CaptureReader<R> {
                 format!("only {have} bytes: not a capture"),
             ));
         }
-        let magic = {
-            let d = r.data();
-            [d[0], d[1], d[2], d[3]]
-        };
+        let magic = [r.buf[0], r.buf[1], r.buf[2], r.buf[3]];
         match magic {
             [0xD4, 0xC3, 0xB2, 0xA1] | [0xA1, 0xB2, 0xC3, 0xD4] | [0x4D, 0x3C, 0xB2, 0xA1]
             | [0xA1, 0xB2, 0x3C, 0x4D] => r.pcap_header(magic)?,
@@ -212,15 +197,6 @@ impl<R: Read> CaptureReader<R> {
             }
         }
         Ok(r)
-    }
-
-    /// The bytes the reader works on: the mapped input, or its buffer.
-    #[inline]
-    fn data(&self) -> &[u8] {
-        match &self.whole {
-            Some(w) => (**w).as_ref(),
-            None => &self.buf,
-        }
     }
 
     pub fn format(&self) -> Format {
@@ -249,7 +225,7 @@ impl<R: Read> CaptureReader<R> {
         }
         let swapped = magic[0] == 0xA1; // big-endian file
         let nanos = matches!(magic, [0x4D, 0x3C, 0xB2, 0xA1] | [0xA1, 0xB2, 0x3C, 0x4D]);
-        let h = &self.data()[self.start..self.start + 24];
+        let h = &self.buf[self.start..self.start + 24];
         let rd = |at: usize| read_u32(h, at, swapped);
         // The upper bits of the link-type field carry FCS information (pcap spec §4).
         let link = LinkType::from_raw(rd(20) & 0x0FFF_FFFF);
@@ -293,7 +269,7 @@ impl<R: Read> CaptureReader<R> {
                 format!("capture ends inside a packet record header ({have} of 16 bytes)"),
             ));
         }
-        let h = &self.data()[self.start..self.start + 16];
+        let h = &self.buf[self.start..self.start + 16];
         let sec = read_u32(h, 0, swapped);
         let frac = read_u32(h, 4, swapped);
         let incl = read_u32(h, 8, swapped) as usize;
@@ -326,7 +302,7 @@ impl<R: Read> CaptureReader<R> {
         Ok(Some(Packet {
             ts,
             link,
-            data: &self.data()[s..s + incl],
+            data: &self.buf[s..s + incl],
             orig_len: orig,
             offset,
         }))
@@ -344,7 +320,7 @@ impl<R: Read> CaptureReader<R> {
                     format!("capture ends inside a block header ({have} of 12 bytes)"),
                 ));
             }
-            let head = &self.data()[self.start..self.start + 12];
+            let head = &self.buf[self.start..self.start + 12];
             let raw_type = [head[0], head[1], head[2], head[3]];
             if raw_type == [0x0A, 0x0D, 0x0D, 0x0A] {
                 // Section header: the byte-order magic decides the endianness of the section.
@@ -387,7 +363,7 @@ impl<R: Read> CaptureReader<R> {
                     self.consume(len);
                 }
                 6 | 2 => {
-                    let b = &self.data()[body_at..body_at + body_len];
+                    let b = &self.buf[body_at..body_at + body_len];
                     if body_len < 20 {
                         return Err(self.err(ErrorKind::Corrupt, "packet block too short".into()));
                     }
@@ -430,7 +406,7 @@ impl<R: Read> CaptureReader<R> {
                     return Ok(Some(Packet {
                         ts,
                         link: iface.link,
-                        data: &self.data()[s..s + cap],
+                        data: &self.buf[s..s + cap],
                         orig_len: orig,
                         offset,
                     }));
@@ -443,7 +419,7 @@ impl<R: Read> CaptureReader<R> {
                             self.err(ErrorKind::Corrupt, "simple packet block too short".into())
                         );
                     }
-                    let orig = read_u32(&self.data()[body_at..], 0, big_endian);
+                    let orig = read_u32(&self.buf[body_at..], 0, big_endian);
                     let iface = self.interface(0)?;
                     let mut cap = (orig as usize).min(body_len - 4);
                     if iface.snaplen != 0 {
@@ -454,7 +430,7 @@ impl<R: Read> CaptureReader<R> {
                     return Ok(Some(Packet {
                         ts: Timestamp::from_nanos(0),
                         link: iface.link,
-                        data: &self.data()[s..s + cap],
+                        data: &self.buf[s..s + cap],
                         orig_len: orig,
                         offset,
                     }));
@@ -486,7 +462,7 @@ impl<R: Read> CaptureReader<R> {
                 "interface description block too short".into(),
             ));
         }
-        let b = &self.data()[at..at + len];
+        let b = &self.buf[at..at + len];
         let mut iface = Interface {
             link: LinkType::from_raw(u32::from(read_u16(b, 0, be))),
             snaplen: read_u32(b, 4, be),
@@ -591,13 +567,6 @@ impl<R: Read> CaptureReader<R> {
             }
         }
         Ok(self.end - self.start)
-    }
-}
-
-impl CaptureReader<io::Empty> {
-    /// Reads a capture that is already in memory (a mapped file, say) without copying it.
-    pub fn from_bytes(bytes: Box<dyn AsRef<[u8]> + Send>) -> Result<Self, CaptureError> {
-        Self::start(io::empty(), Vec::new(), Some(bytes))
     }
 }
 

@@ -24,7 +24,7 @@ pub use conn::{Connection, Exchange, Half, Handshake, Mark, RoleSource};
 pub use seq::Seq;
 
 use std::collections::VecDeque;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 
 use rustc_hash::FxHashMap;
 use tcpdoctor_wire::{TcpSegment, Timestamp};
@@ -205,10 +205,6 @@ impl<A: Analyzer> Tracker<A> {
         &self.analyzer
     }
 
-    pub fn analyzer_mut(&mut self) -> &mut A {
-        &mut self.analyzer
-    }
-
     /// Connections currently held in memory.
     pub fn open_connections(&self) -> usize {
         self.table.len()
@@ -332,11 +328,6 @@ impl<A: Analyzer> Tracker<A> {
             }
         }
     }
-}
-
-/// Formats an endpoint like Wireshark does (`[v6]:port`).
-pub fn endpoint(ip: IpAddr, port: u16) -> SocketAddr {
-    SocketAddr::new(ip, port)
 }
 
 #[cfg(test)]
