@@ -197,7 +197,7 @@ impl Engine {
         let vantage = d
             .vantages
             .iter()
-            .max_by_key(|(k, n)| (k.0 != "unknown", **n, k.0, k.1))
+            .max_by_key(|(k, n)| (k.0 != "unknown", *n, k.0, k.1))
             .map(|(k, n)| Vantage {
                 place: k.0,
                 from: k.1,
@@ -365,6 +365,8 @@ pub struct ConnState {
     exchange_max_ns: i64,
     /// The slowest few exchanges, for the connection's summary.
     slowest: Vec<(Exchange, budget::Split)>,
+    /// The shortest of `slowest` once it is full: faster exchanges skip the list.
+    slowest_floor_ns: i64,
     /// Intervals the rules explained, for the budget of the exchange in progress.
     claims: budget::Claims,
 }
@@ -475,7 +477,8 @@ pub(crate) struct Diagnoser {
     /// median exchange is the mean of its bucket.
     bucket_budgets: Vec<budget::Split>,
     per_server: budget::PerServer,
-    vantages: FxHashMap<(&'static str, &'static str), u64>,
+    /// Connections per (place, how it was told): a handful of distinct values.
+    vantages: Vec<((&'static str, &'static str), u64)>,
     /// Per ACK sender: role, the first waits seen, how many in all.
     delayed_acks: FxHashMap<SocketAddr, (&'static str, Vec<i64>, u64)>,
     duplicates: u64,
@@ -494,7 +497,7 @@ impl Diagnoser {
             exchange_hist: Histogram::default(),
             bucket_budgets: vec![[0; budget::PARTS]; Histogram::BUCKETS],
             per_server: budget::PerServer::default(),
-            vantages: FxHashMap::default(),
+            vantages: Vec::new(),
             delayed_acks: FxHashMap::default(),
             duplicates: 0,
             scratch: Vec::new(),
@@ -740,10 +743,22 @@ impl Analyzer for Diagnoser {
         state.exchange_max_ns = state.exchange_max_ns.max(d);
         if state.slowest.len() < SLOWEST {
             state.slowest.push((*ex, split));
-        } else if let Some(min) = state.slowest.iter_mut().min_by_key(|e| e.0.duration_ns()) {
-            if d > min.0.duration_ns() {
+            state.slowest_floor_ns = state
+                .slowest
+                .iter()
+                .map(|e| e.0.duration_ns())
+                .min()
+                .unwrap_or(0);
+        } else if d > state.slowest_floor_ns {
+            if let Some(min) = state.slowest.iter_mut().min_by_key(|e| e.0.duration_ns()) {
                 *min = (*ex, split);
             }
+            state.slowest_floor_ns = state
+                .slowest
+                .iter()
+                .map(|e| e.0.duration_ns())
+                .min()
+                .unwrap_or(0);
         }
     }
 
@@ -765,7 +780,11 @@ impl Analyzer for Diagnoser {
         }
         self.scratch = out;
         self.connection_count += 1;
-        *self.vantages.entry(text::vantage(conn)).or_default() += 1;
+        let v = text::vantage(conn);
+        match self.vantages.iter_mut().find(|(k, _)| *k == v) {
+            Some((_, n)) => *n += 1,
+            None => self.vantages.push((v, 1)),
+        }
         self.duplicates += conn.client.duplicates + conn.server.duplicates;
         // Summarise only connections that can still make the list.
         let rank = (ms_f(state.time_lost_ns), ms_f(conn.duration_ns()));

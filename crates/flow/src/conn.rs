@@ -127,7 +127,9 @@ pub struct Half {
     /// Data segments seen twice within [`DUPLICATE_NS`]: a mirror port or a
     /// capture on two interfaces, not retransmissions. Dropped.
     pub duplicates: u64,
-    last_data_sig: Option<(u32, u32, u32, u16, u16)>,
+    /// Sequence, acknowledgment, length, flags and window of the last data
+    /// segment, packed; 0 before any.
+    last_data_sig: u128,
     last_data_ts: Timestamp,
     sent: [Sent; SENT_RING],
     sent_len: usize,
@@ -168,7 +170,7 @@ impl Half {
             rtt_samples: 0,
             ttl: 0,
             duplicates: 0,
-            last_data_sig: None,
+            last_data_sig: 0,
             last_data_ts: Timestamp::default(),
             sent: [Sent::default(); SENT_RING],
             sent_len: 0,
@@ -303,6 +305,8 @@ pub struct Connection {
     pub packets: u64,
     pub exchanges: u32,
     current: Option<Exchange>,
+    /// [`Connection::smss`] per direction, refreshed when what it depends on changes.
+    smss: [u32; 2],
 }
 
 impl Connection {
@@ -329,6 +333,7 @@ impl Connection {
             packets: 0,
             exchanges: 0,
             current: None,
+            smss: [1460; 2],
         }
     }
 
@@ -336,6 +341,10 @@ impl Connection {
     /// RFC 9293 §3.7.1): the MSS its peer announced, less 12 bytes when both
     /// sides use timestamps (RFC 7323), as Linux counts it.
     pub fn smss(&self, dir: Dir) -> u32 {
+        self.smss[dir.index()]
+    }
+
+    fn compute_smss(&self, dir: Dir) -> u32 {
         let (me, peer) = (self.half(dir), self.half(dir.reverse()));
         let base = peer.mss.map_or(me.mss_or_guess(), u32::from);
         let options = if me.timestamps && peer.timestamps {
@@ -452,17 +461,23 @@ impl Connection {
         // the capture setup (a SPAN port sees both ingress and egress), not
         // something the sender did: no TCP stack retransmits that fast.
         if seg.payload_len > 0 {
-            let sig = (seg.seq, seg.ack, seg.payload_len, flags.0, seg.window);
-            if me.last_data_sig == Some(sig) && ts.since(me.last_data_ts) <= DUPLICATE_NS {
+            let sig = u128::from(seg.seq)
+                | u128::from(seg.ack) << 32
+                | u128::from(seg.payload_len) << 64
+                | u128::from(flags.0) << 96
+                | u128::from(seg.window) << 112;
+            if me.last_data_sig == sig && ts.since(me.last_data_ts) <= DUPLICATE_NS {
                 me.duplicates += 1;
                 return;
             }
-            me.last_data_sig = Some(sig);
+            me.last_data_sig = sig;
             me.last_data_ts = ts;
         }
 
+        let mut refresh_smss = false;
         // Handshake and options.
         if flags.syn() {
+            refresh_smss = true;
             let options = seg.options();
             if !me.syn_seen || me.base != seq {
                 me.base = seq;
@@ -563,7 +578,10 @@ impl Connection {
         if len > 0 {
             me.data_packets += 1;
             me.bytes += u64::from(new_bytes);
-            me.largest_segment = me.largest_segment.max(len);
+            if len > me.largest_segment {
+                me.largest_segment = len;
+                refresh_smss = true;
+            }
         }
         if len > 0 || flags.fin() || flags.syn() {
             me.remember(end, ts, kind == SegKind::Retransmission);
@@ -614,6 +632,12 @@ impl Connection {
         let rel_ack = peer.rel(Seq(seg.ack));
         let peer_una = peer.una;
 
+        if refresh_smss {
+            self.smss = [
+                self.compute_smss(Dir::ClientToServer),
+                self.compute_smss(Dir::ServerToClient),
+            ];
+        }
         // A retransmission of the response ends the exchange later: the
         // response is not complete before its last byte got through.
         if kind == SegKind::Retransmission && dir == Dir::ServerToClient {

@@ -72,8 +72,9 @@ impl CongestionState {
         st.bytes += u64::from(seg.len);
         st.max_in_flight = st.max_in_flight.max(seg.in_flight);
         let mss = conn.smss(seg.dir);
+        let paused = st.last.filter(|l| seg.ts.since(l.0) >= 1_000_000);
         if let (Some((prev, prev_frame, prev_end, prev_len)), Some(rtt)) =
-            (st.last, conn.path_rtt_ns())
+            (paused, paused.and_then(|_| conn.path_rtt_ns()))
         {
             let pause = seg.ts.since(prev);
             // A flight cut by the congestion window ends on a full segment; a

@@ -44,6 +44,8 @@ struct DirState {
 }
 
 const ACK_HISTORY: usize = 16;
+/// A window of this many segments or more is treated as unlimited.
+const LARGE_WINDOW_SEGMENTS: u32 = 64;
 
 /// The receiver's recent ACKs: (time, relative ack, scaled window), in a ring.
 #[derive(Debug)]
@@ -103,7 +105,13 @@ impl WindowState {
         // what it told the sender, and when.
         if seg.flags.ack() && !seg.flags.syn() && !seg.flags.rst() {
             let other = &mut self.dirs[seg.dir.reverse().index()];
-            other.acks.push(seg.ts, seg.ack, seg.window);
+            // A window far above anything in flight cannot be the limit: no
+            // history is needed (and what is kept would mislead, so drop it).
+            if seg.window >= LARGE_WINDOW_SEGMENTS * conn.smss(seg.dir.reverse()) {
+                other.acks.len = 0;
+            } else {
+                other.acks.push(seg.ts, seg.ack, seg.window);
+            }
             // A zero window is its own finding: that stall is not counted here.
             if seg.window == 0 {
                 other.zero_during_stall = true;

@@ -191,7 +191,7 @@ impl LossState {
                 // sent nothing that would end a message, and the data resumed
                 // exactly where it stopped, after a retransmission timeout's
                 // worth of silence. The capture never saw the lost packets.
-                if let Some(prev_len) = st.last_len {
+                if let Some(prev_len) = st.last_len.filter(|_| timer_silence) {
                     let mss = conn.smss(d);
                     let mid_transfer = prev_len >= mss && prev_len % mss == 0 && !st.peer_spoke;
                     let resumed_in_place = st.next == Some(seg.seq);
