@@ -273,14 +273,11 @@ fn budget_summary(d: &Diagnoser) -> Option<LatencyBudget> {
         parts_ms: text::budget_parts(sums, n.max(1) as f64),
     };
     let median_bucket = h.quantile_bucket(0.5)?;
-    let (lo, hi) = (median_bucket, median_bucket);
-    let mut median = [0i64; budget::PARTS];
-    for sums in &d.bucket_budgets[lo..=hi] {
-        for (m, v) in median.iter_mut().zip(sums) {
-            *m += v;
-        }
-    }
-    let median_n = h.bucket_count(median_bucket);
+    let coarse = median_bucket / BUDGET_BUCKET;
+    let median = d.bucket_budgets[coarse];
+    let median_n = (coarse * BUDGET_BUCKET..(coarse + 1) * BUDGET_BUCKET)
+        .map(|b| h.bucket_count(b))
+        .sum();
     let mut all = [0i64; budget::PARTS];
     for sums in &d.bucket_budgets {
         for (m, v) in all.iter_mut().zip(sums) {
@@ -342,6 +339,8 @@ struct Recent {
 }
 
 const RING: usize = 12;
+/// Latency buckets (0.8% wide) grouped per budget sum: small enough to stay in cache.
+const BUDGET_BUCKET: usize = 8;
 /// Delayed-ACK fingerprints kept: endpoints, and samples per endpoint.
 const MAX_ACK_ENDPOINTS: usize = 256;
 const MAX_ACK_SAMPLES: usize = 1024;
@@ -473,10 +472,12 @@ pub(crate) struct Diagnoser {
     /// latest trim: a closing connection ranked at or below it is not summarised.
     floor: Option<(f64, f64)>,
     exchange_hist: Histogram,
-    /// Budget sums of the exchanges in each latency bucket: the budget of the
-    /// median exchange is the mean of its bucket.
+    /// Budget sums of the exchanges in each group of [`BUDGET_BUCKET`] latency
+    /// buckets (±3%): the median exchange's budget is the mean of its group.
     bucket_budgets: Vec<budget::Split>,
     per_server: budget::PerServer,
+    /// Emptied `slowest` lists of closed connections, for reuse without allocating.
+    spare_slowest: Vec<Vec<(Exchange, budget::Split)>>,
     /// Connections per (place, how it was told): a handful of distinct values.
     vantages: Vec<((&'static str, &'static str), u64)>,
     /// Per ACK sender: role, the first waits seen, how many in all.
@@ -495,8 +496,9 @@ impl Diagnoser {
             stray_packets: 0,
             floor: None,
             exchange_hist: Histogram::default(),
-            bucket_budgets: vec![[0; budget::PARTS]; Histogram::BUCKETS],
+            bucket_budgets: vec![[0; budget::PARTS]; Histogram::BUCKETS / BUDGET_BUCKET + 1],
             per_server: budget::PerServer::default(),
+            spare_slowest: Vec::new(),
             vantages: Vec::new(),
             delayed_acks: FxHashMap::default(),
             duplicates: 0,
@@ -733,7 +735,7 @@ impl Analyzer for Diagnoser {
         self.exchange_hist.record(d);
         let split = state.claims.split(conn, ex).unwrap_or([0; budget::PARTS]);
         let bucket = Histogram::bucket(d);
-        let sums = &mut self.bucket_budgets[bucket.min(Histogram::BUCKETS - 1)];
+        let sums = &mut self.bucket_budgets[bucket.min(Histogram::BUCKETS - 1) / BUDGET_BUCKET];
         for (s, v) in sums.iter_mut().zip(&split) {
             *s += v;
         }
@@ -741,6 +743,11 @@ impl Analyzer for Diagnoser {
         state.exchanges += 1;
         state.exchange_sum_ns += d;
         state.exchange_max_ns = state.exchange_max_ns.max(d);
+        if state.slowest.capacity() == 0 {
+            if let Some(v) = self.spare_slowest.pop() {
+                state.slowest = v;
+            }
+        }
         if state.slowest.len() < SLOWEST {
             state.slowest.push((*ex, split));
             state.slowest_floor_ns = state
@@ -788,12 +795,19 @@ impl Analyzer for Diagnoser {
         self.duplicates += conn.client.duplicates + conn.server.duplicates;
         // Summarise only connections that can still make the list.
         let rank = (ms_f(state.time_lost_ns), ms_f(conn.duration_ns()));
-        if self.connections.len() >= self.options.max_connections
-            && self.floor.is_some_and(|f| rank <= f)
-        {
+        let listed = self.connections.len() < self.options.max_connections
+            || self.floor.is_none_or(|f| rank > f);
+        if listed {
+            self.connections.push(text::connection_summary(conn, state));
+        }
+        if self.spare_slowest.len() < 64 && state.slowest.capacity() > 0 {
+            let mut v = std::mem::take(&mut state.slowest);
+            v.clear();
+            self.spare_slowest.push(v);
+        }
+        if !listed {
             return;
         }
-        self.connections.push(text::connection_summary(conn, state));
         if self.connections.len() >= 2 * self.options.max_connections.max(1) {
             rank_connections(&mut self.connections, self.options.max_connections);
             self.floor = self
