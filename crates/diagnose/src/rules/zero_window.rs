@@ -22,6 +22,10 @@ pub struct ZeroWindowState {
 
 impl ZeroWindowState {
     pub fn on_segment(&mut self, seg: &Segment<'_>, out: &mut Vec<Occurrence>) {
+        // Nothing open and the window not closing: the common case, done.
+        if seg.window != 0 && self.open[0].is_none() && self.open[1].is_none() {
+            return;
+        }
         let mark = Mark {
             ts: seg.ts,
             frame: seg.frame,
