@@ -48,6 +48,30 @@ pub fn text(
         c.connections,
         c.duration_ms / 1e3
     )?;
+    if let Some(b) = &c.latency_budget {
+        // The median exchange, split into parts that add up to it.
+        let mut parts: Vec<(&&str, &f64)> = b.median.parts_ms.iter().collect();
+        parts.sort_by(|x, y| y.1.total_cmp(x.1));
+        let total = b.median.total_ms.max(f64::MIN_POSITIVE);
+        let mut shown: Vec<String> = Vec::new();
+        let mut other = 0.0;
+        for (i, (name, v)) in parts.iter().enumerate() {
+            if i < 4 && **v >= 0.005 * total {
+                shown.push(format!("{} {}", fmt_ms(**v), name));
+            } else {
+                other += **v;
+            }
+        }
+        if other > 0.0 {
+            shown.push(format!("{} other", fmt_ms(other)));
+        }
+        writeln!(
+            out,
+            "budget     exchanges around the median take {} = {}",
+            fmt_ms(b.median.total_ms),
+            shown.join(" + ")
+        )?;
+    }
     match &c.exchange_latency_ms {
         Some(p) => writeln!(
             out,
@@ -92,30 +116,6 @@ pub fn text(
             a.acks,
             fmt_ms(a.typical_ms),
             a.matches
-        )?;
-    }
-    if let Some(b) = &c.latency_budget {
-        // The median exchange, split into parts that add up to it.
-        let mut parts: Vec<(&&str, &f64)> = b.median.parts_ms.iter().collect();
-        parts.sort_by(|x, y| y.1.total_cmp(x.1));
-        let total = b.median.total_ms.max(f64::MIN_POSITIVE);
-        let mut shown: Vec<String> = Vec::new();
-        let mut other = 0.0;
-        for (i, (name, v)) in parts.iter().enumerate() {
-            if i < 4 && **v >= 0.005 * total {
-                shown.push(format!("{} {}", fmt_ms(**v), name));
-            } else {
-                other += **v;
-            }
-        }
-        if other > 0.0 {
-            shown.push(format!("{} other", fmt_ms(other)));
-        }
-        writeln!(
-            out,
-            "budget     median exchange {} = {}",
-            fmt_ms(b.median.total_ms),
-            shown.join(" + ")
         )?;
     }
     if c.non_tcp + c.fragments > 0 {
