@@ -108,6 +108,9 @@ impl Claims {
         if end < start {
             return None;
         }
+        if self.list.is_empty() && ex.setup.is_none() {
+            return Some(Self::plain(conn, ex, start, end));
+        }
         // Phase boundaries, each clamped to be no earlier than the one before.
         let hs = &conn.handshake;
         let t = |m: Option<tcpdoctor_flow::Mark>, or: i64| m.map_or(or, |m| m.ts.nanos());
@@ -181,6 +184,23 @@ impl Claims {
     }
 }
 
+impl Claims {
+    /// The common case: nothing claimed, no handshake in the exchange —
+    /// request transfer, the wait (round trip, then server), response transfer.
+    fn plain(conn: &Connection, ex: &Exchange, start: i64, end: i64) -> Split {
+        let t = |m: Option<tcpdoctor_flow::Mark>, or: i64| m.map_or(or, |m| m.ts.nanos());
+        let req_last = t(ex.request_last, start).clamp(start, end);
+        let resp_first = t(ex.response_first, end).clamp(req_last, end);
+        let wait = resp_first - req_last;
+        let net = wait.min(conn.distance_to(Dir::ServerToClient).unwrap_or(0));
+        let mut split: Split = [0; PARTS];
+        split[index(Part::Transfer)] = (req_last - start) + (end - resp_first);
+        split[index(Part::Network)] = net;
+        split[index(Part::Server)] = wait - net;
+        split
+    }
+}
+
 fn index(p: Part) -> usize {
     Part::ALL.iter().position(|&q| q == p).unwrap_or(PARTS - 1)
 }
@@ -189,6 +209,9 @@ fn index(p: Part) -> usize {
 #[derive(Debug, Default)]
 pub struct PerServer {
     map: FxHashMap<SocketAddr, (Split, u64)>,
+    /// The last server added to, and its sums not yet folded into `map`:
+    /// exchanges come in runs per server.
+    last: Option<(SocketAddr, Split, u64)>,
 }
 
 /// At most this many servers are kept (the first seen).
@@ -196,17 +219,35 @@ const MAX_SERVERS: usize = 1024;
 
 impl PerServer {
     pub fn add(&mut self, server: SocketAddr, split: &Split) {
-        if self.map.len() >= MAX_SERVERS && !self.map.contains_key(&server) {
-            return;
+        match &mut self.last {
+            Some((addr, sums, n)) if *addr == server => {
+                for (s, v) in sums.iter_mut().zip(split) {
+                    *s += v;
+                }
+                *n += 1;
+            }
+            _ => {
+                self.flush();
+                self.last = Some((server, *split, 1));
+            }
         }
-        let e = self.map.entry(server).or_insert(([0; PARTS], 0));
-        for (s, v) in e.0.iter_mut().zip(split) {
-            *s += v;
-        }
-        e.1 += 1;
     }
 
-    pub fn sorted(&self) -> Vec<(SocketAddr, Split, u64)> {
+    fn flush(&mut self) {
+        if let Some((server, split, n)) = self.last.take() {
+            if self.map.len() >= MAX_SERVERS && !self.map.contains_key(&server) {
+                return;
+            }
+            let e = self.map.entry(server).or_insert(([0; PARTS], 0));
+            for (s, v) in e.0.iter_mut().zip(&split) {
+                *s += v;
+            }
+            e.1 += n;
+        }
+    }
+
+    pub fn sorted(&mut self) -> Vec<(SocketAddr, Split, u64)> {
+        self.flush();
         let mut v: Vec<_> = self.map.iter().map(|(k, (s, n))| (*k, *s, *n)).collect();
         v.sort_by(|a, b| {
             let ta: i64 = a.1.iter().sum();

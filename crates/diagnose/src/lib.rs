@@ -161,7 +161,8 @@ impl Engine {
     pub fn finish(self) -> Analysis {
         let peak = self.tracker.peak_open_connections() as u64;
         let d = self.tracker.finish();
-        let latency_budget = budget_summary(&d);
+        let mut d = d;
+        let latency_budget = budget_summary(&mut d);
         let first = self.first_ts.unwrap_or_default();
         let exchange_total_ns = d.exchange_hist.sum_ns();
         let capture_ns = self.last_ts.since(first);
@@ -265,7 +266,7 @@ impl Engine {
 
 /// Keeps the `keep` connections that lost the most time (then the longest),
 /// the last of them being the least of those kept; order otherwise arbitrary.
-fn budget_summary(d: &Diagnoser) -> Option<LatencyBudget> {
+fn budget_summary(d: &mut Diagnoser) -> Option<LatencyBudget> {
     let h = &d.exchange_hist;
     let line = |sums: &budget::Split, n: u64| BudgetLine {
         exchanges: n,

@@ -532,6 +532,7 @@ pub fn vantage(conn: &Connection) -> (&'static str, &'static str) {
 
 pub(crate) fn connection_summary(conn: &Connection, st: &ConnState) -> ConnectionSummary {
     let hs = &conn.handshake;
+    let (place, told_from) = vantage(conn);
     let end = if conn.client.rst.is_some() || conn.server.rst.is_some() {
         "rst"
     } else if conn.client.fin.is_some() && conn.server.fin.is_some() {
@@ -593,8 +594,8 @@ pub(crate) fn connection_summary(conn: &Connection, st: &ConnState) -> Connectio
             server_to_client: conn.server.window_min,
         },
         end,
-        vantage: vantage(conn).0,
-        vantage_from: vantage(conn).1,
+        vantage: place,
+        vantage_from: told_from,
         duplicates: conn.client.duplicates + conn.server.duplicates,
         time_lost_ms: ms(st.time_lost_ns),
     }
