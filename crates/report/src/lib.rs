@@ -23,9 +23,10 @@ impl Default for TextOptions {
     }
 }
 
-/// Writes the JSON document (schema 1) followed by a newline.
+/// Writes the JSON document (schema 1) on one line, then a newline (pipe it
+/// through `jq .` to read it).
 pub fn json(a: &Analysis, out: &mut impl Write) -> io::Result<()> {
-    serde_json::to_writer_pretty(&mut *out, a)?;
+    serde_json::to_writer(&mut *out, a)?;
     out.write_all(b"\n")
 }
 
