@@ -97,12 +97,37 @@ pub struct LatencyBudget {
     pub servers: Vec<ServerBudget>,
 }
 
+/// A budget's parts, `{part: ms}` in JSON, parts with no time left out.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BudgetParts(pub Vec<(&'static str, f64)>);
+
+impl BudgetParts {
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, f64)> + '_ {
+        self.0.iter().copied()
+    }
+
+    pub fn get(&self, part: &str) -> Option<f64> {
+        self.0.iter().find(|(k, _)| *k == part).map(|(_, v)| *v)
+    }
+}
+
+impl Serialize for BudgetParts {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct BudgetLine {
     pub exchanges: u64,
     /// The parts' sum: the exchanges' mean duration.
     pub total_ms: f64,
-    pub parts_ms: std::collections::BTreeMap<&'static str, f64>,
+    pub parts_ms: BudgetParts,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -111,7 +136,7 @@ pub struct ServerBudget {
     pub server: SocketAddr,
     pub exchanges: u64,
     pub total_ms: f64,
-    pub parts_ms: std::collections::BTreeMap<&'static str, f64>,
+    pub parts_ms: BudgetParts,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -196,7 +221,7 @@ pub struct ExchangeSummary {
     /// First to last response byte.
     pub response_ms: Option<f64>,
     /// Where the time went: parts that add up to `duration_ms` (see the README).
-    pub budget_ms: std::collections::BTreeMap<&'static str, f64>,
+    pub budget_ms: BudgetParts,
     /// request first, request last, request ACK, response first, response last (null when absent).
     pub frames: [Option<u64>; 5],
 }

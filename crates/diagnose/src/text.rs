@@ -10,7 +10,6 @@ use crate::http::Software;
 use crate::model::*;
 use crate::rules::{Detail, Kind};
 use crate::{round3, Aggregate, ConnState};
-use std::collections::BTreeMap;
 
 fn ms(ns: i64) -> f64 {
     round3(ns as f64 / 1e6)
@@ -463,13 +462,15 @@ fn window_fix(ep: &str, hint: Option<&'static str>, rtt_ms: Option<f64>) -> Stri
 }
 
 /// A budget as `{part: ms}`, parts with no time left out.
-pub(crate) fn budget_parts(split: &Split, per: f64) -> BTreeMap<&'static str, f64> {
-    Part::ALL
-        .iter()
-        .zip(split)
-        .filter(|(_, &v)| v > 0)
-        .map(|(p, &v)| (p.name(), round3(v as f64 / per / 1e6)))
-        .collect()
+pub(crate) fn budget_parts(split: &Split, per: f64) -> BudgetParts {
+    BudgetParts(
+        Part::ALL
+            .iter()
+            .zip(split)
+            .filter(|(_, &v)| v > 0)
+            .map(|(p, &v)| (p.name(), round3(v as f64 / per / 1e6)))
+            .collect(),
+    )
 }
 
 fn exchange_summary(e: &Exchange, split: &Split) -> ExchangeSummary {

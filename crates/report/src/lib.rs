@@ -51,16 +51,16 @@ pub fn text(
     )?;
     if let Some(b) = &c.latency_budget {
         // The median exchange, split into parts that add up to it.
-        let mut parts: Vec<(&&str, &f64)> = b.median.parts_ms.iter().collect();
-        parts.sort_by(|x, y| y.1.total_cmp(x.1));
+        let mut parts: Vec<(&str, f64)> = b.median.parts_ms.iter().collect();
+        parts.sort_by(|x, y| y.1.total_cmp(&x.1));
         let total = b.median.total_ms.max(f64::MIN_POSITIVE);
         let mut shown: Vec<String> = Vec::new();
         let mut other = 0.0;
         for (i, (name, v)) in parts.iter().enumerate() {
-            if i < 4 && **v >= 0.005 * total {
-                shown.push(format!("{} {}", fmt_ms(**v), name));
+            if i < 4 && *v >= 0.005 * total {
+                shown.push(format!("{} {}", fmt_ms(*v), name));
             } else {
-                other += **v;
+                other += *v;
             }
         }
         if other > 0.0 {
