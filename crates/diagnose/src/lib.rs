@@ -339,7 +339,7 @@ struct Recent {
     window: u32,
 }
 
-const RING: usize = 12;
+const RING: usize = 8;
 /// Latency buckets (0.8% wide) grouped per budget sum: small enough to stay in cache.
 const BUDGET_BUCKET: usize = 8;
 /// Delayed-ACK fingerprints kept: endpoints, and samples per endpoint.

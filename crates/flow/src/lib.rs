@@ -239,17 +239,20 @@ impl<A: Analyzer> Tracker<A> {
             None => {
                 let id = self.next_id;
                 self.next_id += 1;
-                let fresh = Slot {
-                    conn: Connection::new(id, frame, ts, seg),
-                    state: A::Conn::default(),
-                };
+                let conn = Connection::new(id, frame, ts, seg);
                 let i = match self.free.pop() {
                     Some(i) => {
-                        self.slots[i as usize] = fresh;
+                        // Reuse the slot in place: no slot-sized temporary.
+                        let slot = &mut self.slots[i as usize];
+                        slot.conn = conn;
+                        slot.state = A::Conn::default();
                         i
                     }
                     None => {
-                        self.slots.push(fresh);
+                        self.slots.push(Slot {
+                            conn,
+                            state: A::Conn::default(),
+                        });
                         (self.slots.len() - 1) as u32
                     }
                 };

@@ -43,7 +43,7 @@ struct DirState {
     zero_during_stall: bool,
 }
 
-const ACK_HISTORY: usize = 16;
+const ACK_HISTORY: usize = 8;
 /// A window of this many segments or more is treated as unlimited.
 const LARGE_WINDOW_SEGMENTS: u32 = 64;
 
