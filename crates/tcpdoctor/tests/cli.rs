@@ -378,3 +378,42 @@ fn vantage_is_told_from_ttls() {
     let v = analyze_json(&fixture("nginx-nodelay-off.server.pcap"));
     assert_eq!(v["capture"]["vantage"]["place"], "unknown");
 }
+
+#[test]
+fn pcapng_with_an_unknown_link_type_counts_those_frames_and_analyses_the_rest() {
+    use tcpdoctor_capture::write::PcapNgWriter;
+    use tcpdoctor_capture::CaptureReader;
+    let src = std::fs::read(fixture("client-write-write.router.pcap")).unwrap();
+    let mut r = CaptureReader::new(&src[..]).unwrap();
+    let mut w = PcapNgWriter::new(Vec::new()).unwrap();
+    let eth = w
+        .add_interface(tcpdoctor_wire::LinkType::Ethernet, 0, 9)
+        .unwrap();
+    let odd = w
+        .add_interface(tcpdoctor_wire::LinkType::Unknown(147), 0, 6)
+        .unwrap();
+    let mut n = 0u64;
+    while let Some(p) = r.next_packet().unwrap() {
+        w.write_packet(eth, p.ts.nanos() as u64, p.data, p.orig_len)
+            .unwrap();
+        if n % 10 == 0 {
+            w.write_packet(odd, (p.ts.nanos() / 1000) as u64, b"not ethernet", 12)
+                .unwrap();
+        }
+        n += 1;
+    }
+    let bytes = w.into_inner();
+    let p = temp("mixed.pcapng", &bytes);
+    let v = analyze_json(&p);
+    let undecodable = &v["capture"]["undecodable"][0];
+    assert_eq!(undecodable["reason"], "link type 147 is not supported");
+    assert_eq!(undecodable["count"].as_u64().unwrap(), n.div_ceil(10));
+    assert_eq!(findings(&v)[0]["kind"], "nagle_delayed_ack");
+    // Cut the same file mid-block: analysed up to there, with a warning.
+    let cut = temp("mixed-cut.pcapng", &bytes[..bytes.len() * 3 / 4]);
+    let v = analyze_json(&cut);
+    assert!(v["capture"]["warnings"][0]
+        .as_str()
+        .unwrap()
+        .contains("truncated at byte"));
+}
