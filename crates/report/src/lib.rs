@@ -3,6 +3,9 @@
 
 use std::io::{self, Write};
 
+mod verdict;
+pub use verdict::{verdict, Symptom, Verdict};
+
 use tcpdoctor_diagnose::model::{Analysis, ConnectionSummary, Finding, Ladder};
 
 /// Text report settings.
