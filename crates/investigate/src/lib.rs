@@ -1,0 +1,3 @@
+//! `tcpdoctor diagnose URL`: the troubleshooting workflow in one command.
+
+pub mod route;
