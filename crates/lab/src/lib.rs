@@ -516,7 +516,7 @@ fn finding_text(out: &mut impl Write, i: usize, f: &Finding) -> Result<()> {
 }
 
 fn wrap(out: &mut impl Write, label: &str, text: &str) -> Result<()> {
-    let indent = "              ";
+    let indent = "               ";
     let mut line = format!("           {label} ");
     for word in text.split_whitespace() {
         if line.len() + word.len() > 100 && line.len() > indent.len() {
