@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-use tcpdoctor_capture::write::PcapWriter;
+use tcpdoctor_capture::write::{PcapNgWriter, PcapWriter};
 use tcpdoctor_diagnose::model::Analysis;
 use tcpdoctor_diagnose::{Engine, Options};
 use tcpdoctor_live::{Capture, LinkType, Timestamp};
@@ -109,6 +109,13 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
     // Let the measuring connections' last packets cross the path first.
     thread::sleep(rtt * 2 + Duration::from_millis(100));
 
+    // The JVM compiles its hot code during the first seconds: warm it up
+    // uncaptured, as one would before measuring a Java server.
+    if let (Running::External(e), Some((c, _))) = (&server, o.wrk) {
+        if e.what == "jdk" {
+            ext::wrk(&t.client, e, c, 2)?;
+        }
+    }
     let drops_before = t.delay.as_ref().map_or(0, |d| d.dropped());
     let (cap_ns, iface) = t.interface(o.vantage);
     let cap_ns = cap_ns.to_string();
@@ -293,26 +300,22 @@ fn start_capture(
         .spawn(move || {
             let mut engine = Engine::new(Options::default());
             let mut out = match &write {
-                Some(p) => Some(PcapWriter::new(
-                    BufWriter::new(
-                        File::create(p).with_context(|| format!("creating {}", p.display()))?,
-                    ),
-                    LinkType::Ethernet,
-                    snaplen,
-                )?),
+                Some(p) => Some(Writer::create(p, snaplen)?),
                 None => None,
             };
-            for batch in rx {
+            // Frames are analysed once the capture ends, so that the engine
+            // takes no CPU from the peers while they run (2 cores here).
+            let batches: Vec<Vec<Owned>> = rx.iter().collect();
+            for batch in batches {
                 for f in &batch {
                     engine.push(f.ts, LinkType::Ethernet, &f.data, f.orig_len);
                     if let Some(w) = &mut out {
-                        w.write_packet(f.ts, &f.data, f.orig_len)?;
+                        w.write(f.ts, &f.data, f.orig_len)?;
                     }
                 }
             }
             if let Some(w) = out {
-                use std::io::Write;
-                w.into_inner().flush()?;
+                w.finish()?;
             }
             Ok((engine.finish(), write.map(|p| p.display().to_string())))
         })?;
@@ -347,5 +350,44 @@ impl RunningCapture {
                 written,
             },
         ))
+    }
+}
+
+/// The capture file: pcap with nanosecond timestamps, or pcapng when the
+/// name ends in `.pcapng`.
+enum Writer {
+    Pcap(PcapWriter<BufWriter<File>>),
+    PcapNg(PcapNgWriter<BufWriter<File>>, u32),
+}
+
+impl Writer {
+    fn create(p: &std::path::Path, snaplen: u32) -> Result<Writer> {
+        let f = BufWriter::new(File::create(p).with_context(|| format!("creating {}", p.display()))?);
+        Ok(if p.extension().is_some_and(|e| e == "pcapng") {
+            let mut w = PcapNgWriter::new(f)?;
+            let iface = w.add_interface(LinkType::Ethernet, snaplen, 9)?;
+            Writer::PcapNg(w, iface)
+        } else {
+            Writer::Pcap(PcapWriter::new(f, LinkType::Ethernet, snaplen)?)
+        })
+    }
+
+    fn write(&mut self, ts: Timestamp, data: &[u8], orig_len: u32) -> Result<()> {
+        match self {
+            Writer::Pcap(w) => w.write_packet(ts, data, orig_len)?,
+            Writer::PcapNg(w, iface) => {
+                w.write_packet(*iface, ts.nanos().max(0) as u64, data, orig_len)?
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<()> {
+        use std::io::Write;
+        match self {
+            Writer::Pcap(w) => w.into_inner().flush()?,
+            Writer::PcapNg(w, _) => w.into_inner().flush()?,
+        }
+        Ok(())
     }
 }
