@@ -40,6 +40,8 @@ enum Command {
     /// Analyse a pcap or pcapng capture and explain where the time went.
     #[command(after_help = ANALYZE_HELP)]
     Analyze(AnalyzeArgs),
+    /// Reproduce a slow-TCP case in network namespaces, diagnose it, show the fix (root).
+    Lab(tcpdoctor_lab::LabArgs),
 }
 
 const ANALYZE_HELP: &str = "\
@@ -97,6 +99,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Analyze(args) => analyze(&args),
+        Command::Lab(args) => tcpdoctor_lab::main(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -1,0 +1,395 @@
+//! The cases: one mechanism each, its setup, what it must be diagnosed as,
+//! and the fix that `--compare` applies.
+
+use std::time::Duration;
+
+use crate::peers::{ClientSpec, ServerSpec, SlowRead};
+use crate::topo::Vantage;
+
+/// What the symptom is measured as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Headline {
+    /// Per-request latency (p50).
+    Latency,
+    /// Time of the whole transfer.
+    Duration,
+}
+
+/// Something done to the path while the workload runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    None,
+    /// The router drops every server→client packet from `at` for `length`.
+    Blackout { at: Duration, length: Duration },
+    /// The server's firewall drops the first SYN of every connection.
+    DropFirstSyn,
+}
+
+/// Which server software runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Peer {
+    /// The built-in server and client.
+    Builtin,
+    /// nginx (with wrk as the client when installed).
+    Nginx,
+    /// The JDK's com.sun.net.httpserver (with wrk as the client when installed).
+    Jdk,
+}
+
+/// Everything a phase (before or after the fix) is made of.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// One-way delay in the router: RTT = 2 × this.
+    pub one_way: Duration,
+    /// Probability that the router drops a forwarded packet.
+    pub loss: f64,
+    /// TBF rate on both hosts (`16mbit`…).
+    pub rate: Option<String>,
+    /// Congestion control of the server (`reno`, `bbr`).
+    pub server_cc: Option<&'static str>,
+    /// initcwnd on the server's route to the client.
+    pub server_initcwnd: Option<u32>,
+    /// net.ipv4.tcp_rmem of the client.
+    pub client_rmem: Option<&'static str>,
+    pub server: ServerSpec,
+    pub client: ClientSpec,
+    pub action: Action,
+    /// nginx `tcp_nodelay` / JDK `sun.net.httpserver.nodelay` for the real servers.
+    pub peer_nodelay: bool,
+    /// nginx `listen … rcvbuf=` for the real server (bytes).
+    pub peer_rcvbuf: Option<usize>,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup {
+            one_way: Duration::ZERO,
+            loss: 0.0,
+            rate: None,
+            server_cc: None,
+            server_initcwnd: None,
+            client_rmem: None,
+            server: ServerSpec::default(),
+            client: ClientSpec::default(),
+            action: Action::None,
+            peer_nodelay: true,
+            peer_rcvbuf: None,
+        }
+    }
+}
+
+/// A case of the lab.
+pub struct Case {
+    pub name: &'static str,
+    pub summary: &'static str,
+    /// The finding it must produce first: (kind, culprit role). None: healthy.
+    pub expected: Option<(&'static str, &'static str)>,
+    pub headline: Headline,
+    pub vantage: Vantage,
+    pub setup: Setup,
+    /// What the fix is ("with TCP_NODELAY on the server") and how it changes the setup.
+    pub fix: Option<(&'static str, fn(&mut Setup))>,
+    /// Real servers this case can run with (`--peer`).
+    pub peers: &'static [Peer],
+}
+
+const MS: fn(u64) -> Duration = Duration::from_millis;
+
+/// Every case, in the order `lab list` shows them.
+pub fn all() -> Vec<Case> {
+    vec![
+        Case {
+            name: "nagle-delayed-ack",
+            summary: "server writes headers then body with Nagle on; keep-alive client delays its ACKs",
+            expected: Some(("nagle_delayed_ack", "server")),
+            headline: Headline::Latency,
+            vantage: Vantage::Server,
+            setup: Setup {
+                server: ServerSpec {
+                    nodelay: false,
+                    split_write: true,
+                    body_bytes: 615,
+                    ..ServerSpec::default()
+                },
+                client: ClientSpec {
+                    workers: 4,
+                    requests: 0,
+                    duration: Some(MS(1500)),
+                    ..ClientSpec::default()
+                },
+                peer_nodelay: false,
+                ..Setup::default()
+            },
+            fix: Some(("TCP_NODELAY on the server", |s| {
+                s.server.nodelay = true;
+                s.peer_nodelay = true;
+            })),
+            peers: &[Peer::Builtin, Peer::Nginx],
+        },
+        Case {
+            name: "client-write-write",
+            summary: "client sends request headers and body in two writes with Nagle on",
+            expected: Some(("nagle_delayed_ack", "client")),
+            headline: Headline::Latency,
+            vantage: Vantage::RouterServer,
+            setup: Setup {
+                server: ServerSpec {
+                    body_bytes: 20,
+                    ..ServerSpec::default()
+                },
+                client: ClientSpec {
+                    requests: 30,
+                    upload: 100,
+                    split_write: true,
+                    ..ClientSpec::default()
+                },
+                ..Setup::default()
+            },
+            fix: Some(("TCP_NODELAY on the client", |s| s.client.nodelay = true)),
+            peers: &[Peer::Builtin],
+        },
+        Case {
+            name: "jdk-httpserver",
+            summary: "JDK HttpServer (sun.net.httpserver.nodelay=false) answering 100-byte POSTs",
+            expected: Some(("nagle_delayed_ack", "server")),
+            headline: Headline::Latency,
+            vantage: Vantage::Client,
+            setup: Setup {
+                server: ServerSpec {
+                    nodelay: false,
+                    split_write: true,
+                    body_bytes: 20,
+                    ..ServerSpec::default()
+                },
+                client: ClientSpec {
+                    workers: 2,
+                    requests: 0,
+                    duration: Some(MS(1500)),
+                    upload: 100,
+                    ..ClientSpec::default()
+                },
+                peer_nodelay: false,
+                ..Setup::default()
+            },
+            fix: Some(("-Dsun.net.httpserver.nodelay=true", |s| {
+                s.server.nodelay = true;
+                s.peer_nodelay = true;
+            })),
+            peers: &[Peer::Builtin, Peer::Jdk],
+        },
+        Case {
+            name: "small-receive-window",
+            summary: "605 KB upload to a server with a 4 KB SO_RCVBUF across a 35 ms RTT",
+            expected: Some(("receive_window_limited", "server")),
+            headline: Headline::Duration,
+            vantage: Vantage::Client,
+            setup: Setup {
+                one_way: Duration::from_micros(17_500),
+                server: ServerSpec {
+                    listen_rcvbuf: Some(4096),
+                    body_bytes: 3,
+                    ..ServerSpec::default()
+                },
+                client: ClientSpec {
+                    upload: 619_520,
+                    ..ClientSpec::default()
+                },
+                peer_rcvbuf: Some(4096),
+                ..Setup::default()
+            },
+            fix: Some(("SO_RCVBUF 256 KB on the server", |s| {
+                s.server.listen_rcvbuf = Some(256 << 10);
+                s.peer_rcvbuf = Some(256 << 10);
+            })),
+            peers: &[Peer::Builtin, Peer::Nginx],
+        },
+        Case {
+            name: "zero-window",
+            summary: "client with an 8 KB receive buffer reads 4 KB every 250 ms of a 3 MB response",
+            expected: Some(("zero_window", "client")),
+            headline: Headline::Duration,
+            vantage: Vantage::Server,
+            setup: Setup {
+                server: ServerSpec {
+                    body_bytes: 3_000_000,
+                    ..ServerSpec::default()
+                },
+                client: ClientSpec {
+                    rcvbuf: Some(8192),
+                    slow_read: Some(SlowRead {
+                        chunk: 4096,
+                        interval: MS(250),
+                        span: MS(3000),
+                    }),
+                    ..ClientSpec::default()
+                },
+                ..Setup::default()
+            },
+            fix: Some(("the client reading as fast as data arrives", |s| {
+                s.client.slow_read = None;
+            })),
+            peers: &[Peer::Builtin],
+        },
+        Case {
+            name: "packet-loss",
+            summary: "2 MiB download across a 20 ms RTT path that drops 2% of packets",
+            expected: Some(("packet_loss", "network")),
+            headline: Headline::Duration,
+            vantage: Vantage::Client,
+            setup: Setup {
+                one_way: MS(10),
+                loss: 0.02,
+                server: ServerSpec {
+                    body_bytes: 2 << 20,
+                    ..ServerSpec::default()
+                },
+                ..Setup::default()
+            },
+            fix: Some(("a path without loss", |s| s.loss = 0.0)),
+            peers: &[Peer::Builtin],
+        },
+        Case {
+            name: "retransmission-timeout",
+            summary: "2 MiB download at 16 Mbit/s; the path drops everything for 0.6 s",
+            expected: Some(("retransmission_timeout", "network")),
+            headline: Headline::Duration,
+            vantage: Vantage::Client,
+            setup: Setup {
+                one_way: MS(10),
+                rate: Some("16mbit".into()),
+                server: ServerSpec {
+                    body_bytes: 2 << 20,
+                    ..ServerSpec::default()
+                },
+                action: Action::Blackout {
+                    at: MS(300),
+                    length: MS(600),
+                },
+                ..Setup::default()
+            },
+            fix: Some(("a path without the outage", |s| s.action = Action::None)),
+            peers: &[Peer::Builtin],
+        },
+        Case {
+            name: "syn-retransmit",
+            summary: "the server's firewall drops the first SYN of each of 3 connections",
+            expected: Some(("syn_retransmit", "network")),
+            headline: Headline::Latency,
+            vantage: Vantage::Client,
+            setup: Setup {
+                client: ClientSpec {
+                    connections: 3,
+                    ..ClientSpec::default()
+                },
+                action: Action::DropFirstSyn,
+                ..Setup::default()
+            },
+            fix: Some(("no SYN dropped", |s| s.action = Action::None)),
+            peers: &[Peer::Builtin],
+        },
+        Case {
+            name: "server-delay",
+            summary: "the server thinks 300 ms before each answer (5 keep-alive requests, 35 ms RTT)",
+            expected: Some(("server_delay", "server")),
+            headline: Headline::Latency,
+            vantage: Vantage::Client,
+            setup: Setup {
+                one_way: Duration::from_micros(17_500),
+                server: ServerSpec {
+                    think: MS(300),
+                    ..ServerSpec::default()
+                },
+                client: ClientSpec {
+                    requests: 5,
+                    ..ClientSpec::default()
+                },
+                ..Setup::default()
+            },
+            fix: Some(("a server that answers at once", |s| {
+                s.server.think = Duration::ZERO
+            })),
+            peers: &[Peer::Builtin],
+        },
+        Case {
+            name: "client-delay",
+            summary: "the client idles 250 ms after connecting before its request (5 connections)",
+            expected: Some(("client_delay", "client")),
+            headline: Headline::Latency,
+            vantage: Vantage::Server,
+            setup: Setup {
+                client: ClientSpec {
+                    connections: 5,
+                    idle_before_request: MS(250),
+                    ..ClientSpec::default()
+                },
+                ..Setup::default()
+            },
+            fix: Some(("a client that sends its request at once", |s| {
+                s.client.idle_before_request = Duration::ZERO
+            })),
+            peers: &[Peer::Builtin],
+        },
+        Case {
+            name: "network-latency",
+            summary: "5 small requests on one connection across a 100 ms RTT",
+            expected: Some(("network_latency", "network")),
+            headline: Headline::Latency,
+            vantage: Vantage::Client,
+            setup: Setup {
+                one_way: MS(50),
+                client: ClientSpec {
+                    requests: 5,
+                    ..ClientSpec::default()
+                },
+                ..Setup::default()
+            },
+            fix: Some(("a server 2 ms away", |s| s.one_way = MS(1))),
+            peers: &[Peer::Builtin],
+        },
+        Case {
+            name: "congestion-limited",
+            summary: "1 MiB on a fresh connection across a 100 ms RTT: Reno's slow start",
+            expected: Some(("congestion_limited", "network")),
+            headline: Headline::Duration,
+            vantage: Vantage::Client,
+            setup: Setup {
+                one_way: MS(50),
+                server_cc: Some("reno"),
+                client_rmem: Some("4096 4194304 33554432"),
+                server: ServerSpec {
+                    body_bytes: 1 << 20,
+                    ..ServerSpec::default()
+                },
+                ..Setup::default()
+            },
+            fix: Some(("initcwnd 1000 on the server's route", |s| {
+                s.server_initcwnd = Some(1000)
+            })),
+            peers: &[Peer::Builtin],
+        },
+        Case {
+            name: "healthy",
+            summary: "keep-alive requests with TCP_NODELAY on a clean path: nothing to find",
+            expected: None,
+            headline: Headline::Latency,
+            vantage: Vantage::Client,
+            setup: Setup {
+                client: ClientSpec {
+                    workers: 2,
+                    requests: 0,
+                    duration: Some(MS(1000)),
+                    ..ClientSpec::default()
+                },
+                ..Setup::default()
+            },
+            fix: None,
+            peers: &[Peer::Builtin, Peer::Nginx],
+        },
+    ]
+}
+
+/// The case named `name`.
+pub fn find(name: &str) -> Option<Case> {
+    all().into_iter().find(|c| c.name == name)
+}

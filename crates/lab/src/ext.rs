@@ -1,0 +1,245 @@
+//! Real peers, when installed: nginx (`sendfile on`, `tcp_nodelay` as the
+//! case sets it), the JDK's `com.sun.net.httpserver` (fixtures/src/SmallServer.java,
+//! run from source), and wrk as the load client.
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+use crate::cases::Setup;
+use crate::ns;
+use crate::run::{round3, server_addr, Metrics};
+
+const SMALL_SERVER: &str = include_str!("../../../fixtures/src/SmallServer.java");
+const POST_LUA: &str = include_str!("../../../fixtures/src/post100.lua");
+
+/// A running real server.
+pub struct External {
+    child: Child,
+    dir: PathBuf,
+    /// The request wrk should send: a POST of 100 bytes (JDK) or a GET.
+    post: bool,
+    pub what: &'static str,
+}
+
+impl External {
+    pub fn stop(mut self) {
+        ns::stop_process(&mut self.child);
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Whether `program` is on the PATH.
+pub fn installed(program: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|d| d.join(program).is_file())
+    })
+}
+
+fn work_dir(what: &str) -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("{}{}-{what}", ns::PREFIX, std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(dir.join("html"))?;
+    // nginx's workers run as an unprivileged user and read the page.
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o755))?;
+    fs::set_permissions(dir.join("html"), fs::Permissions::from_mode(0o755))?;
+    Ok(dir)
+}
+
+/// The ~615-byte page nginx serves (the size of its default page).
+fn page() -> String {
+    let mut p = String::from(
+        "<!DOCTYPE html>\n<html>\n<head>\n<title>Welcome to nginx!</title>\n</head>\n<body>\n\
+         <h1>Welcome to nginx!</h1>\n<p>",
+    );
+    while p.len() < 590 {
+        p.push_str("tcpdoctor lab page. ");
+    }
+    p.push_str("</p>\n</body>\n</html>\n");
+    p
+}
+
+/// nginx in the server namespace: `GET /` serves a static page with
+/// `sendfile on` and the case's `tcp_nodelay`; `POST /upload` reads the
+/// whole body (proxied to a local server block), through a listener with
+/// the case's `rcvbuf`.
+pub fn nginx(server_ns: &str, s: &Setup) -> Result<External> {
+    if !installed("nginx") {
+        bail!("--peer nginx: nginx is not installed (apt-get install nginx-light)");
+    }
+    let dir = work_dir("nginx")?;
+    fs::write(dir.join("html/index.html"), page())?;
+    let d = dir.display();
+    let rcvbuf = s
+        .peer_rcvbuf
+        .map(|n| format!(" rcvbuf={n}"))
+        .unwrap_or_default();
+    let conf = format!(
+        "daemon off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\n\
+         events {{ worker_connections 4096; }}\n\
+         http {{\n  access_log off;\n  types {{ text/html html; }}\n  default_type application/octet-stream;\n\
+         client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fastcgi;\n\
+         uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
+         sendfile on;\n  tcp_nodelay {nodelay};\n  keepalive_timeout 65;\n  keepalive_requests 1000000;\n\
+         server {{\n    listen {addr}{rcvbuf};\n    root {d}/html;\n    index index.html;\n    location / {{ }}\n\
+         location /upload {{ client_max_body_size 10m; proxy_pass http://127.0.0.1:8082; }}\n  }}\n\
+         server {{ listen 127.0.0.1:8082; location / {{ return 200 \"ok\\n\"; }} }}\n}}\n",
+        nodelay = if s.peer_nodelay { "on" } else { "off" },
+        addr = server_addr(),
+    );
+    let conf_path = dir.join("nginx.conf");
+    fs::write(&conf_path, conf)?;
+    let mut cmd = Command::new("nginx");
+    cmd.arg("-p")
+        .arg(&dir)
+        .arg("-c")
+        .arg(&conf_path)
+        .arg("-e")
+        .arg(dir.join("error.log"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(dir.join("stderr.log"))?);
+    let child = ns::spawn_process(server_ns, cmd)?;
+    Ok(External {
+        child,
+        dir,
+        post: false,
+        what: "nginx",
+    })
+}
+
+/// The JDK's HttpServer (SmallServer.java, run from source) in the server
+/// namespace, with `-Dsun.net.httpserver.nodelay` as the case sets it.
+pub fn jdk(server_ns: &str, s: &Setup) -> Result<External> {
+    if !installed("java") {
+        bail!("--peer jdk: java is not installed (apt-get install default-jdk-headless)");
+    }
+    let dir = work_dir("jdk")?;
+    let src = dir.join("SmallServer.java");
+    fs::write(&src, SMALL_SERVER)?;
+    let mut cmd = Command::new("java");
+    cmd.arg(format!("-Dsun.net.httpserver.nodelay={}", s.peer_nodelay))
+        .arg("-Xshare:auto")
+        .arg(&src)
+        .arg(server_addr().ip().to_string())
+        .arg(server_addr().port().to_string())
+        .stdin(Stdio::null())
+        .stdout(fs::File::create(dir.join("stdout.log"))?)
+        .stderr(fs::File::create(dir.join("stderr.log"))?);
+    let child = ns::spawn_process(server_ns, cmd)?;
+    Ok(External {
+        child,
+        dir,
+        post: true,
+        what: "jdk",
+    })
+}
+
+/// wrk against the running server from the client namespace; its latency
+/// distribution and rate become the phase's metrics.
+pub fn wrk(client_ns: &str, e: &External, connections: u32, secs: u32) -> Result<Metrics> {
+    let mut cmd = Command::new("wrk");
+    let threads = connections.clamp(1, 2);
+    cmd.args([
+        "-c",
+        &connections.to_string(),
+        "-t",
+        &threads.to_string(),
+        "-d",
+        &format!("{secs}s"),
+        "--latency",
+    ]);
+    if e.post {
+        let script = e.dir.join("post100.lua");
+        fs::write(&script, POST_LUA)?;
+        cmd.arg("-s").arg(script);
+    }
+    cmd.arg(format!("http://{}/", server_addr()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = ns::spawn_process(client_ns, cmd)?;
+    let out = ns::wait_output(child, Duration::from_secs(u64::from(secs) + 30))?;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    if !out.status.success() {
+        bail!(
+            "wrk failed: {}{}",
+            text.trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    parse_wrk(&text).with_context(|| format!("reading wrk's output:\n{text}"))
+}
+
+/// Reads wrk's `--latency` report.
+fn parse_wrk(text: &str) -> Result<Metrics> {
+    let mut m = Metrics {
+        client: "wrk",
+        ..Metrics::default()
+    };
+    for line in text.lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        match w.as_slice() {
+            ["50%", v] => m.latency_p50_ms = duration_ms(v)?,
+            ["99%", v] => m.latency_p99_ms = duration_ms(v)?,
+            ["Latency", _avg, _stdev, max, ..] => m.latency_max_ms = duration_ms(max)?,
+            ["Requests/sec:", v] => m.requests_per_sec = v.parse()?,
+            [n, "requests", "in", secs, ..] => {
+                m.requests = n.parse()?;
+                m.duration_s = duration_ms(secs.trim_end_matches(','))? / 1e3;
+            }
+            ["Non-2xx", "or", "3xx", "responses:", n] | ["Socket", "errors:", .., n] => {
+                m.errors += n.trim_start_matches("timeout").parse::<u64>().unwrap_or(0);
+            }
+            _ => {}
+        }
+    }
+    if m.requests == 0 {
+        bail!("wrk reported no request");
+    }
+    Ok(m)
+}
+
+/// `44.01ms`, `512.00us`, `1.20s`, `2m` → milliseconds.
+fn duration_ms(v: &str) -> Result<f64> {
+    let split = v
+        .find(|c: char| c.is_ascii_alphabetic())
+        .with_context(|| format!("no unit in {v:?}"))?;
+    let (num, unit) = v.split_at(split);
+    let n: f64 = num.parse()?;
+    let ms = match unit {
+        "us" => n / 1e3,
+        "ms" => n,
+        "s" => n * 1e3,
+        "m" => n * 60e3,
+        "h" => n * 3600e3,
+        _ => bail!("unknown unit in {v:?}"),
+    };
+    Ok(round3(ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_wrk_latency_report() {
+        let out = "Running 2s test @ http://10.71.2.2:8080/\n  2 threads and 100 connections\n\
+  Thread Stats   Avg      Stdev     Max   +/- Stdev\n    Latency    44.12ms    1.37ms  48.00ms   90.00%\n\
+    Req/Sec     1.13k    50.00     1.20k    80.00%\n  Latency Distribution\n     50%   44.01ms\n\
+     75%   44.50ms\n     90%   45.00ms\n     99%  512.00us\n  4496 requests in 2.00s, 3.50MB read\n\
+Requests/sec:   2248.11\nTransfer/sec:      1.75MB\n";
+        let m = parse_wrk(out).expect("parse");
+        assert_eq!(m.latency_p50_ms, 44.01);
+        assert_eq!(m.latency_p99_ms, 0.512);
+        assert_eq!(m.latency_max_ms, 48.0);
+        assert_eq!(m.requests, 4496);
+        assert_eq!(m.duration_s, 2.0);
+        assert_eq!(m.requests_per_sec, 2248.11);
+        assert!(parse_wrk("garbage").is_err());
+    }
+}

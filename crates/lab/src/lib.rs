@@ -1,0 +1,627 @@
+//! `tcpdoctor lab`: reproduces a cause of TCP latency with real Linux TCP in
+//! network namespaces, captures it, diagnoses it, and shows the fix working.
+//!
+//! A run builds three namespaces (client, router, server: [`topo`]), with a
+//! userspace delay line in the router when the case needs a round trip
+//! ([`delay`]); starts the built-in server ([`peers`]) or a real one
+//! ([`ext`]); captures at the chosen vantage point with `tcpdoctor-live`;
+//! runs the workload; feeds the frames to the analysis engine; then, with
+//! `--compare`, does it all again with the case's fix applied. Everything runs
+//! as threads of this process (each thread enters its namespace with setns);
+//! the namespaces are removed at the end, on error, and on Ctrl-C/SIGTERM.
+
+pub mod cases;
+pub mod delay;
+pub mod ext;
+pub mod ns;
+pub mod peers;
+pub mod run;
+mod sys;
+pub mod topo;
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use serde_json::{json, Value};
+use tcpdoctor_diagnose::model::Finding;
+
+use cases::{Case, Headline, Peer, Setup};
+use run::{Phase, PhaseOptions};
+use topo::{Topology, Vantage};
+
+/// Exit status: the case reproduced as expected.
+pub const EXIT_OK: u8 = 0;
+/// Exit status: the expected finding did not come out first (or survived the fix).
+pub const EXIT_MISMATCH: u8 = 1;
+/// Exit status: usage error, not root, or the lab could not be set up.
+pub const EXIT_USAGE: u8 = 2;
+
+#[derive(clap::Args)]
+pub struct LabArgs {
+    #[command(subcommand)]
+    pub command: LabCommand,
+}
+
+#[derive(clap::Subcommand)]
+pub enum LabCommand {
+    /// List the cases, what each reproduces, and its fix.
+    List {
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// Reproduce a case, capture it, diagnose it (and with --compare, show the fix working).
+    #[command(after_help = RUN_HELP)]
+    Run(RunArgs),
+    /// Write one capture per case (before and after its fix) into DIR and check each diagnosis.
+    #[command(after_help = FIXTURES_HELP)]
+    Fixtures(FixturesArgs),
+    /// Remove namespaces and processes left behind by lab runs that were killed.
+    Clean,
+}
+
+const RUN_HELP: &str = "\
+Examples:
+  sudo tcpdoctor lab run nagle-delayed-ack --compare
+  sudo tcpdoctor lab run small-receive-window --compare --vantage server --write upload.pcap
+  sudo tcpdoctor lab run network-latency --rtt 200 --format json | jq .before.findings[0].kind
+  sudo tcpdoctor lab run nagle-delayed-ack --peer nginx --compare     # real nginx, wrk as the client
+
+Builds client, router and server network namespaces (tdlab<PID>-c/-r/-s), emulates the
+path in the router (delay line for --rtt, iptables for --loss, TBF for --rate), runs the
+case's server and client, captures at the vantage point (no tcpdump needed) and diagnoses
+the capture. With --compare the case runs again with its fix applied.
+
+Exit status: 0 the case's expected finding came first (and, with --compare, is gone after
+the fix; `healthy`: nothing found); 1 it did not; 2 usage error, not root, or setup failed.";
+
+const FIXTURES_HELP: &str = "\
+Example:
+  sudo tcpdoctor lab fixtures /tmp/captures
+
+Writes CASE.VANTAGE.pcap (before the fix) and CASE-fixed.VANTAGE.pcap (after it) for
+every case, at each case's default vantage point, and checks that tcpdoctor diagnoses each
+as expected. Exit status 1 if any capture is not diagnosed as expected.";
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// The case (see `tcpdoctor lab list`).
+    pub case: String,
+    /// Run the case again with its fix applied, and show the improvement.
+    #[arg(long)]
+    pub compare: bool,
+    /// Round-trip time to emulate in the router, in ms (default: the case's).
+    #[arg(long, value_name = "MS")]
+    pub rtt: Option<f64>,
+    /// Share of forwarded packets the router drops, in percent.
+    #[arg(long, value_name = "PCT")]
+    pub loss: Option<f64>,
+    /// Rate limit on both hosts (TBF), as tc writes it: 16mbit, 1gbit.
+    #[arg(long, value_name = "R")]
+    pub rate: Option<String>,
+    /// Where to capture (default: the case's). router: the router's client-facing
+    /// interface; router-server: its server-facing one.
+    #[arg(long, value_enum)]
+    pub vantage: Option<Vantage>,
+    /// Server software: the built-in one, or real nginx / JDK HttpServer (with wrk as
+    /// the client when installed).
+    #[arg(long, value_enum, default_value_t = Peer::Builtin)]
+    pub peer: Peer,
+    /// Write the capture (pcap); with --compare the fixed run goes to FILE with
+    /// `-fixed` before the extension.
+    #[arg(long, value_name = "FILE.pcap")]
+    pub write: Option<PathBuf>,
+    /// Bytes kept of each captured frame.
+    #[arg(long, default_value_t = 512, value_name = "BYTES")]
+    pub snaplen: u32,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Also print the full analysis report of each capture (text format).
+    #[arg(long)]
+    pub full: bool,
+}
+
+#[derive(clap::Args)]
+pub struct FixturesArgs {
+    /// Directory to write the captures into (created if missing).
+    pub dir: PathBuf,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+/// Runs a `lab` subcommand; returns the exit status.
+pub fn main(args: LabArgs) -> Result<u8> {
+    match args.command {
+        LabCommand::List { format } => list(format),
+        LabCommand::Clean => {
+            need_root()?;
+            let removed = ns::clean_stale();
+            if removed.is_empty() {
+                println!("nothing to clean");
+            } else {
+                println!("removed {}", removed.join(", "));
+            }
+            Ok(EXIT_OK)
+        }
+        LabCommand::Run(a) => run_command(&a),
+        LabCommand::Fixtures(a) => fixtures(&a),
+    }
+}
+
+fn need_root() -> Result<()> {
+    if !ns::is_root() {
+        bail!("the lab needs root (network namespaces, packet capture): run it with sudo");
+    }
+    Ok(())
+}
+
+fn list(format: Format) -> Result<u8> {
+    let cases = cases::all();
+    let mut out = io::stdout().lock();
+    if format == Format::Json {
+        let v: Vec<Value> = cases
+            .iter()
+            .map(|c| {
+                json!({
+                    "case": c.name,
+                    "summary": c.summary,
+                    "expected": c.expected.map(|(k, r)| json!({"kind": k, "role": r})),
+                    "fix": c.fix.map(|f| f.0),
+                    "vantage": c.vantage,
+                    "rtt_ms": c.setup.one_way.as_secs_f64() * 2e3,
+                    "peers": c.peers,
+                })
+            })
+            .collect();
+        writeln!(out, "{}", Value::Array(v))?;
+        return Ok(EXIT_OK);
+    }
+    for c in &cases {
+        let exp = c
+            .expected
+            .map(|(k, r)| format!("{k} ({r})"))
+            .unwrap_or_else(|| "no finding".into());
+        writeln!(out, "{:<24} {}", c.name, c.summary)?;
+        writeln!(
+            out,
+            "{:<24} expects {exp}; fix: {}",
+            "",
+            c.fix.map(|f| f.0).unwrap_or("none needed")
+        )?;
+    }
+    Ok(EXIT_OK)
+}
+
+/// The two setups of a run, after the command line's overrides.
+fn setups(case: &Case, a: &RunArgs) -> Result<(Setup, Option<Setup>)> {
+    let mut before = case.setup.clone();
+    if let Some(rtt) = a.rtt {
+        if !(0.0..=10_000.0).contains(&rtt) {
+            bail!("--rtt {rtt}: give 0 to 10000 ms");
+        }
+        before.one_way = Duration::from_secs_f64(rtt / 2e3);
+    }
+    if let Some(loss) = a.loss {
+        if !(0.0..=100.0).contains(&loss) {
+            bail!("--loss {loss}: give a percentage from 0 to 100");
+        }
+        before.loss = loss / 100.0;
+    }
+    if let Some(rate) = &a.rate {
+        if rate.is_empty() || !rate.starts_with(|c: char| c.is_ascii_digit()) {
+            bail!("--rate {rate:?}: give a rate as tc takes it, e.g. 16mbit");
+        }
+        before.rate = Some(rate.clone());
+    }
+    let after = case.fix.map(|(_, f)| {
+        let mut s = before.clone();
+        f(&mut s);
+        s
+    });
+    Ok((before, after))
+}
+
+/// The result of one run of a case, before and maybe after its fix.
+struct Outcome {
+    before: Phase,
+    after: Option<Phase>,
+}
+
+fn run_command(a: &RunArgs) -> Result<u8> {
+    let Some(case) = cases::find(&a.case) else {
+        let names: Vec<&str> = cases::all().iter().map(|c| c.name).collect();
+        bail!("no case named {:?}; cases: {}", a.case, names.join(", "));
+    };
+    if !case.peers.contains(&a.peer) {
+        bail!(
+            "case {} cannot run with --peer {:?}; it runs with: {}",
+            case.name,
+            a.peer,
+            case.peers.iter().map(|p| format!("{p:?}").to_lowercase()).collect::<Vec<_>>().join(", ")
+        );
+    }
+    need_root()?;
+    let (before, after) = setups(&case, a)?;
+    ns::install_signal_handler()?;
+    for n in ns::clean_stale() {
+        eprintln!("tcpdoctor lab: removed {n}, left by a run that was killed");
+    }
+    let vantage = a.vantage.unwrap_or(case.vantage);
+    let outcome = run_case(&case, &before, after.as_ref().filter(|_| a.compare), vantage, a);
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            ns::cleanup_all();
+            return Err(e);
+        }
+    };
+    let ok = print(&case, &before, &outcome, a)?;
+    Ok(if ok { EXIT_OK } else { EXIT_MISMATCH })
+}
+
+fn run_case(
+    case: &Case,
+    before: &Setup,
+    after: Option<&Setup>,
+    vantage: Vantage,
+    a: &RunArgs,
+) -> Result<Outcome> {
+    let needs_line = |s: &Setup| !s.one_way.is_zero() || s.loss > 0.0;
+    let line = needs_line(before) || after.is_some_and(needs_line);
+    let mut topo = Topology::build(line, before.one_way)?;
+    let wrk = (a.peer != Peer::Builtin && case.headline == Headline::Latency && ext::installed("wrk"))
+        .then(|| match a.peer {
+            Peer::Jdk => (4, 2),
+            _ => (100, 2),
+        });
+    let opts = |write: Option<PathBuf>| PhaseOptions {
+        vantage,
+        snaplen: a.snaplen,
+        write,
+        peer: a.peer,
+        wrk,
+    };
+    let result = (|| {
+        let b = run::phase(&mut topo, before, &opts(a.write.clone()))?;
+        let f = match after {
+            Some(s) => Some(run::phase(&mut topo, s, &opts(a.write.as_deref().map(fixed_name)))?),
+            None => None,
+        };
+        Ok(Outcome { before: b, after: f })
+    })();
+    topo.teardown();
+    result
+}
+
+/// `x.pcap` → `x-fixed.pcap`.
+fn fixed_name(p: &Path) -> PathBuf {
+    let stem = p.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
+    let name = match p.extension() {
+        Some(e) => format!("{stem}-fixed.{}", e.to_string_lossy()),
+        None => format!("{stem}-fixed"),
+    };
+    p.with_file_name(name)
+}
+
+/// Whether the before phase shows the case's expected finding first (healthy:
+/// nothing costing 5% or more).
+fn expected_first(case: &Case, p: &Phase) -> bool {
+    match case.expected {
+        Some((kind, role)) => p
+            .analysis
+            .findings
+            .first()
+            .is_some_and(|f| f.kind == kind && f.culprit.role == role),
+        None => p.analysis.findings.iter().all(|f| f.share_of_time < 0.05),
+    }
+}
+
+/// Whether the expected finding is gone after the fix.
+fn expected_gone(case: &Case, p: &Phase) -> bool {
+    match case.expected {
+        Some((kind, _)) => p.analysis.findings.iter().all(|f| f.kind != kind),
+        None => true,
+    }
+}
+
+fn print(case: &Case, before: &Setup, o: &Outcome, a: &RunArgs) -> Result<bool> {
+    let first = expected_first(case, &o.before);
+    let gone = o.after.as_ref().map(|p| expected_gone(case, p));
+    let ok = first && gone.unwrap_or(true);
+    let mut out = io::stdout().lock();
+    if a.format == Format::Json {
+        let phase = |p: &Phase, fix: Option<&str>| {
+            json!({
+                "fix": fix,
+                "rtt_ms": run::round3(p.rtt_ms),
+                "metrics": p.metrics,
+                "capture": p.capture,
+                "delay_line_drops": p.delay_line_drops,
+                "findings": p.analysis.findings,
+                "minor_findings": p.analysis.minor_findings,
+            })
+        };
+        let doc = json!({
+            "case": case.name,
+            "summary": case.summary,
+            "expected": case.expected.map(|(k, r)| json!({"kind": k, "role": r})),
+            "peer": a.peer,
+            "network": {
+                "rtt_asked_ms": before.one_way.as_secs_f64() * 2e3,
+                "loss_percent": before.loss * 100.0,
+                "rate": before.rate,
+            },
+            "before": phase(&o.before, None),
+            "after": o.after.as_ref().map(|p| phase(p, case.fix.map(|f| f.0))),
+            "improvement": o.after.as_ref().map(|p| {
+                let (metric, b, f) = headline(case, &o.before, p);
+                json!({"metric": metric, "before": b, "after": f, "ratio": ratio(b, f)})
+            }),
+            "expected_first": first,
+            "expected_gone_after_fix": gone,
+            "reproduced": ok,
+        });
+        writeln!(out, "{doc}")?;
+        return Ok(ok);
+    }
+    writeln!(out, "tcpdoctor lab: {} — {}", case.name, case.summary)?;
+    let (ns_name, iface) = (&o.before.capture.namespace, o.before.capture.interface);
+    writeln!(
+        out,
+        "network    client 10.71.1.2 ⟷ router ⟷ server 10.71.2.2:8080 · RTT asked {} ms, measured {} (TCP handshake){}{}",
+        fmt_num(before.one_way.as_secs_f64() * 2e3),
+        fmt_ms(o.before.rtt_ms),
+        if before.loss > 0.0 { format!(" · loss {}%", fmt_num(before.loss * 100.0)) } else { String::new() },
+        before.rate.as_ref().map(|r| format!(" · rate {r}")).unwrap_or_default(),
+    )?;
+    writeln!(
+        out,
+        "capture    {} vantage: {iface} in {ns_name}",
+        o.before.capture.vantage.as_str()
+    )?;
+    phase_text(&mut out, "BEFORE", case, &o.before, a)?;
+    if let Some(p) = &o.after {
+        let fix = case.fix.map(|f| f.0).unwrap_or("");
+        writeln!(out)?;
+        phase_text(&mut out, &format!("AFTER  ({fix})"), case, p, a)?;
+        let (metric, b, f) = headline(case, &o.before, p);
+        let unit = if metric == "duration_s" { "s" } else { "ms" };
+        let label = if metric == "duration_s" { "took" } else { "p50" };
+        let show = |v: f64| if unit == "s" { format!("{v:.2} s") } else { fmt_ms(v) };
+        writeln!(out)?;
+        writeln!(
+            out,
+            "RESULT     {label} {} → {} with {fix} ({})",
+            show(b),
+            show(f),
+            describe_ratio(b, f)
+        )?;
+    }
+    writeln!(out)?;
+    match (case.expected, first, gone) {
+        (Some((k, r)), true, Some(true)) => writeln!(out, "check      {k} ({r}) found first, and gone after the fix ✓")?,
+        (Some((k, r)), true, None) => writeln!(out, "check      {k} ({r}) found first ✓")?,
+        (Some((k, r)), true, Some(false)) => writeln!(out, "check      {k} ({r}) found first, but still found after the fix ✗")?,
+        (Some((k, r)), false, _) => writeln!(out, "check      expected {k} ({r}) first: not reproduced ✗")?,
+        (None, true, _) => writeln!(out, "check      healthy: nothing costing 5% of the time ✓")?,
+        (None, false, _) => writeln!(out, "check      expected a healthy capture, but found something ✗")?,
+    }
+    Ok(ok)
+}
+
+/// The headline metric of a case: (name, before, after).
+fn headline(case: &Case, b: &Phase, f: &Phase) -> (&'static str, f64, f64) {
+    match case.headline {
+        Headline::Latency => ("latency_p50_ms", b.metrics.latency_p50_ms, f.metrics.latency_p50_ms),
+        Headline::Duration => ("duration_s", b.metrics.duration_s, f.metrics.duration_s),
+    }
+}
+
+fn ratio(b: f64, f: f64) -> Option<f64> {
+    (f > 0.0).then(|| run::round3(b / f))
+}
+
+fn describe_ratio(b: f64, f: f64) -> String {
+    match ratio(b, f) {
+        Some(r) if r >= 1.05 => format!("{}× faster", fmt_num(r)),
+        Some(r) if r <= 0.95 => format!("{}× slower", fmt_num(1.0 / r)),
+        _ => "no change".into(),
+    }
+}
+
+fn phase_text(out: &mut impl Write, title: &str, case: &Case, p: &Phase, a: &RunArgs) -> Result<()> {
+    let m = &p.metrics;
+    writeln!(out, "\n{title}")?;
+    match case.headline {
+        Headline::Latency => writeln!(
+            out,
+            "symptom    {} requests ({}) · p50 {} · p99 {} · max {} · {} req/s",
+            m.requests,
+            m.client,
+            fmt_ms(m.latency_p50_ms),
+            fmt_ms(m.latency_p99_ms),
+            fmt_ms(m.latency_max_ms),
+            fmt_num(m.requests_per_sec)
+        )?,
+        Headline::Duration => writeln!(
+            out,
+            "symptom    took {:.2} s · {} up, {} down · {}/s",
+            m.duration_s,
+            fmt_bytes(m.bytes_up),
+            fmt_bytes(m.bytes_down),
+            fmt_bytes(m.throughput_bytes_per_sec as u64)
+        )?,
+    }
+    if p.metrics.errors > 0 {
+        writeln!(out, "errors     {} requests failed", p.metrics.errors)?;
+    }
+    let c = &p.capture;
+    writeln!(
+        out,
+        "capture    {} packets at {}, {} dropped by the kernel{}{}",
+        c.packets,
+        c.interface,
+        c.kernel_drops,
+        if c.kernel_drops > 0 { " — THE CAPTURE HAS HOLES" } else { "" },
+        c.written.as_ref().map(|w| format!(" · written to {w}")).unwrap_or_default()
+    )?;
+    if p.delay_line_drops > 0 {
+        writeln!(out, "delay line dropped {} packets (queue full)", p.delay_line_drops)?;
+    }
+    if a.full {
+        writeln!(out)?;
+        tcpdoctor_report::text(
+            &p.analysis,
+            &format!("{} ({})", case.name, c.interface),
+            "live capture",
+            tcpdoctor_report::TextOptions::default(),
+            out,
+        )?;
+        return Ok(());
+    }
+    if p.analysis.findings.is_empty() {
+        writeln!(out, "diagnosis  no finding")?;
+    }
+    for (i, f) in p.analysis.findings.iter().take(3).enumerate() {
+        finding_text(out, i, f)?;
+    }
+    Ok(())
+}
+
+fn finding_text(out: &mut impl Write, i: usize, f: &Finding) -> Result<()> {
+    let head = if i == 0 { "diagnosis " } else { "          " };
+    writeln!(
+        out,
+        "{head} {}. {} — {} {} — {} lost ({:.0}% of the time), {} × typically {}",
+        i + 1,
+        f.kind,
+        f.culprit.role,
+        f.culprit.endpoint,
+        fmt_secs(f.total_delay_ms),
+        f.share_of_time * 100.0,
+        f.occurrences,
+        fmt_ms(f.typical_delay_ms)
+    )?;
+    if i == 0 {
+        wrap(out, "why", &f.explanation)?;
+        wrap(out, "fix", &f.fix)?;
+    }
+    Ok(())
+}
+
+fn wrap(out: &mut impl Write, label: &str, text: &str) -> Result<()> {
+    let indent = "               ";
+    let mut line = format!("           {label} ");
+    for word in text.split_whitespace() {
+        if line.len() + word.len() > 100 && line.len() > indent.len() {
+            writeln!(out, "{line}")?;
+            line = indent.to_string();
+        }
+        line.push_str(word);
+        line.push(' ');
+    }
+    writeln!(out, "{}", line.trim_end())?;
+    Ok(())
+}
+
+fn fmt_ms(ms: f64) -> String {
+    if ms < 1.0 {
+        format!("{ms:.2} ms")
+    } else if ms < 100.0 {
+        format!("{ms:.1} ms")
+    } else if ms < 10_000.0 {
+        format!("{ms:.0} ms")
+    } else {
+        format!("{:.1} s", ms / 1e3)
+    }
+}
+
+fn fmt_secs(ms: f64) -> String {
+    if ms < 1000.0 {
+        format!("{ms:.0} ms")
+    } else {
+        format!("{:.2} s", ms / 1e3)
+    }
+}
+
+fn fmt_num(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        let s = format!("{v:.2}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+fn fmt_bytes(b: u64) -> String {
+    let b = b as f64;
+    if b >= 1e6 {
+        format!("{:.2} MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.0} KB", b / 1e3)
+    } else {
+        format!("{b:.0} B")
+    }
+}
+
+fn fixtures(a: &FixturesArgs) -> Result<u8> {
+    need_root()?;
+    std::fs::create_dir_all(&a.dir)?;
+    ns::install_signal_handler()?;
+    ns::clean_stale();
+    let mut failed = Vec::new();
+    for case in cases::all() {
+        let file = a.dir.join(format!("{}.{}.pcap", case.name, case.vantage.as_str()));
+        let args = RunArgs {
+            case: case.name.to_string(),
+            compare: case.fix.is_some(),
+            rtt: None,
+            loss: None,
+            rate: None,
+            vantage: None,
+            peer: Peer::Builtin,
+            write: Some(file.clone()),
+            snaplen: 256,
+            format: Format::Text,
+            full: false,
+        };
+        let (before, after) = setups(&case, &args)?;
+        let outcome = match run_case(&case, &before, after.as_ref(), case.vantage, &args) {
+            Ok(o) => o,
+            Err(e) => {
+                ns::cleanup_all();
+                return Err(e);
+            }
+        };
+        let first = expected_first(&case, &outcome.before);
+        let gone = outcome.after.as_ref().is_none_or(|p| expected_gone(&case, p));
+        println!(
+            "{:<24} {} {}{}",
+            case.name,
+            file.display(),
+            if first { "diagnosed as expected" } else { "NOT diagnosed as expected" },
+            match &outcome.after {
+                Some(_) if gone => "; fixed twin clean",
+                Some(_) => "; fixed twin NOT clean",
+                None => "",
+            }
+        );
+        if !(first && gone) {
+            failed.push(case.name);
+        }
+    }
+    if failed.is_empty() {
+        Ok(EXIT_OK)
+    } else {
+        eprintln!("tcpdoctor lab: not as expected: {}", failed.join(", "));
+        Ok(EXIT_MISMATCH)
+    }
+}

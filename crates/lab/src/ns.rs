@@ -1,0 +1,314 @@
+//! Network namespaces, the processes started in them, and their cleanup.
+//!
+//! Every namespace is named `tdlab<PID>-<role>`, the PID being this
+//! process's: several runs (and other tools) coexist, and a namespace whose
+//! PID is dead was left by a killed run and may be removed. Everything created
+//! is registered here first, so that a normal end, an error, Ctrl-C or
+//! SIGTERM all remove it.
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use nix::sched::{setns, CloneFlags};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+/// Name prefix of every namespace the lab creates.
+pub const PREFIX: &str = "tdlab";
+const NETNS_DIR: &str = "/run/netns";
+
+struct Registry {
+    namespaces: Vec<String>,
+    children: Vec<u32>,
+    terminating: bool,
+}
+
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+    namespaces: Vec::new(),
+    children: Vec::new(),
+    terminating: false,
+});
+
+fn registry() -> std::sync::MutexGuard<'static, Registry> {
+    // A thread that panicked while holding the lock leaves the list intact.
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// On Ctrl-C, SIGTERM or SIGHUP: stop the processes started, delete the
+/// namespaces (their interfaces, routes, qdiscs and iptables rules go with
+/// them), then exit with status 130.
+pub fn install_signal_handler() -> Result<()> {
+    ctrlc::set_handler(|| {
+        eprintln!("tcpdoctor lab: interrupted; removing namespaces and processes");
+        cleanup_all();
+        std::process::exit(130);
+    })
+    .context("installing the signal handler")
+}
+
+/// Stops every registered process and deletes every registered namespace.
+/// Nothing can be registered afterwards.
+pub fn cleanup_all() {
+    let (children, namespaces) = {
+        let mut r = registry();
+        r.terminating = true;
+        (
+            std::mem::take(&mut r.children),
+            std::mem::take(&mut r.namespaces),
+        )
+    };
+    stop_pids(&children);
+    for ns in namespaces.iter().rev() {
+        delete_namespace(ns);
+    }
+}
+
+/// SIGTERM, up to 2 s of grace, then SIGKILL.
+fn stop_pids(pids: &[u32]) {
+    for &pid in pids {
+        let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline && pids.iter().any(|&p| alive(p)) {
+        thread::sleep(Duration::from_millis(20));
+    }
+    for &pid in pids {
+        if alive(pid) {
+            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+        }
+    }
+}
+
+/// A process that exists and is not a zombie.
+fn alive(pid: u32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => !s
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+fn delete_namespace(ns: &str) {
+    // Processes still inside (a server we started) would keep it alive.
+    stop_pids(&pids_in(ns));
+    let _ = Command::new("ip")
+        .args(["netns", "del", ns])
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// PIDs of processes in namespace `ns` (`ip netns pids`).
+fn pids_in(ns: &str) -> Vec<u32> {
+    Command::new("ip")
+        .args(["netns", "pids", ns])
+        .stderr(Stdio::null())
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .filter(|&p| p != std::process::id())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The namespace name for `role` in this run.
+pub fn name(role: &str) -> String {
+    format!("{PREFIX}{}-{role}", std::process::id())
+}
+
+/// Creates namespace `ns` (registered for cleanup) with its loopback up.
+pub fn create(ns: &str) -> Result<()> {
+    {
+        let mut r = registry();
+        if r.terminating {
+            bail!("interrupted");
+        }
+        r.namespaces.push(ns.to_string());
+    }
+    run("ip", &["netns", "add", ns])?;
+    run("ip", &["-n", ns, "link", "set", "lo", "up"])
+}
+
+/// Deletes namespace `ns` now (and forgets it).
+pub fn remove(ns: &str) {
+    registry().namespaces.retain(|n| n != ns);
+    delete_namespace(ns);
+}
+
+/// Moves the calling thread into namespace `ns`. Sockets, TUN devices and
+/// packet captures it creates afterwards belong to that namespace, and so
+/// do the processes it starts.
+pub fn enter(ns: &str) -> Result<()> {
+    let f = File::open(format!("{NETNS_DIR}/{ns}"))
+        .with_context(|| format!("namespace {ns} does not exist"))?;
+    setns(&f, CloneFlags::CLONE_NEWNET).with_context(|| format!("entering namespace {ns}"))
+}
+
+/// Runs `f` on a new thread inside namespace `ns`.
+pub fn spawn_in<T, F>(ns: &str, what: &str, f: F) -> Result<JoinHandle<Result<T>>>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T> + Send + 'static,
+{
+    let ns = ns.to_string();
+    thread::Builder::new()
+        .name(what.to_string())
+        .spawn(move || {
+            enter(&ns)?;
+            f()
+        })
+        .with_context(|| format!("starting thread {what}"))
+}
+
+/// Runs `f` inside namespace `ns` and waits for it.
+pub fn within<T, F>(ns: &str, f: F) -> Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T> + Send + 'static,
+{
+    join(spawn_in(ns, "lab-ns", f)?)
+}
+
+/// Joins a thread, turning a panic into an error.
+pub fn join<T>(h: JoinHandle<Result<T>>) -> Result<T> {
+    h.join().map_err(|_| anyhow!("a lab thread panicked"))?
+}
+
+/// Sets sysctl `key` (dotted) to `value` inside namespace `ns`.
+pub fn sysctl(ns: &str, key: &str, value: &str) -> Result<()> {
+    let path = format!("/proc/sys/{}", key.replace('.', "/"));
+    let value = value.to_string();
+    let key = key.to_string();
+    within(ns, move || {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("sysctl {key}"))?;
+        f.write_all(value.as_bytes())
+            .with_context(|| format!("sysctl {key}={value}"))
+    })
+}
+
+/// Runs a setup command (`ip`, `iptables`, `tc`), failing with its stderr.
+pub fn run(program: &str, args: &[&str]) -> Result<()> {
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {program} (is it installed?)"))?;
+    if !out.status.success() {
+        bail!(
+            "`{program} {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// Starts `cmd` from a thread inside namespace `ns`, registered for cleanup.
+pub fn spawn_process(ns: &str, mut cmd: Command) -> Result<Child> {
+    let child = within(ns, move || {
+        let mut r = registry();
+        if r.terminating {
+            bail!("interrupted");
+        }
+        let child = cmd.spawn().context("starting a peer process")?;
+        r.children.push(child.id());
+        Ok(child)
+    })?;
+    Ok(child)
+}
+
+/// Stops a process started with [`spawn_process`] (SIGTERM, then SIGKILL).
+pub fn stop_process(child: &mut Child) {
+    let pid = child.id();
+    registry().children.retain(|&p| p != pid);
+    stop_pids(&[pid]);
+    let _ = child.wait();
+}
+
+/// Waits (at most `timeout`, then kills it) for a process started with
+/// [`spawn_process`] with piped output, and returns that output.
+pub fn wait_output(mut child: Child, timeout: Duration) -> Result<std::process::Output> {
+    let pid = child.id();
+    let deadline = Instant::now() + timeout;
+    // Output is small (a report), so the pipes cannot fill up meanwhile.
+    while child.try_wait()?.is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output()?;
+    registry().children.retain(|&p| p != pid);
+    Ok(out)
+}
+
+/// Whether the calling process runs as root.
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// Removes namespaces (and the processes in them) left by lab runs that no
+/// longer exist; returns their names. Namespaces of live runs are kept.
+pub fn clean_stale() -> Vec<String> {
+    let mut removed = Vec::new();
+    let Ok(dir) = fs::read_dir(NETNS_DIR) else {
+        return removed;
+    };
+    let mut names: Vec<String> = dir
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    for ns in names {
+        let Some(pid) = owner(&ns) else { continue };
+        if pid == std::process::id() || lab_process(pid) {
+            continue;
+        }
+        delete_namespace(&ns);
+        removed.push(ns);
+    }
+    removed
+}
+
+/// The PID in a lab namespace name `tdlab<PID>-<role>`.
+fn owner(ns: &str) -> Option<u32> {
+    let rest = ns.strip_prefix(PREFIX)?;
+    let (pid, role) = rest.split_once('-')?;
+    if role.is_empty() || pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// A live process that is a tcpdoctor (PIDs get reused).
+fn lab_process(pid: u32) -> bool {
+    alive(pid)
+        && fs::read_to_string(format!("/proc/{pid}/comm"))
+            .is_ok_and(|c| c.trim_end().starts_with("tcpdoctor"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_parses_only_lab_names() {
+        assert_eq!(owner("tdlab123-c"), Some(123));
+        assert_eq!(owner("tdlab123-"), None);
+        assert_eq!(owner("tdlabx-c"), None);
+        assert_eq!(owner("tdfx-c"), None);
+        assert_eq!(owner("tdlab-c"), None);
+    }
+}

@@ -1,0 +1,539 @@
+//! The built-in peers: a small HTTP/1.1 keep-alive server and client whose
+//! socket behaviour each case sets (TCP_NODELAY, one or two writes per
+//! message, SO_RCVBUF, think time, idle time, read pace, upload size). They
+//! run as threads of this process inside the namespaces, so the lab needs no
+//! other software.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddrV4, TcpListener, TcpStream};
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::socket::{
+    bind, connect, listen, setsockopt, socket, sockopt, AddressFamily, Backlog, SockFlag,
+    SockType, SockaddrIn,
+};
+
+use crate::ns;
+
+const CONNECT_TIMEOUT_MS: u16 = 10_000;
+
+/// How the server answers.
+#[derive(Debug, Clone)]
+pub struct ServerSpec {
+    /// TCP_NODELAY on accepted connections.
+    pub nodelay: bool,
+    /// Status line and headers in one write, the body in a second one.
+    pub split_write: bool,
+    pub body_bytes: usize,
+    /// Time between the whole request read and the response.
+    pub think: Duration,
+    /// SO_RCVBUF on the listening socket (inherited by accepted ones).
+    pub listen_rcvbuf: Option<usize>,
+}
+
+impl Default for ServerSpec {
+    fn default() -> Self {
+        ServerSpec {
+            nodelay: true,
+            split_write: false,
+            body_bytes: 615,
+            think: Duration::ZERO,
+            listen_rcvbuf: None,
+        }
+    }
+}
+
+/// A running server (one thread per connection).
+pub struct Server {
+    stop: Arc<AtomicBool>,
+    accept: Option<JoinHandle<Result<()>>>,
+}
+
+impl Server {
+    /// Listens on `addr` inside namespace `ns_name`.
+    pub fn start(ns_name: &str, addr: SocketAddrV4, spec: ServerSpec) -> Result<Server> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let listener = ns::within(ns_name, move || listen_on(addr, spec.listen_rcvbuf))?;
+        let spec = Arc::new(Response::new(&spec));
+        let st = stop.clone();
+        let accept = thread::Builder::new()
+            .name("lab-server".into())
+            .spawn(move || accept_loop(listener, spec, st))?;
+        Ok(Server {
+            stop,
+            accept: Some(accept),
+        })
+    }
+
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.accept.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn listen_on(addr: SocketAddrV4, rcvbuf: Option<usize>) -> Result<TcpListener> {
+    let fd = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    setsockopt(&fd, sockopt::ReuseAddr, &true)?;
+    if let Some(n) = rcvbuf {
+        // Before listen(): the window scale and first window come from it.
+        setsockopt(&fd, sockopt::RcvBuf, &n)?;
+    }
+    bind(fd.as_raw_fd(), &SockaddrIn::from(addr)).with_context(|| format!("binding {addr}"))?;
+    listen(&fd, Backlog::new(128)?)?;
+    Ok(TcpListener::from(fd))
+}
+
+/// The prepared response.
+struct Response {
+    head: Vec<u8>,
+    body: Vec<u8>,
+    nodelay: bool,
+    split: bool,
+    think: Duration,
+}
+
+impl Response {
+    fn new(spec: &ServerSpec) -> Response {
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nServer: tcpdoctor-lab\r\nContent-Type: text/html\r\n\
+             Content-Length: {}\r\nConnection: keep-alive\r\n\r\n",
+            spec.body_bytes
+        )
+        .into_bytes();
+        let body: Vec<u8> = (0..spec.body_bytes).map(|i| b'a' + (i % 26) as u8).collect();
+        Response {
+            head,
+            body,
+            nodelay: spec.nodelay,
+            split: spec.split_write,
+            think: spec.think,
+        }
+    }
+}
+
+fn accept_loop(listener: TcpListener, resp: Arc<Response>, stop: Arc<AtomicBool>) -> Result<()> {
+    listener.set_nonblocking(true)?;
+    let mut conns = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        let ready = {
+            let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+            poll(&mut fds, PollTimeout::from(50u16)).unwrap_or(0)
+        };
+        if ready == 0 {
+            continue;
+        }
+        match listener.accept() {
+            Ok((s, _)) => {
+                let (resp, stop) = (resp.clone(), stop.clone());
+                conns.push(thread::spawn(move || {
+                    let _ = serve(s, &resp, &stop);
+                }));
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e.into()),
+        }
+        conns.retain(|h| !h.is_finished());
+    }
+    for h in conns {
+        let _ = h.join();
+    }
+    Ok(())
+}
+
+fn serve(mut s: TcpStream, resp: &Response, stop: &AtomicBool) -> io::Result<()> {
+    s.set_nonblocking(false)?;
+    s.set_nodelay(resp.nodelay)?;
+    s.set_read_timeout(Some(Duration::from_millis(100)))?;
+    let mut buf = vec![0u8; 65536];
+    let mut have = 0usize;
+    let mut reply = resp.head.clone();
+    reply.extend_from_slice(&resp.body);
+    loop {
+        // The request head.
+        let head_end = loop {
+            if let Some(p) = find_head_end(&buf[..have]) {
+                break p;
+            }
+            if have == buf.len() {
+                return Ok(()); // a head of 64 KiB: not our client
+            }
+            match s.read(&mut buf[have..]) {
+                Ok(0) => return Ok(()),
+                Ok(n) => have += n,
+                Err(e) if timed_out(&e) => {
+                    if stop.load(Ordering::Relaxed) {
+                        return Ok(());
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        let mut body_left = content_length(&buf[..head_end]).unwrap_or(0);
+        let extra = have - head_end;
+        let used = extra.min(body_left);
+        body_left -= used;
+        buf.copy_within(head_end + used..have, 0);
+        have = extra - used;
+        // The body, read as fast as it comes.
+        let mut scratch = [0u8; 65536];
+        while body_left > 0 {
+            match s.read(&mut scratch) {
+                Ok(0) => return Ok(()),
+                Ok(n) => {
+                    let used = n.min(body_left);
+                    body_left -= used;
+                    if n > used {
+                        buf[..n - used].copy_from_slice(&scratch[used..n]);
+                        have = n - used;
+                    }
+                }
+                Err(e) if timed_out(&e) => {
+                    if stop.load(Ordering::Relaxed) {
+                        return Ok(());
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if !resp.think.is_zero() {
+            thread::sleep(resp.think);
+        }
+        if resp.split {
+            s.write_all(&resp.head)?;
+            s.write_all(&resp.body)?;
+        } else {
+            s.write_all(&reply)?;
+        }
+    }
+}
+
+fn timed_out(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
+}
+
+fn find_head_end(b: &[u8]) -> Option<usize> {
+    b.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4)
+}
+
+fn content_length(head: &[u8]) -> Option<usize> {
+    let text = String::from_utf8_lossy(head);
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        if k.trim().eq_ignore_ascii_case("content-length") {
+            v.trim().parse().ok()
+        } else {
+            None
+        }
+    })
+}
+
+/// A slow reader: `chunk` bytes every `interval` for the first `span` of each response.
+#[derive(Debug, Clone, Copy)]
+pub struct SlowRead {
+    pub chunk: usize,
+    pub interval: Duration,
+    pub span: Duration,
+}
+
+/// What the client does.
+#[derive(Debug, Clone)]
+pub struct ClientSpec {
+    /// Workers running at the same time (one connection each at a time).
+    pub workers: usize,
+    /// Connections each worker opens, one after the other.
+    pub connections: usize,
+    /// Requests per connection (keep-alive); 0: until `duration` is over.
+    pub requests: usize,
+    /// No new request after this.
+    pub duration: Option<Duration>,
+    /// Bytes of request body (a POST when > 0).
+    pub upload: usize,
+    /// Request head and body in two writes.
+    pub split_write: bool,
+    pub nodelay: bool,
+    /// SO_RCVBUF before connect().
+    pub rcvbuf: Option<usize>,
+    /// Idle time after connecting, before the first request.
+    pub idle_before_request: Duration,
+    pub slow_read: Option<SlowRead>,
+}
+
+impl Default for ClientSpec {
+    fn default() -> Self {
+        ClientSpec {
+            workers: 1,
+            connections: 1,
+            requests: 1,
+            duration: None,
+            upload: 0,
+            split_write: false,
+            nodelay: false,
+            rcvbuf: None,
+            idle_before_request: Duration::ZERO,
+            slow_read: None,
+        }
+    }
+}
+
+/// What the client measured.
+#[derive(Debug, Default, Clone)]
+pub struct ClientResult {
+    /// Per request: from the request being due (for a connection's first
+    /// request: from the start of connect()) to the last response byte.
+    pub latencies: Vec<Duration>,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+    pub elapsed: Duration,
+    pub errors: Vec<String>,
+}
+
+/// Runs the client's workers inside namespace `ns_name` against `server`.
+pub fn run_client(ns_name: &str, server: SocketAddrV4, spec: &ClientSpec) -> Result<ClientResult> {
+    let start = Instant::now();
+    let total = Arc::new(Mutex::new(ClientResult::default()));
+    let mut handles = Vec::new();
+    for i in 0..spec.workers.max(1) {
+        let (spec, total) = (spec.clone(), total.clone());
+        handles.push(ns::spawn_in(ns_name, &format!("lab-client-{i}"), move || {
+            let r = worker(server, &spec, start);
+            let mut t = total.lock().unwrap_or_else(|e| e.into_inner());
+            t.latencies.extend(r.latencies);
+            t.bytes_up += r.bytes_up;
+            t.bytes_down += r.bytes_down;
+            t.errors.extend(r.errors);
+            Ok(())
+        })?);
+    }
+    for h in handles {
+        ns::join(h)?;
+    }
+    let mut r = std::mem::take(&mut *total.lock().unwrap_or_else(|e| e.into_inner()));
+    r.elapsed = start.elapsed();
+    if r.latencies.is_empty() {
+        bail!(
+            "the client completed no request: {}",
+            r.errors.first().map(String::as_str).unwrap_or("no error")
+        );
+    }
+    Ok(r)
+}
+
+fn worker(server: SocketAddrV4, spec: &ClientSpec, start: Instant) -> ClientResult {
+    let mut r = ClientResult::default();
+    let over = |now: Instant| spec.duration.is_some_and(|d| now.duration_since(start) >= d);
+    let head = request_head(server, spec.upload);
+    let body: Vec<u8> = (0..spec.upload).map(|i| b'A' + (i % 26) as u8).collect();
+    let mut whole = head.clone();
+    whole.extend_from_slice(&body);
+    let mut buf = vec![0u8; 65536];
+    for _ in 0..spec.connections.max(1) {
+        if over(Instant::now()) {
+            break;
+        }
+        let t0 = Instant::now();
+        let mut s = match open(server, spec) {
+            Ok(s) => s,
+            Err(e) => {
+                r.errors.push(format!("connect: {e}"));
+                continue;
+            }
+        };
+        let mut n = 0usize;
+        let mut due = t0;
+        loop {
+            if !spec.idle_before_request.is_zero() {
+                thread::sleep(spec.idle_before_request);
+            }
+            let res = (|| -> io::Result<u64> {
+                if spec.split_write && !body.is_empty() {
+                    s.write_all(&head)?;
+                    s.write_all(&body)?;
+                } else {
+                    s.write_all(&whole)?;
+                }
+                read_response(&mut s, &mut buf, spec.slow_read)
+            })();
+            match res {
+                Ok(down) => {
+                    let now = Instant::now();
+                    r.latencies.push(now - due);
+                    r.bytes_up += whole.len() as u64;
+                    r.bytes_down += down;
+                    due = now;
+                }
+                Err(e) => {
+                    r.errors.push(format!("request: {e}"));
+                    break;
+                }
+            }
+            n += 1;
+            if (spec.requests > 0 && n >= spec.requests) || over(Instant::now()) {
+                break;
+            }
+            if spec.requests == 0 && spec.duration.is_none() {
+                break;
+            }
+        }
+    }
+    r
+}
+
+fn request_head(server: SocketAddrV4, upload: usize) -> Vec<u8> {
+    if upload > 0 {
+        format!(
+            "POST /upload HTTP/1.1\r\nHost: {server}\r\nUser-Agent: tcpdoctor-lab\r\nAccept: */*\r\n\
+             Content-Type: application/octet-stream\r\nContent-Length: {upload}\r\n\r\n"
+        )
+        .into_bytes()
+    } else {
+        format!("GET / HTTP/1.1\r\nHost: {server}\r\nUser-Agent: tcpdoctor-lab\r\nAccept: */*\r\n\r\n")
+            .into_bytes()
+    }
+}
+
+fn open(server: SocketAddrV4, spec: &ClientSpec) -> io::Result<TcpStream> {
+    let fd = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+        None,
+    )?;
+    if let Some(n) = spec.rcvbuf {
+        setsockopt(&fd, sockopt::RcvBuf, &n)?;
+    }
+    match connect(fd.as_raw_fd(), &SockaddrIn::from(server)) {
+        Ok(()) | Err(nix::errno::Errno::EINPROGRESS) => {}
+        Err(e) => return Err(e.into()),
+    }
+    // A SYN retried after 1 s and 3 s still connects; a dead server does
+    // not hang the run for two minutes.
+    let ready = {
+        let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLOUT)];
+        poll(&mut fds, PollTimeout::from(CONNECT_TIMEOUT_MS))?
+    };
+    if ready == 0 {
+        return Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out"));
+    }
+    let err = nix::sys::socket::getsockopt(&fd, sockopt::SocketError)?;
+    if err != 0 {
+        return Err(io::Error::from_raw_os_error(err));
+    }
+    let s = TcpStream::from(fd);
+    s.set_nonblocking(false)?;
+    s.set_nodelay(spec.nodelay)?;
+    s.set_read_timeout(Some(Duration::from_secs(15)))?;
+    s.set_write_timeout(Some(Duration::from_secs(15)))?;
+    Ok(s)
+}
+
+/// Reads one response; returns its size in bytes.
+fn read_response(s: &mut TcpStream, buf: &mut [u8], slow: Option<SlowRead>) -> io::Result<u64> {
+    let started = Instant::now();
+    let mut have = 0usize;
+    let head_end = loop {
+        if let Some(p) = find_head_end(&buf[..have]) {
+            break p;
+        }
+        if have == buf.len() {
+            return Err(io::Error::other("response head over 64 KiB"));
+        }
+        let n = s.read(&mut buf[have..])?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "connection closed before the response",
+            ));
+        }
+        have += n;
+    };
+    let len = content_length(&buf[..head_end])
+        .ok_or_else(|| io::Error::other("response without Content-Length"))?;
+    let mut left = len.saturating_sub(have - head_end);
+    while left > 0 {
+        let slow_now = slow.filter(|sr| started.elapsed() < sr.span);
+        let want = match slow_now {
+            Some(sr) => sr.chunk.min(left).min(buf.len()),
+            None => left.min(buf.len()),
+        };
+        let n = s.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "connection closed in the response body",
+            ));
+        }
+        left -= n;
+        if let Some(sr) = slow_now {
+            thread::sleep(sr.interval);
+        }
+    }
+    Ok((head_end + len) as u64)
+}
+
+/// The handshake round trip from the client's namespace: the time connect()
+/// takes (SYN → SYN-ACK), the median of `tries`. Waits up to 20 s for the
+/// server to listen first.
+pub fn measure_rtt(ns_name: &str, server: SocketAddrV4, tries: usize) -> Result<Duration> {
+    ns::within(ns_name, move || {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match TcpStream::connect_timeout(&server.into(), Duration::from_secs(5)) {
+                Ok(_) => break,
+                Err(e) if Instant::now() > deadline => {
+                    bail!("the server at {server} did not start listening: {e}")
+                }
+                Err(_) => thread::sleep(Duration::from_millis(50)),
+            }
+        }
+        let mut v = Vec::new();
+        for _ in 0..tries.max(1) {
+            let t = Instant::now();
+            let s = TcpStream::connect_timeout(&server.into(), Duration::from_secs(5))
+                .with_context(|| format!("connecting to {server} to measure the round trip"))?;
+            v.push(t.elapsed());
+            drop(s);
+        }
+        v.sort();
+        Ok(v[v.len() / 2])
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heads_and_lengths() {
+        let h = b"POST / HTTP/1.1\r\ncontent-LENGTH: 12\r\n\r\nbody";
+        let end = find_head_end(h).expect("head");
+        assert_eq!(&h[end..], b"body");
+        assert_eq!(content_length(&h[..end]), Some(12));
+        assert_eq!(content_length(b"GET / HTTP/1.1\r\n\r\n"), None);
+    }
+}

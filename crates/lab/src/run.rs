@@ -1,0 +1,393 @@
+//! One phase of a case: set the path up, start the server, capture at the
+//! vantage point, run the workload, feed the capture to the engine.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::net::SocketAddrV4;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use tcpdoctor_capture::write::{PcapNgWriter, PcapWriter};
+use tcpdoctor_diagnose::model::Analysis;
+use tcpdoctor_diagnose::{Engine, Options};
+use tcpdoctor_live::{Capture, LinkType, Timestamp};
+
+use crate::cases::{Action, Peer, Setup};
+use crate::ext;
+use crate::ns;
+use crate::peers::{self, ClientResult, Server};
+use crate::topo::{Topology, Vantage, SERVER_IP};
+
+pub const PORT: u16 = 8080;
+
+pub fn server_addr() -> SocketAddrV4 {
+    SocketAddrV4::new(SERVER_IP, PORT)
+}
+
+/// The symptom, as the client measured it.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Metrics {
+    pub requests: u64,
+    pub latency_p50_ms: f64,
+    pub latency_p99_ms: f64,
+    pub latency_max_ms: f64,
+    pub requests_per_sec: f64,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+    pub duration_s: f64,
+    pub throughput_bytes_per_sec: f64,
+    /// Which client measured it: `builtin`, `wrk`.
+    pub client: &'static str,
+    pub errors: u64,
+}
+
+/// What the capture held.
+#[derive(Debug, Clone, Serialize)]
+pub struct CaptureInfo {
+    pub vantage: Vantage,
+    pub namespace: String,
+    pub interface: &'static str,
+    pub packets: u64,
+    pub kernel_drops: u64,
+    pub written: Option<String>,
+}
+
+/// One phase's result.
+pub struct Phase {
+    pub rtt_ms: f64,
+    pub metrics: Metrics,
+    pub capture: CaptureInfo,
+    pub analysis: Analysis,
+    pub delay_line_drops: u64,
+}
+
+pub struct PhaseOptions {
+    pub vantage: Vantage,
+    pub snaplen: u32,
+    pub write: Option<PathBuf>,
+    pub peer: Peer,
+    /// Load with wrk (connections, seconds) instead of the built-in client.
+    pub wrk: Option<(u32, u32)>,
+}
+
+/// Runs one phase on topology `t`.
+pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
+    // The path.
+    t.set_one_way(s.one_way);
+    t.set_loss(0.0)?;
+    t.set_rate(s.rate.as_deref())?;
+    ns::sysctl(
+        &t.server,
+        "net.ipv4.tcp_congestion_control",
+        s.server_cc.unwrap_or("bbr"),
+    )?;
+    if let Some(rmem) = s.client_rmem {
+        ns::sysctl(&t.client, "net.ipv4.tcp_rmem", rmem)?;
+    }
+    let initcwnd = s.server_initcwnd.map(|n| n.to_string());
+    let mut route = vec!["-n", &t.server, "route", "replace", "default", "via", "10.71.2.1"];
+    if let Some(n) = &initcwnd {
+        route.extend(["initcwnd", n.as_str()]);
+    }
+    ns::run("ip", &route)?;
+
+    // The server, and the round trip measured with it.
+    let server = start_server(&t.server, s, o.peer)?;
+    let rtt = peers::measure_rtt(&t.client, server_addr(), 3)?;
+    t.set_loss(s.loss)?;
+    let syn_rule = ["INPUT", "-p", "tcp", "--dport", "8080", "--syn", "-m", "statistic",
+        "--mode", "nth", "--every", "2", "--packet", "0", "-j", "DROP"];
+    if s.action == Action::DropFirstSyn {
+        Topology::iptables_in(&t.server, "-A", &syn_rule)?;
+    }
+    // Let the measuring connections' last packets cross the path first.
+    thread::sleep(rtt * 2 + Duration::from_millis(100));
+
+    // The JVM compiles its hot code during the first seconds: warm it up
+    // uncaptured, as one would before measuring a Java server.
+    if let (Running::External(e), Some((c, _))) = (&server, o.wrk) {
+        if e.what == "jdk" {
+            ext::wrk(&t.client, e, c, 2)?;
+        }
+    }
+    let drops_before = t.delay.as_ref().map_or(0, |d| d.dropped());
+    let (cap_ns, iface) = t.interface(o.vantage);
+    let cap_ns = cap_ns.to_string();
+    let cap = start_capture(&cap_ns, iface, o.snaplen, o.write.clone())?;
+
+    // The workload (and what happens to the path meanwhile).
+    let blackout = match s.action {
+        Action::Blackout { at, length } => Some(blackout(t.router.clone(), at, length)),
+        _ => None,
+    };
+    let result = match &server {
+        Running::External(e) if o.wrk.is_some() => {
+            let (c, secs) = o.wrk.unwrap_or((4, 2));
+            ext::wrk(&t.client, e, c, secs)
+        }
+        _ => peers::run_client(&t.client, server_addr(), &s.client)
+            .map(|r| metrics(&r, "builtin")),
+    };
+    if let Some(b) = blackout {
+        ns::join(b)?;
+    }
+    // The last ACKs and FINs.
+    thread::sleep(rtt * 2 + Duration::from_millis(150));
+    let (analysis, capture) = cap.finish()?;
+    if s.action == Action::DropFirstSyn {
+        Topology::iptables_in(&t.server, "-D", &syn_rule)?;
+    }
+    t.set_loss(0.0)?;
+    server.stop();
+    let metrics = result?;
+    let capture = CaptureInfo {
+        vantage: o.vantage,
+        namespace: cap_ns,
+        interface: iface,
+        ..capture
+    };
+    Ok(Phase {
+        rtt_ms: rtt.as_secs_f64() * 1e3,
+        metrics,
+        capture,
+        analysis,
+        delay_line_drops: t.delay.as_ref().map_or(0, |d| d.dropped()) - drops_before,
+    })
+}
+
+enum Running {
+    Builtin(Server),
+    External(ext::External),
+}
+
+impl Running {
+    fn stop(self) {
+        match self {
+            Running::Builtin(s) => s.stop(),
+            Running::External(e) => e.stop(),
+        }
+    }
+}
+
+fn start_server(server_ns: &str, s: &Setup, peer: Peer) -> Result<Running> {
+    Ok(match peer {
+        Peer::Builtin => Running::Builtin(Server::start(server_ns, server_addr(), s.server.clone())?),
+        Peer::Nginx => Running::External(ext::nginx(server_ns, s)?),
+        Peer::Jdk => Running::External(ext::jdk(server_ns, s)?),
+    })
+}
+
+/// Drops every server→client packet in the router from `at` for `length`.
+fn blackout(router: String, at: Duration, length: Duration) -> thread::JoinHandle<Result<()>> {
+    thread::spawn(move || {
+        let rule = ["FORWARD", "-s", "10.71.2.2", "-d", "10.71.1.2", "-p", "tcp", "-j", "DROP"];
+        thread::sleep(at);
+        Topology::iptables_in(&router, "-A", &rule)?;
+        thread::sleep(length);
+        Topology::iptables_in(&router, "-D", &rule)
+    })
+}
+
+pub fn metrics(r: &ClientResult, client: &'static str) -> Metrics {
+    let mut l: Vec<f64> = r.latencies.iter().map(|d| d.as_secs_f64() * 1e3).collect();
+    l.sort_by(f64::total_cmp);
+    let pct = |p: f64| -> f64 {
+        if l.is_empty() {
+            return 0.0;
+        }
+        let i = ((p * l.len() as f64).ceil() as usize).clamp(1, l.len()) - 1;
+        round3(l[i])
+    };
+    let secs = r.elapsed.as_secs_f64().max(1e-9);
+    Metrics {
+        requests: l.len() as u64,
+        latency_p50_ms: pct(0.5),
+        latency_p99_ms: pct(0.99),
+        latency_max_ms: l.last().copied().map_or(0.0, round3),
+        requests_per_sec: round3(l.len() as f64 / secs),
+        bytes_up: r.bytes_up,
+        bytes_down: r.bytes_down,
+        duration_s: round3(secs),
+        throughput_bytes_per_sec: ((r.bytes_up + r.bytes_down) as f64 / secs).round(),
+        client,
+        errors: r.errors.len() as u64,
+    }
+}
+
+pub fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
+/// A capture running on its own threads: one reads frames from the kernel,
+/// another feeds them to the engine (and the pcap file), so that analysis
+/// never holds up the reading.
+struct RunningCapture {
+    stop: Arc<AtomicBool>,
+    reader: thread::JoinHandle<Result<(u64, u64)>>,
+    analyser: thread::JoinHandle<Result<(Analysis, Option<String>)>>,
+}
+
+struct Owned {
+    ts: Timestamp,
+    orig_len: u32,
+    data: Vec<u8>,
+}
+
+fn start_capture(
+    ns_name: &str,
+    iface: &'static str,
+    snaplen: u32,
+    write: Option<PathBuf>,
+) -> Result<RunningCapture> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel::<Vec<Owned>>();
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<()>>();
+    let st = stop.clone();
+    let reader = ns::spawn_in(ns_name, "lab-capture", move || {
+        let mut cap = match Capture::open(iface, snaplen) {
+            Ok(c) => {
+                let _ = ready_tx.send(Ok(()));
+                c
+            }
+            Err(e) => {
+                let msg = format!("capturing on {iface}: {e}");
+                let _ = ready_tx.send(Err(anyhow::anyhow!(msg.clone())));
+                anyhow::bail!(msg);
+            }
+        };
+        let mut batch = Vec::with_capacity(1024);
+        let mut last_send = Instant::now();
+        let mut packets = 0u64;
+        loop {
+            let stopping = st.load(Ordering::Relaxed);
+            let wait = if stopping { Duration::ZERO } else { Duration::from_millis(20) };
+            match cap.next_frame(wait)? {
+                Some(f) => {
+                    packets += 1;
+                    batch.push(Owned {
+                        ts: f.ts,
+                        orig_len: f.orig_len,
+                        data: f.data.to_vec(),
+                    });
+                }
+                None if stopping => break,
+                None => {}
+            }
+            if batch.len() >= 1024 || last_send.elapsed() > Duration::from_millis(20) {
+                if !batch.is_empty() {
+                    let _ = tx.send(std::mem::replace(&mut batch, Vec::with_capacity(1024)));
+                }
+                last_send = Instant::now();
+            }
+        }
+        if !batch.is_empty() {
+            let _ = tx.send(batch);
+        }
+        let stats = cap.stats()?;
+        Ok((packets, stats.dropped))
+    })?;
+    ready_rx
+        .recv()
+        .context("the capture thread ended before starting")??;
+    let analyser = thread::Builder::new()
+        .name("lab-analysis".into())
+        .spawn(move || {
+            let mut engine = Engine::new(Options::default());
+            let mut out = match &write {
+                Some(p) => Some(Writer::create(p, snaplen)?),
+                None => None,
+            };
+            // Frames are analysed once the capture ends, so that the engine
+            // takes no CPU from the peers while they run (2 cores here).
+            let batches: Vec<Vec<Owned>> = rx.iter().collect();
+            for batch in batches {
+                for f in &batch {
+                    engine.push(f.ts, LinkType::Ethernet, &f.data, f.orig_len);
+                    if let Some(w) = &mut out {
+                        w.write(f.ts, &f.data, f.orig_len)?;
+                    }
+                }
+            }
+            if let Some(w) = out {
+                w.finish()?;
+            }
+            Ok((engine.finish(), write.map(|p| p.display().to_string())))
+        })?;
+    Ok(RunningCapture {
+        stop,
+        reader,
+        analyser,
+    })
+}
+
+impl RunningCapture {
+    fn finish(self) -> Result<(Analysis, CaptureInfo)> {
+        self.stop.store(true, Ordering::Relaxed);
+        let (packets, drops) = ns::join(self.reader)?;
+        let (mut analysis, written) = self
+            .analyser
+            .join()
+            .map_err(|_| anyhow::anyhow!("the analysis thread panicked"))??;
+        if drops > 0 {
+            analysis.capture.warnings.push(format!(
+                "the kernel dropped {drops} packets during the capture: the analysis has holes"
+            ));
+        }
+        Ok((
+            analysis,
+            CaptureInfo {
+                vantage: Vantage::Client,
+                namespace: String::new(),
+                interface: "",
+                packets,
+                kernel_drops: drops,
+                written,
+            },
+        ))
+    }
+}
+
+/// The capture file: pcap with nanosecond timestamps, or pcapng when the
+/// name ends in `.pcapng`.
+enum Writer {
+    Pcap(PcapWriter<BufWriter<File>>),
+    PcapNg(PcapNgWriter<BufWriter<File>>, u32),
+}
+
+impl Writer {
+    fn create(p: &std::path::Path, snaplen: u32) -> Result<Writer> {
+        let f = BufWriter::new(File::create(p).with_context(|| format!("creating {}", p.display()))?);
+        Ok(if p.extension().is_some_and(|e| e == "pcapng") {
+            let mut w = PcapNgWriter::new(f)?;
+            let iface = w.add_interface(LinkType::Ethernet, snaplen, 9)?;
+            Writer::PcapNg(w, iface)
+        } else {
+            Writer::Pcap(PcapWriter::new(f, LinkType::Ethernet, snaplen)?)
+        })
+    }
+
+    fn write(&mut self, ts: Timestamp, data: &[u8], orig_len: u32) -> Result<()> {
+        match self {
+            Writer::Pcap(w) => w.write_packet(ts, data, orig_len)?,
+            Writer::PcapNg(w, iface) => {
+                w.write_packet(*iface, ts.nanos().max(0) as u64, data, orig_len)?
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<()> {
+        use std::io::Write;
+        match self {
+            Writer::Pcap(w) => w.into_inner().flush()?,
+            Writer::PcapNg(w, _) => w.into_inner().flush()?,
+        }
+        Ok(())
+    }
+}
