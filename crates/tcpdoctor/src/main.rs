@@ -4,6 +4,7 @@
 use std::io::{self, BufWriter, Write};
 
 mod input;
+mod load;
 use input::Input;
 use std::process::ExitCode;
 
@@ -40,6 +41,9 @@ enum Command {
     /// Analyse a pcap or pcapng capture and explain where the time went.
     #[command(after_help = ANALYZE_HELP)]
     Analyze(AnalyzeArgs),
+    /// HTTP load with a latency distribution (wrk-like; --rate for an open model).
+    #[command(after_help = load::HELP)]
+    Load(load::LoadArgs),
 }
 
 const ANALYZE_HELP: &str = "\
@@ -97,6 +101,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Analyze(args) => analyze(&args),
+        Command::Load(args) => load::run(&args),
     };
     match result {
         Ok(code) => ExitCode::from(code),
