@@ -77,6 +77,8 @@ struct Conn {
     due: Instant,
     /// A readable edge arrived while the request was still being written.
     readable_pending: bool,
+    /// ... and it said the peer closed.
+    closed_pending: bool,
     parser: Parser,
 }
 
@@ -119,6 +121,7 @@ pub fn run(plan: &Plan<'_>, live: &Live) -> io::Result<Outcome> {
                 since: plan.start,
                 due,
                 readable_pending: false,
+                closed_pending: false,
                 parser: Parser::new(plan.head_request),
             }
         })
@@ -175,11 +178,9 @@ pub fn run(plan: &Plan<'_>, live: &Live) -> io::Result<Outcome> {
         for ev in events.iter() {
             let i = ev.token().0;
             if i < w.conns.len() {
-                w.event(
-                    i,
-                    ev.is_readable() || ev.is_read_closed() || ev.is_error(),
-                    ev.is_writable(),
-                );
+                // A close (or error) may be queued behind data already seen: drain then.
+                let closed = ev.is_read_closed() || ev.is_error();
+                w.event(i, ev.is_readable() || closed, closed, ev.is_writable());
             }
         }
         let errors = w.out.errors.total();
@@ -204,6 +205,7 @@ impl Worker<'_> {
         let c = &mut self.conns[i];
         c.parser.reset();
         c.readable_pending = false;
+        c.closed_pending = false;
         c.since = self.now;
         c.origin = self.now;
         match TcpStream::connect(self.plan.addr) {
@@ -235,6 +237,7 @@ impl Worker<'_> {
         c.phase = Phase::Closed;
         c.parser.reset();
         c.readable_pending = false;
+        c.closed_pending = false;
     }
 
     /// Timeouts and reconnection of failed connections.
@@ -269,7 +272,7 @@ impl Worker<'_> {
         }
     }
 
-    fn event(&mut self, i: usize, readable: bool, writable: bool) {
+    fn event(&mut self, i: usize, readable: bool, closed: bool, writable: bool) {
         match self.conns[i].phase {
             Phase::Closed => {}
             Phase::Connecting => {
@@ -301,19 +304,22 @@ impl Worker<'_> {
                 if readable {
                     self.conns[i].readable_pending = true;
                 }
+                if closed {
+                    self.conns[i].closed_pending = true;
+                }
                 if writable {
                     self.write(i);
                 }
             }
             Phase::Reading => {
                 if readable {
-                    self.read(i);
+                    self.read(i, closed);
                 }
             }
             Phase::Idle => {
                 if readable {
                     // Nothing was asked: this is the server closing an idle connection.
-                    match self.read_some(i) {
+                    match self.read_some(i, closed) {
                         ReadEnd::Pending => {}
                         ReadEnd::Done(_) | ReadEnd::Closed(true) => {
                             self.out.errors.read += 1;
@@ -376,7 +382,8 @@ impl Worker<'_> {
                     if c.written == request.len() {
                         c.phase = Phase::Reading;
                         if std::mem::take(&mut c.readable_pending) {
-                            self.read(i);
+                            let closed = std::mem::take(&mut c.closed_pending);
+                            self.read(i, closed);
                         }
                         return;
                     }
@@ -390,8 +397,8 @@ impl Worker<'_> {
         self.close(i);
     }
 
-    fn read(&mut self, i: usize) {
-        match self.read_some(i) {
+    fn read(&mut self, i: usize, drain: bool) {
+        match self.read_some(i, drain) {
             ReadEnd::Pending => {}
             ReadEnd::Done(r) => self.complete(i, r),
             ReadEnd::Closed(error) => {
@@ -406,8 +413,9 @@ impl Worker<'_> {
         }
     }
 
-    /// Read until the socket is drained or a response completes.
-    fn read_some(&mut self, i: usize) -> ReadEnd {
+    /// Read until the socket is drained or a response completes. A short read
+    /// means drained, unless the peer closed (`drain`): then read to the end.
+    fn read_some(&mut self, i: usize, drain: bool) -> ReadEnd {
         let Worker {
             conns, buf, out, ..
         } = self;
@@ -430,7 +438,7 @@ impl Worker<'_> {
                     match c.parser.feed(&buf[..n]) {
                         Ok(Fed::Partial) => {
                             // A short read drained the socket: the next edge brings more.
-                            if n < buf.len() {
+                            if n < buf.len() && !drain {
                                 return ReadEnd::Pending;
                             }
                         }

@@ -5,6 +5,7 @@ use std::io::{self, BufWriter, Write};
 
 mod input;
 mod load;
+mod probe;
 use input::Input;
 use std::process::ExitCode;
 
@@ -44,6 +45,12 @@ enum Command {
     /// HTTP load with a latency distribution (wrk-like; --rate for an open model).
     #[command(after_help = load::HELP)]
     Load(load::LoadArgs),
+    /// TCP SYN ping: round trip to a port, SYN to SYN-ACK/RST (hping3 -S-like).
+    #[command(after_help = probe::PING_HELP)]
+    Ping(probe::PingArgs),
+    /// TCP traceroute on one fixed flow: every router to a port, with round trips.
+    #[command(after_help = probe::TRACE_HELP)]
+    Trace(probe::TraceArgs),
 }
 
 const ANALYZE_HELP: &str = "\
@@ -102,6 +109,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Analyze(args) => analyze(&args),
         Command::Load(args) => load::run(&args),
+        Command::Ping(args) => probe::ping(&args),
+        Command::Trace(args) => probe::trace(&args),
     };
     match result {
         Ok(code) => ExitCode::from(code),
