@@ -4,6 +4,8 @@
 use std::io::{self, BufWriter, Write};
 
 mod input;
+mod load;
+mod probe;
 use input::Input;
 use std::process::ExitCode;
 
@@ -42,6 +44,15 @@ enum Command {
     Analyze(AnalyzeArgs),
     /// Reproduce a slow-TCP case in network namespaces, diagnose it, show the fix (root).
     Lab(tcpdoctor_lab::LabArgs),
+    /// HTTP load with a latency distribution (wrk-like; --rate for an open model).
+    #[command(after_help = load::HELP)]
+    Load(load::LoadArgs),
+    /// TCP SYN ping: round trip to a port, SYN to SYN-ACK/RST (hping3 -S-like).
+    #[command(after_help = probe::PING_HELP)]
+    Ping(probe::PingArgs),
+    /// TCP traceroute on one fixed flow: every router to a port, with round trips.
+    #[command(after_help = probe::TRACE_HELP)]
+    Trace(probe::TraceArgs),
 }
 
 const ANALYZE_HELP: &str = "\
@@ -100,6 +111,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Analyze(args) => analyze(&args),
         Command::Lab(args) => tcpdoctor_lab::main(args),
+        Command::Load(args) => load::run(&args),
+        Command::Ping(args) => probe::ping(&args),
+        Command::Trace(args) => probe::trace(&args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

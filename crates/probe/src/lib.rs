@@ -1,0 +1,604 @@
+//! Active TCP probes: SYN "ping" (as `hping3 -S`) and a TCP traceroute on one
+//! fixed flow (as Paris traceroute), over raw sockets, IPv4 and IPv6.
+//!
+//! [`ping`] sends SYNs from one reserved source port and times each SYN-ACK or
+//! RST against the SYN it answers (matched by acknowledgment number); every
+//! SYN-ACK is reset so the target keeps no half-open connection. Without the
+//! privilege for raw sockets it falls back to timing `connect()` and says so.
+//!
+//! [`trace`] sends TTL-limited SYNs that differ only in their sequence number:
+//! the 5-tuple (and every other field a load balancer hashes) stays the same,
+//! so every probe follows one path through ECMP. ICMP time-exceeded and
+//! unreachable errors are matched to the probe by the TCP header they quote.
+//!
+//! OS access lives in `raw.rs`; building and parsing packets in `packet.rs`.
+
+pub mod packet;
+mod raw;
+
+use std::fmt;
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+pub use packet::IcmpKind;
+use packet::{FLAG_ACK, FLAG_RST, FLAG_SYN};
+use raw::{Incoming, RawProber};
+
+/// Why probing could not run.
+#[derive(Debug)]
+pub enum ProbeError {
+    /// Raw sockets are not allowed (not root, no CAP_NET_RAW).
+    Permission(String),
+    /// The target could not be parsed or resolved.
+    Target(String),
+    Io(io::Error),
+}
+
+impl fmt::Display for ProbeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProbeError::Permission(m) | ProbeError::Target(m) => f.write_str(m),
+            ProbeError::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ProbeError {}
+
+impl From<io::Error> for ProbeError {
+    fn from(e: io::Error) -> Self {
+        ProbeError::Io(e)
+    }
+}
+
+/// Which address family to prefer when a name resolves to both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Family {
+    #[default]
+    Any,
+    V4,
+    V6,
+}
+
+/// Parse `HOST:PORT`, `[V6]:PORT`, a bare IPv6 address or `HOST` (port 80) and resolve it.
+pub fn resolve(target: &str, family: Family) -> Result<SocketAddr, ProbeError> {
+    let err = |m: String| ProbeError::Target(format!("{target}: {m}"));
+    let (host, port) = if let Some(rest) = target.strip_prefix('[') {
+        let (h, after) = rest
+            .split_once(']')
+            .ok_or_else(|| err("missing ']'".into()))?;
+        let port = match after.strip_prefix(':') {
+            Some(p) => p.parse().map_err(|_| err(format!("bad port {p:?}")))?,
+            None if after.is_empty() => 80,
+            None => return Err(err("expected [ADDRESS]:PORT".into())),
+        };
+        (h.to_string(), port)
+    } else if target.parse::<std::net::Ipv6Addr>().is_ok() {
+        (target.to_string(), 80)
+    } else {
+        match target.rsplit_once(':') {
+            Some((h, p)) => (
+                h.to_string(),
+                p.parse().map_err(|_| err(format!("bad port {p:?}")))?,
+            ),
+            None => (target.to_string(), 80),
+        }
+    };
+    if host.is_empty() {
+        return Err(err("no host".into()));
+    }
+    let addrs: Vec<SocketAddr> = (host.as_str(), port)
+        .to_socket_addrs()
+        .map_err(|e| err(format!("cannot resolve {host}: {e}")))?
+        .collect();
+    addrs
+        .into_iter()
+        .find(|a| match family {
+            Family::Any => true,
+            Family::V4 => a.is_ipv4(),
+            Family::V6 => a.is_ipv6(),
+        })
+        .ok_or_else(|| err("no address of the requested family".into()))
+}
+
+/// An initial sequence number that differs between runs.
+fn sequence_base() -> u32 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() ^ (d.as_secs() as u32).rotate_left(16))
+        .unwrap_or(0x5eed);
+    t ^ std::process::id().rotate_left(8)
+}
+
+// ---------------------------------------------------------------- ping
+
+/// How the round trips were timed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Method {
+    /// SYN probes over a raw socket, from this source.
+    RawSyn { source: SocketAddr },
+    /// `connect()` timing (full handshake, then close), and why raw probes were not used.
+    Connect { reason: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct PingConfig {
+    pub target: SocketAddr,
+    /// Probes to send; `None`: until stopped.
+    pub count: Option<u64>,
+    pub interval: Duration,
+    /// How long to wait for the last probe's reply.
+    pub timeout: Duration,
+    /// Time `connect()` even when raw sockets are available.
+    pub connect_only: bool,
+}
+
+/// What answered a probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyKind {
+    /// SYN-ACK: the port is open.
+    SynAck,
+    /// RST: the host is there, the port closed.
+    Rst,
+    /// An ICMP error from `from` (counted as an error, not a reply).
+    Icmp(IcmpKind),
+    /// `connect()` completed.
+    Connected,
+    /// `connect()` was refused (an RST came back).
+    Refused,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PingReply {
+    /// Probe number, from 0.
+    pub seq: u64,
+    pub rtt: Duration,
+    pub from: IpAddr,
+    pub kind: ReplyKind,
+    /// TCP flags of the reply (raw probes).
+    pub flags: Option<u8>,
+    pub ttl: Option<u8>,
+    pub window: Option<u16>,
+    /// Reply length in bytes, IP header included (raw probes).
+    pub len: Option<usize>,
+}
+
+/// Summary of a ping run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PingStats {
+    pub transmitted: u64,
+    /// Probes answered by TCP (SYN-ACK, RST, connect).
+    pub received: u64,
+    /// Probes answered by an ICMP error.
+    pub errors: u64,
+    /// Round trips of the answered probes, in order of arrival.
+    pub rtts: Vec<Duration>,
+}
+
+impl PingStats {
+    pub fn loss(&self) -> f64 {
+        if self.transmitted == 0 {
+            0.0
+        } else {
+            1.0 - self.received as f64 / self.transmitted as f64
+        }
+    }
+    fn ms(&self) -> impl Iterator<Item = f64> + '_ {
+        self.rtts.iter().map(|d| d.as_secs_f64() * 1000.0)
+    }
+    /// (min, avg, max, mdev) in milliseconds; `None` without replies.
+    pub fn summary_ms(&self) -> Option<(f64, f64, f64, f64)> {
+        if self.rtts.is_empty() {
+            return None;
+        }
+        let n = self.rtts.len() as f64;
+        let min = self.ms().fold(f64::INFINITY, f64::min);
+        let max = self.ms().fold(0.0, f64::max);
+        let avg = self.ms().sum::<f64>() / n;
+        let sq = self.ms().map(|x| x * x).sum::<f64>() / n;
+        let mdev = (sq - avg * avg).max(0.0).sqrt();
+        Some((min, avg, max, mdev))
+    }
+    pub fn median_ms(&self) -> Option<f64> {
+        let mut v: Vec<f64> = self.ms().collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let m = v.len() / 2;
+        Some(if v.len() % 2 == 1 {
+            v[m]
+        } else {
+            (v[m - 1] + v[m]) / 2.0
+        })
+    }
+}
+
+/// Progress of a ping run, in order.
+#[derive(Debug, Clone)]
+pub enum PingEvent {
+    Started(Method),
+    Reply(PingReply),
+}
+
+/// Send probes until `count` or `stop`, reporting each reply as it arrives.
+pub fn ping(
+    config: &PingConfig,
+    stop: &AtomicBool,
+    mut on_event: impl FnMut(&PingEvent),
+) -> Result<PingStats, ProbeError> {
+    if config.connect_only {
+        on_event(&PingEvent::Started(Method::Connect {
+            reason: "asked for".into(),
+        }));
+        return Ok(ping_connect(config, stop, on_event));
+    }
+    match RawProber::open(config.target) {
+        Ok(prober) => {
+            on_event(&PingEvent::Started(Method::RawSyn { source: prober.src }));
+            ping_raw(prober, config, stop, on_event)
+        }
+        Err(ProbeError::Permission(why)) => {
+            on_event(&PingEvent::Started(Method::Connect { reason: why }));
+            Ok(ping_connect(config, stop, on_event))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn ping_raw(
+    mut p: RawProber,
+    config: &PingConfig,
+    stop: &AtomicBool,
+    mut on_event: impl FnMut(&PingEvent),
+) -> Result<PingStats, ProbeError> {
+    let base = sequence_base();
+    let mut sent_at: Vec<Instant> = Vec::new();
+    let mut answered: Vec<bool> = Vec::new();
+    let mut stats = PingStats::default();
+    let mut next_send = Instant::now();
+    let mut last_deadline = None;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let more = config.count.is_none_or(|c| stats.transmitted < c);
+        let now = Instant::now();
+        if more && now >= next_send {
+            let seq = base.wrapping_add(stats.transmitted as u32);
+            sent_at.push(p.send(FLAG_SYN, seq, 64)?);
+            answered.push(false);
+            stats.transmitted += 1;
+            next_send += config.interval;
+            if config.count.is_some_and(|c| stats.transmitted >= c) {
+                last_deadline = Some(Instant::now() + config.timeout);
+            }
+            continue;
+        }
+        let until = if more {
+            next_send
+        } else {
+            match last_deadline {
+                Some(d) if now < d && answered.iter().any(|a| !a) => d,
+                _ => break,
+            }
+        };
+        // Wake at least every 100 ms to notice `stop`.
+        let until = until.min(now + Duration::from_millis(100));
+        let Some((at, got)) = p.recv(until)? else {
+            continue;
+        };
+        let (i, reply) = match got {
+            Incoming::Tcp(t) => {
+                let i = t.ack.wrapping_sub(base).wrapping_sub(1) as usize;
+                if t.flags & FLAG_ACK == 0 || i >= sent_at.len() || answered[i] {
+                    continue; // not an answer to a probe, or a duplicate
+                }
+                let kind = if t.flags & FLAG_RST != 0 {
+                    ReplyKind::Rst
+                } else if t.flags & FLAG_SYN != 0 {
+                    // Leave nothing half-open at the target.
+                    p.send(FLAG_RST, t.ack, 64)?;
+                    ReplyKind::SynAck
+                } else {
+                    continue;
+                };
+                stats.received += 1;
+                (
+                    i,
+                    PingReply {
+                        seq: i as u64,
+                        rtt: at.duration_since(sent_at[i]),
+                        from: t.from,
+                        kind,
+                        flags: Some(t.flags),
+                        ttl: t.ttl,
+                        window: Some(t.window),
+                        len: Some(t.len),
+                    },
+                )
+            }
+            Incoming::Icmp(c) => {
+                let i = c.seq.wrapping_sub(base) as usize;
+                if i >= sent_at.len() || answered[i] {
+                    continue;
+                }
+                stats.errors += 1;
+                (
+                    i,
+                    PingReply {
+                        seq: i as u64,
+                        rtt: at.duration_since(sent_at[i]),
+                        from: c.from,
+                        kind: ReplyKind::Icmp(c.kind),
+                        flags: None,
+                        ttl: None,
+                        window: None,
+                        len: None,
+                    },
+                )
+            }
+        };
+        answered[i] = true;
+        if !matches!(reply.kind, ReplyKind::Icmp(_)) {
+            stats.rtts.push(reply.rtt);
+        }
+        on_event(&PingEvent::Reply(reply));
+    }
+    Ok(stats)
+}
+
+fn ping_connect(
+    config: &PingConfig,
+    stop: &AtomicBool,
+    mut on_event: impl FnMut(&PingEvent),
+) -> PingStats {
+    let mut stats = PingStats::default();
+    let mut next_send = Instant::now();
+    while config.count.is_none_or(|c| stats.transmitted < c) && !stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        if now < next_send {
+            std::thread::sleep((next_send - now).min(Duration::from_millis(100)));
+            continue;
+        }
+        next_send += config.interval;
+        let seq = stats.transmitted;
+        stats.transmitted += 1;
+        let wait = config.timeout.max(config.interval);
+        let t0 = Instant::now();
+        let r = TcpStream::connect_timeout(&config.target, wait);
+        let rtt = t0.elapsed();
+        let kind = match r {
+            Ok(_) => ReplyKind::Connected,
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => ReplyKind::Refused,
+            Err(_) => continue,
+        };
+        stats.received += 1;
+        stats.rtts.push(rtt);
+        on_event(&PingEvent::Reply(PingReply {
+            seq,
+            rtt,
+            from: config.target.ip(),
+            kind,
+            flags: None,
+            ttl: None,
+            window: None,
+            len: None,
+        }));
+    }
+    stats
+}
+
+// ---------------------------------------------------------------- trace
+
+#[derive(Debug, Clone)]
+pub struct TraceConfig {
+    pub target: SocketAddr,
+    pub first_ttl: u8,
+    pub max_hops: u8,
+    /// Probes per hop.
+    pub probes: u8,
+    /// How long to wait for each probe's answer.
+    pub wait: Duration,
+}
+
+/// What answered one probe of a hop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HopReply {
+    /// A router: the TTL ran out there.
+    TimeExceeded,
+    /// An ICMP unreachable (the trace stops).
+    Unreachable(IcmpKind),
+    /// The target answered: port open.
+    SynAck,
+    /// The target answered: port closed.
+    Rst,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HopProbe {
+    /// `None`: no answer within the wait (`*`).
+    pub answer: Option<(IpAddr, Duration, HopReply)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hop {
+    pub ttl: u8,
+    pub probes: Vec<HopProbe>,
+}
+
+impl Hop {
+    /// The target answered (or an unreachable ended the path) at this hop.
+    pub fn is_last(&self) -> bool {
+        self.probes.iter().any(|p| {
+            matches!(
+                p.answer,
+                Some((
+                    _,
+                    _,
+                    HopReply::SynAck | HopReply::Rst | HopReply::Unreachable(_)
+                ))
+            )
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceResult {
+    /// Source address and port of the flow.
+    pub source: SocketAddr,
+    pub hops: Vec<Hop>,
+    /// The target answered with SYN-ACK or RST.
+    pub reached: bool,
+}
+
+/// Progress of a trace.
+#[derive(Debug, Clone)]
+pub enum TraceEvent {
+    /// The flow's source is known; probing starts.
+    Started(SocketAddr),
+    Probe {
+        ttl: u8,
+        probe: HopProbe,
+    },
+    HopDone(Hop),
+}
+
+/// Trace the path to `config.target` with TTL-limited SYNs on one flow.
+pub fn trace(
+    config: &TraceConfig,
+    stop: &AtomicBool,
+    mut on_event: impl FnMut(&TraceEvent),
+) -> Result<TraceResult, ProbeError> {
+    if config.first_ttl == 0 || config.first_ttl > config.max_hops {
+        return Err(ProbeError::Target(format!(
+            "first TTL {} must be between 1 and the maximum hops {}",
+            config.first_ttl, config.max_hops
+        )));
+    }
+    let mut p = RawProber::open(config.target)?;
+    on_event(&TraceEvent::Started(p.src));
+    let base = sequence_base() & 0xffff_0000;
+    let mut result = TraceResult {
+        source: p.src,
+        hops: Vec::new(),
+        reached: false,
+    };
+    for ttl in config.first_ttl..=config.max_hops {
+        let mut hop = Hop {
+            ttl,
+            probes: Vec::new(),
+        };
+        for k in 0..config.probes {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(result);
+            }
+            // The sequence number names the probe; nothing else in the flow changes.
+            let seq = base | (u32::from(ttl) << 8) | u32::from(k);
+            let sent = p.send(FLAG_SYN, seq, ttl)?;
+            let deadline = sent + config.wait;
+            let mut probe = HopProbe { answer: None };
+            while let Some((at, got)) = p.recv(deadline)? {
+                let rtt = at.duration_since(sent);
+                match got {
+                    Incoming::Icmp(c) if c.seq == seq => {
+                        let kind = match c.kind {
+                            IcmpKind::TimeExceeded => HopReply::TimeExceeded,
+                            k => HopReply::Unreachable(k),
+                        };
+                        probe.answer = Some((c.from, rtt, kind));
+                        break;
+                    }
+                    Incoming::Tcp(t) if t.ack == seq.wrapping_add(1) && t.flags & FLAG_ACK != 0 => {
+                        let kind = if t.flags & FLAG_RST != 0 {
+                            HopReply::Rst
+                        } else if t.flags & FLAG_SYN != 0 {
+                            p.send(FLAG_RST, t.ack, 64)?;
+                            HopReply::SynAck
+                        } else {
+                            continue;
+                        };
+                        probe.answer = Some((t.from, rtt, kind));
+                        break;
+                    }
+                    _ => {} // late answer to an earlier probe, or not ours
+                }
+            }
+            on_event(&TraceEvent::Probe { ttl, probe });
+            hop.probes.push(probe);
+        }
+        let last = hop.is_last();
+        result.reached |= hop
+            .probes
+            .iter()
+            .any(|p| matches!(p.answer, Some((_, _, HopReply::SynAck | HopReply::Rst))));
+        on_event(&TraceEvent::HopDone(hop.clone()));
+        result.hops.push(hop);
+        if last {
+            break;
+        }
+    }
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets() {
+        let a = resolve("127.0.0.1:8080", Family::Any).unwrap();
+        assert_eq!(a, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(
+            resolve("[::1]:443", Family::Any).unwrap(),
+            "[::1]:443".parse().unwrap()
+        );
+        assert_eq!(resolve("::1", Family::Any).unwrap().port(), 80);
+        assert_eq!(resolve("127.0.0.1", Family::Any).unwrap().port(), 80);
+        assert!(resolve("127.0.0.1:x", Family::Any).is_err());
+        assert!(resolve("[::1", Family::Any).is_err());
+        assert!(resolve("127.0.0.1:80", Family::V6).is_err());
+        assert!(resolve(":80", Family::Any).is_err());
+    }
+
+    #[test]
+    fn stats() {
+        let s = PingStats {
+            transmitted: 4,
+            received: 3,
+            errors: 0,
+            rtts: [10, 20, 30].map(Duration::from_millis).to_vec(),
+        };
+        let (min, avg, max, mdev) = s.summary_ms().unwrap();
+        assert_eq!((min, avg, max), (10.0, 20.0, 30.0));
+        assert!((mdev - 8.165).abs() < 0.01);
+        assert_eq!(s.median_ms(), Some(20.0));
+        assert!((s.loss() - 0.25).abs() < 1e-9);
+    }
+
+    /// Without raw sockets the connect() fallback still measures (loopback, no root needed).
+    #[test]
+    fn connect_fallback_measures_loopback() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let target = l.local_addr().unwrap();
+        let config = PingConfig {
+            target,
+            count: Some(3),
+            interval: Duration::from_millis(10),
+            timeout: Duration::from_secs(1),
+            connect_only: true,
+        };
+        let mut replies = 0;
+        let stats = ping(&config, &AtomicBool::new(false), |e| {
+            if let PingEvent::Reply(r) = e {
+                assert_eq!(r.kind, ReplyKind::Connected);
+                replies += 1;
+            }
+        })
+        .unwrap();
+        assert_eq!((stats.transmitted, stats.received, replies), (3, 3, 3));
+        drop(l);
+    }
+}

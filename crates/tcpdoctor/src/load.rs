@@ -1,0 +1,353 @@
+//! `tcpdoctor load`: HTTP load with a latency distribution (the work is in `tcpdoctor-load`).
+
+use std::io::{self, IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tcpdoctor_load::{Config, Live, Report, RequestSpec, Target, LATE_AFTER};
+
+use crate::Format;
+
+pub const HELP: &str = "\
+Examples:
+  tcpdoctor load http://10.0.0.2:8080/                  10 connections, 2 threads, 10 s (wrk's defaults)
+  tcpdoctor load -c 100 -t 2 -d 30s http://10.0.0.2/    as `wrk -c 100 -t 2 -d 30s --latency`
+  tcpdoctor load --rate 2000 -c 50 http://10.0.0.2/     open model: 2000 req/s on a schedule
+  tcpdoctor load -m POST --body @order.json -H 'Content-Type: application/json' http://h/api
+  tcpdoctor load --format json http://10.0.0.2/ | jq .latency_ms.p99
+
+Each connection sends the next request as soon as the previous response is complete (keep-alive),
+like wrk. With --rate, requests leave on a fixed schedule and each latency is measured from the
+time its request was due, not from when it could be sent: a stalled server then shows in the
+percentiles instead of silently slowing the load (coordinated omission, as wrk2 corrects it).
+Sends that left more than 2 ms after their schedule are counted as late.
+
+A p50 near 40 ms against a fast server is the signature of Nagle's algorithm meeting a delayed ACK
+(capture it and run `tcpdoctor analyze` to see which side).
+
+Errors: connect (refused, unreachable), read (reset by the peer, closed mid-response, unparsable
+response), write (reset, broken pipe), timeout (no response within --timeout; the connection is
+replaced), status (responses with status 400 or above; the response still counts as a request).
+
+Exit status: 0 the load ran and at least one response came back; 1 no response at all;
+2 usage error (bad URL, option or body file).";
+
+#[derive(clap::Args)]
+pub struct LoadArgs {
+    /// Target URL: http://host[:port][/path] (IPv6: http://[::1]:8080/).
+    url: String,
+    /// Connections to keep open.
+    #[arg(short = 'c', long, default_value_t = 10, value_name = "N")]
+    connections: usize,
+    /// Threads (one event loop each).
+    #[arg(short = 't', long, default_value_t = 2, value_name = "N")]
+    threads: usize,
+    /// Duration of the run: 10s, 500ms, 2m.
+    #[arg(short = 'd', long, default_value = "10s", value_parser = parse_duration, value_name = "TIME")]
+    duration: Duration,
+    /// Requests per second over all connections (open model, corrects coordinated omission).
+    #[arg(short = 'R', long, value_name = "RPS")]
+    rate: Option<f64>,
+    /// Time without a response before a request counts as a timeout.
+    #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "TIME")]
+    timeout: Duration,
+    /// Extra request header, `Name: value` (repeatable).
+    #[arg(short = 'H', long = "header", value_name = "HEADER")]
+    headers: Vec<String>,
+    /// Request method.
+    #[arg(short = 'm', long, default_value = "GET")]
+    method: String,
+    /// Request body; `@FILE` reads it from a file.
+    #[arg(long, value_name = "BODY")]
+    body: Option<String>,
+    /// A new connection for every request (`Connection: close`); latency then includes the handshake.
+    #[arg(long)]
+    no_keepalive: bool,
+    /// Output format: `text` (wrk-like) or `json`.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+}
+
+/// `10s`, `500ms`, `2m`, `1h`, `1.5s`, or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (examples: 10s, 500ms, 2m)"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "ms" => n / 1000.0,
+        "us" | "µs" => n / 1e6,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("{s:?} is out of range"))
+}
+
+pub fn run(args: &LoadArgs) -> anyhow::Result<u8> {
+    let target = Target::parse(&args.url).map_err(|e| anyhow::anyhow!(e.to_string()))?;
+    let body = match args.body.as_deref() {
+        None => Vec::new(),
+        Some(b) => match b.strip_prefix('@') {
+            Some(path) => {
+                std::fs::read(path).map_err(|e| anyhow::anyhow!(format!("--body @{path}: {e}")))?
+            }
+            None => b.as_bytes().to_vec(),
+        },
+    };
+    let config = Config {
+        connections: args.connections,
+        threads: args.threads,
+        duration: args.duration,
+        rate: args.rate,
+        timeout: args.timeout,
+        keepalive: !args.no_keepalive,
+        ..Config::new(
+            target,
+            RequestSpec {
+                method: args.method.clone(),
+                headers: args.headers.clone(),
+                body,
+                close: false,
+            },
+        )
+    };
+    // Validate before printing the banner.
+    tcpdoctor_load::build_request(&config.target, &config.request)
+        .map_err(|e| anyhow::anyhow!(e.to_string()))?;
+    if matches!(args.format, Format::Text) {
+        let mut out = io::stdout().lock();
+        writeln!(
+            out,
+            "Running {} test @ {}",
+            fmt_duration(config.duration),
+            config.target.url
+        )?;
+        writeln!(
+            out,
+            "  {} threads and {} connections{}",
+            config.threads.min(config.connections),
+            config.connections,
+            match config.rate {
+                Some(r) =>
+                    format!(", {r} requests/sec on a schedule (latency from the scheduled send)"),
+                None => String::new(),
+            }
+        )?;
+        out.flush()?;
+    }
+    let live = Arc::new(Live::default());
+    {
+        let live = Arc::clone(&live);
+        let _ = ctrlc::set_handler(move || live.stop());
+    }
+    let done = AtomicBool::new(false);
+    let report = std::thread::scope(|s| {
+        if io::stderr().is_terminal() {
+            s.spawn(|| progress(&live, &done, config.duration));
+        }
+        let r = tcpdoctor_load::run(&config, &live);
+        done.store(true, Ordering::Relaxed);
+        r
+    })
+    .map_err(|e| match e {
+        tcpdoctor_load::LoadError::Config(m) => anyhow::anyhow!(m),
+        e => anyhow::anyhow!(e),
+    })?;
+    let mut out = io::stdout().lock();
+    match args.format {
+        Format::Text => text(&report, &mut out)?,
+        Format::Json => {
+            serde_json::to_writer(&mut out, &json(&report))?;
+            writeln!(out)?;
+        }
+    }
+    out.flush()?;
+    Ok(if report.requests == 0 { 1 } else { 0 })
+}
+
+/// One line on the terminal, rewritten each second.
+fn progress(live: &Live, done: &AtomicBool, total: Duration) {
+    let start = Instant::now();
+    let mut last = 0;
+    let mut last_t = start;
+    while !done.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = Instant::now();
+        if now.duration_since(last_t) < Duration::from_secs(1) {
+            continue;
+        }
+        let n = live.requests();
+        let rate = (n - last) as f64 / now.duration_since(last_t).as_secs_f64();
+        (last, last_t) = (n, now);
+        eprint!(
+            "\r  {:>5.1}s / {}  {:>10.0} req/s  {} requests  {} errors   ",
+            now.duration_since(start).as_secs_f64(),
+            fmt_duration(total),
+            rate,
+            n,
+            live.errors()
+        );
+    }
+    eprint!("\r{:80}\r", "");
+}
+
+fn fmt_duration(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s >= 1.0 && d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else if s >= 1.0 {
+        format!("{s:.2}s")
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
+/// wrk's units: us, ms, s, two decimals.
+fn fmt_ms(ms: f64) -> String {
+    if ms < 1.0 {
+        format!("{:.2}us", ms * 1000.0)
+    } else if ms < 1000.0 {
+        format!("{ms:.2}ms")
+    } else {
+        format!("{:.2}s", ms / 1000.0)
+    }
+}
+
+fn fmt_bytes(b: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
+    let mut v = b;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{v:.2}{}", UNITS[u])
+}
+
+fn text(r: &Report, out: &mut impl Write) -> io::Result<()> {
+    let l = r.latency();
+    writeln!(out, "  Thread Stats   Avg      Stdev     Max   +/- Stdev")?;
+    writeln!(
+        out,
+        "    Latency   {:>8}  {:>8}  {:>8}  {:>7.2}%",
+        fmt_ms(l.mean),
+        fmt_ms(l.stdev),
+        fmt_ms(l.max),
+        l.within_stdev * 100.0
+    )?;
+    writeln!(out, "  Latency Distribution")?;
+    for (label, v) in [
+        ("50%", l.p50),
+        ("75%", l.p75),
+        ("90%", l.p90),
+        ("99%", l.p99),
+        ("99.9%", l.p999),
+        ("max", l.max),
+    ] {
+        writeln!(out, "  {label:>6}  {:>8}", fmt_ms(v))?;
+    }
+    writeln!(
+        out,
+        "  {} requests in {:.2}s, {} read{}",
+        r.requests,
+        r.elapsed.as_secs_f64(),
+        fmt_bytes(r.bytes as f64),
+        if r.keepalive {
+            String::new()
+        } else {
+            format!(", {} connections", r.connects)
+        }
+    )?;
+    if r.status.len() > 1 || r.status.keys().any(|&c| !(200..400).contains(&c)) {
+        let codes: Vec<String> = r.status.iter().map(|(c, n)| format!("{c}: {n}")).collect();
+        writeln!(out, "  Status codes: {}", codes.join(", "))?;
+    }
+    let e = &r.errors;
+    if e.status > 0 {
+        writeln!(out, "  Non-2xx or 3xx responses: {}", e.status)?;
+    }
+    if e.connect + e.read + e.write + e.timeout > 0 {
+        writeln!(
+            out,
+            "  Socket errors: connect {}, read {}, write {}, timeout {}",
+            e.connect, e.read, e.write, e.timeout
+        )?;
+    }
+    if let Some(rate) = &r.rate {
+        writeln!(
+            out,
+            "  Schedule: {} requests/sec asked; {} sends late by more than {} ms (worst {})",
+            rate.target,
+            rate.late_sends,
+            LATE_AFTER.as_millis(),
+            fmt_ms(rate.max_late.as_secs_f64() * 1000.0)
+        )?;
+    }
+    writeln!(out, "Requests/sec: {:>10.2}", r.requests_per_sec())?;
+    writeln!(
+        out,
+        "Transfer/sec: {:>10}",
+        fmt_bytes(r.transfer_bytes_per_sec())
+    )?;
+    Ok(())
+}
+
+pub fn json(r: &Report) -> serde_json::Value {
+    let l = r.latency();
+    let e = &r.errors;
+    let status: serde_json::Map<String, serde_json::Value> = r
+        .status
+        .iter()
+        .map(|(c, n)| (c.to_string(), (*n).into()))
+        .collect();
+    serde_json::json!({
+        "url": r.url,
+        "connections": r.connections,
+        "threads": r.threads,
+        "keepalive": r.keepalive,
+        "duration_s": r.elapsed.as_secs_f64(),
+        "requests": r.requests,
+        "bytes": r.bytes,
+        "connects": r.connects,
+        "requests_per_sec": r.requests_per_sec(),
+        "transfer_bytes_per_sec": r.transfer_bytes_per_sec(),
+        "latency_from": if r.rate.is_some() { "schedule" } else { "send" },
+        "latency_ms": {
+            "p50": l.p50, "p75": l.p75, "p90": l.p90, "p99": l.p99, "p999": l.p999,
+            "max": l.max, "mean": l.mean, "stdev": l.stdev,
+        },
+        "errors": {
+            "connect": e.connect, "read": e.read, "write": e.write,
+            "timeout": e.timeout, "status": e.status, "total": e.total(),
+        },
+        "status_codes": status,
+        "rate": r.rate.map(|rate| serde_json::json!({
+            "target_per_sec": rate.target,
+            "late_sends": rate.late_sends,
+            "late_after_ms": LATE_AFTER.as_secs_f64() * 1000.0,
+            "max_late_ms": rate.max_late.as_secs_f64() * 1000.0,
+        })),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("5d").is_err());
+    }
+}
