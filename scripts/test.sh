@@ -36,6 +36,7 @@ echo "== end to end: nginx + wrk in namespaces"
 cargo build --release --locked
 if [ "$(id -u)" -eq 0 ]; then
   bash tests/e2e/nginx-wrk.sh target/release/tcpdoctor
+  bash tests/e2e/diagnose.sh target/release/tcpdoctor
 else
   echo "end-to-end test needs root (network namespaces): skipped" >&2
   exit 3

@@ -1,3 +1,507 @@
 //! `tcpdoctor diagnose URL`: the troubleshooting workflow in one command.
+//!
+//! 1. the round trip to the server, with TCP SYN probes (as `hping3 -S`);
+//! 2. a few requests in sequence on one keep-alive connection (the first one
+//!    on a new connection is often spared what slows the others);
+//! 3. a short concurrent load (as wrk);
+//!
+//! while capturing its own traffic (an `AF_PACKET` socket on the interface
+//! the kernel routes to the server, filtered to the server's address and
+//! port) and feeding it to the analysis engine. The verdict puts the symptom
+//! (latency, round trip) next to the mechanism that cost the time.
+//!
+//! Without root there is no capture: the timings, and what the kernel says
+//! about our own connection (`TCP_INFO`), are reported, with what could not
+//! be seen.
 
 pub mod route;
+
+use std::fs::File;
+use std::io::{self, BufWriter, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tcpdoctor_capture::write::PcapWriter;
+use tcpdoctor_diagnose::model::Analysis;
+use tcpdoctor_diagnose::{Engine, Options};
+use tcpdoctor_live::{Capture, Stats};
+use tcpdoctor_load::http::{Fed, Parser};
+use tcpdoctor_load::{build_request, Live, RequestSpec, Target};
+use tcpdoctor_probe::{Method, PingConfig, PingStats};
+use tcpdoctor_report::{verdict, Symptom, Verdict};
+use tcpdoctor_tcpinfo::TcpInfo;
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub target: Target,
+    pub request: RequestSpec,
+    /// SYN probes for the round trip.
+    pub pings: u64,
+    /// Requests in sequence on one connection, and the most time they may take.
+    pub sequential: u32,
+    pub sequential_budget: Duration,
+    /// The concurrent load.
+    pub connections: usize,
+    pub threads: usize,
+    pub load_duration: Duration,
+    /// A request without an answer for this long is an error.
+    pub timeout: Duration,
+    /// Capture our own traffic (needs root); `false` measures only.
+    pub capture: bool,
+    /// Also write the capture as pcap.
+    pub write: Option<PathBuf>,
+    pub snaplen: u32,
+}
+
+impl Plan {
+    /// The defaults: 5 probes, up to 20 sequential requests in 3 s, then
+    /// 10 connections on 2 threads for 2 s; everything within ~10 s.
+    pub fn new(target: Target, request: RequestSpec) -> Plan {
+        Plan {
+            target,
+            request,
+            pings: 5,
+            sequential: 20,
+            sequential_budget: Duration::from_secs(3),
+            connections: 10,
+            threads: 2,
+            load_duration: Duration::from_secs(2),
+            timeout: Duration::from_secs(2),
+            capture: true,
+            write: None,
+            snaplen: 512,
+        }
+    }
+}
+
+/// Progress, for a line on the terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    RoundTrip,
+    Sequential,
+    Load,
+    Analysis,
+}
+
+/// The round trip as measured.
+#[derive(Debug, Clone)]
+pub struct RoundTrip {
+    /// `TCP SYN` (raw probes) or `connect()`.
+    pub method: &'static str,
+    /// Why `connect()` was timed instead of raw SYN probes.
+    pub fallback_reason: Option<String>,
+    pub stats: PingStats,
+}
+
+/// The requests sent one after the other.
+#[derive(Debug, Clone, Default)]
+pub struct Sequential {
+    /// Each request's latency (ms), in order; a new connection starts where
+    /// `reconnects` says.
+    pub latencies_ms: Vec<f64>,
+    pub statuses: Vec<u16>,
+    pub reconnects: u32,
+    pub error: Option<String>,
+    /// The kernel's view of the (last) connection, after the requests.
+    pub tcp_info: Option<TcpInfo>,
+}
+
+impl Sequential {
+    /// Median of the requests after the first (the first on a connection
+    /// may take a different path through the peer's ACK logic).
+    pub fn median_after_first_ms(&self) -> Option<f64> {
+        median(self.latencies_ms.get(1..)?)
+    }
+}
+
+/// The capture of our own traffic.
+#[derive(Debug, Clone)]
+pub struct Captured {
+    pub interface: String,
+    /// Frames to or from the server kept for the analysis.
+    pub frames: u64,
+    pub kernel: Stats,
+    pub written: Option<PathBuf>,
+}
+
+/// Everything `diagnose` found.
+#[derive(Debug)]
+pub struct Outcome {
+    pub url: String,
+    pub server: SocketAddr,
+    pub round_trip: Option<RoundTrip>,
+    pub round_trip_error: Option<String>,
+    pub sequential: Sequential,
+    pub load: Option<tcpdoctor_load::Report>,
+    pub load_error: Option<String>,
+    pub captured: Option<Captured>,
+    pub analysis: Option<Analysis>,
+    pub verdict: Verdict,
+    /// Hints from timing and TCP_INFO alone (when there was no capture).
+    pub hints: Vec<String>,
+    /// What this run could not see, and why.
+    pub could_not_see: Vec<String>,
+    pub elapsed: Duration,
+}
+
+/// Runs the plan; `step` is told as each step starts. Errors only when
+/// nothing can be measured (e.g. the request cannot be built); a server that
+/// does not answer is reported in the outcome.
+pub fn run(plan: &Plan, mut step: impl FnMut(Step)) -> io::Result<Outcome> {
+    let started = Instant::now();
+    let server = plan.target.addr;
+    let request = build_request(&plan.target, &plan.request)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+    let mut could_not_see = Vec::new();
+
+    // 1. Round trip, before the capture starts: the probes are not part of
+    //    the traffic to explain.
+    step(Step::RoundTrip);
+    let stop = AtomicBool::new(false);
+    let mut method = None;
+    let ping = tcpdoctor_probe::ping(
+        &PingConfig {
+            target: server,
+            count: Some(plan.pings),
+            interval: Duration::from_millis(100),
+            timeout: Duration::from_secs(1),
+            connect_only: false,
+        },
+        &stop,
+        |e| {
+            if let tcpdoctor_probe::PingEvent::Started(m) = e {
+                method = Some(m.clone());
+            }
+        },
+    );
+    let (round_trip, round_trip_error) = match ping {
+        Ok(stats) => {
+            let (name, reason) = match method {
+                Some(Method::Connect { reason }) => ("connect()", Some(reason)),
+                _ => ("TCP SYN", None),
+            };
+            (
+                Some(RoundTrip {
+                    method: name,
+                    fallback_reason: reason,
+                    stats,
+                }),
+                None,
+            )
+        }
+        Err(e) => (None, Some(e.to_string())),
+    };
+
+    // 2. Capture from here on.
+    let capture = if plan.capture {
+        match start_capture(plan, server) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                could_not_see.push(format!(
+                    "no capture ({e}): which packets waited, and why, cannot be seen; \
+                     run as root (or with CAP_NET_RAW) for the diagnosis"
+                ));
+                None
+            }
+        }
+    } else {
+        could_not_see.push(
+            "no capture (--no-capture): which packets waited, and why, cannot be seen".into(),
+        );
+        None
+    };
+
+    step(Step::Sequential);
+    let sequential = sequential(plan, server, &request);
+
+    step(Step::Load);
+    let (load, load_error) = if plan.connections > 0 && !plan.load_duration.is_zero() {
+        let config = tcpdoctor_load::Config {
+            connections: plan.connections,
+            threads: plan.threads.clamp(1, plan.connections),
+            duration: plan.load_duration,
+            timeout: plan.timeout,
+            ..tcpdoctor_load::Config::new(plan.target.clone(), plan.request.clone())
+        };
+        match tcpdoctor_load::run(&config, &Live::default()) {
+            Ok(r) => (Some(r), None),
+            Err(e) => (None, Some(e.to_string())),
+        }
+    } else {
+        (None, None)
+    };
+
+    step(Step::Analysis);
+    let (captured, analysis) = match capture {
+        Some(c) => {
+            // Let the last ACKs and FINs of the load's connections arrive.
+            std::thread::sleep(Duration::from_millis(300));
+            match c.finish() {
+                Ok((captured, analysis)) => (Some(captured), Some(analysis)),
+                Err(e) => {
+                    could_not_see.push(format!("the capture failed: {e}"));
+                    (None, None)
+                }
+            }
+        }
+        None => (None, None),
+    };
+
+    let rtt_ms = round_trip.as_ref().and_then(|r| r.stats.median_ms());
+    let (p50, p99) = match &load {
+        Some(l) if l.requests > 0 => (Some(l.latency_at(0.5)), Some(l.latency_at(0.99))),
+        _ => (
+            median(&sequential.latencies_ms),
+            sequential
+                .latencies_ms
+                .iter()
+                .copied()
+                .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x)))),
+        ),
+    };
+    let symptom = Symptom {
+        rtt_ms,
+        rtt_method: round_trip.as_ref().map_or("", |r| r.method),
+        p50_ms: p50,
+        p99_ms: p99,
+    };
+    let verdict = verdict(&symptom, analysis.as_ref());
+    let hints = if analysis.is_none() {
+        hints(rtt_ms, &sequential)
+    } else {
+        Vec::new()
+    };
+    Ok(Outcome {
+        url: plan.target.url.clone(),
+        server,
+        round_trip,
+        round_trip_error,
+        sequential,
+        load,
+        load_error,
+        captured,
+        analysis,
+        verdict,
+        hints,
+        could_not_see,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// Requests one after another on one keep-alive connection, each timed.
+fn sequential(plan: &Plan, server: SocketAddr, request: &[u8]) -> Sequential {
+    let mut out = Sequential::default();
+    let deadline = Instant::now() + plan.sequential_budget;
+    let head = plan.request.method.eq_ignore_ascii_case("HEAD");
+    let mut conn: Option<TcpStream> = None;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut parser = Parser::new(head);
+    while out.latencies_ms.len() < plan.sequential as usize && Instant::now() < deadline {
+        let stream = match &mut conn {
+            Some(s) => s,
+            None => {
+                if !out.latencies_ms.is_empty() {
+                    out.reconnects += 1;
+                }
+                match connect(server, plan.timeout) {
+                    Ok(s) => conn.insert(s),
+                    Err(e) => {
+                        out.error = Some(format!("connect to {server}: {e}"));
+                        break;
+                    }
+                }
+            }
+        };
+        parser.reset();
+        let t0 = Instant::now();
+        let result = exchange(stream, request, &mut parser, &mut buf);
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        match result {
+            Ok((status, keep_alive)) => {
+                out.latencies_ms.push(ms);
+                out.statuses.push(status);
+                out.tcp_info = TcpInfo::of(stream).ok().or(out.tcp_info.take());
+                if !keep_alive {
+                    conn = None;
+                }
+            }
+            Err(e) => {
+                out.error = Some(format!("request {}: {e}", out.latencies_ms.len() + 1));
+                break;
+            }
+        }
+    }
+    out
+}
+
+fn connect(server: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+    let s = TcpStream::connect_timeout(&server, timeout)?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
+    Ok(s)
+}
+
+/// One request and its complete response: (status, keep-alive).
+fn exchange(
+    stream: &mut TcpStream,
+    request: &[u8],
+    parser: &mut Parser,
+    buf: &mut [u8],
+) -> io::Result<(u16, bool)> {
+    stream.write_all(request)?;
+    loop {
+        let n = stream.read(buf)?;
+        if n == 0 {
+            return match parser.finish_at_close() {
+                Some(r) => Ok((r.status, false)),
+                None => Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the server closed the connection before the response was complete",
+                )),
+            };
+        }
+        match parser.feed(&buf[..n]) {
+            Ok(Fed::Partial) => continue,
+            Ok(Fed::Done(r)) => return Ok((r.status, r.keep_alive)),
+            Err(e) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("bad response: {e}"),
+                ))
+            }
+        }
+    }
+}
+
+/// The capture thread: frames to or from `server` go to the engine (and the
+/// pcap file), in order, numbered as the file numbers them.
+struct Running {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<io::Result<(Captured, Analysis)>>,
+}
+
+fn start_capture(plan: &Plan, server: SocketAddr) -> io::Result<Running> {
+    let (interface, _src) = route::egress(server)?;
+    let mut cap = Capture::open(&interface, plan.snaplen)?;
+    let link = cap.link_type();
+    let mut writer = match &plan.write {
+        Some(path) => {
+            let f = File::create(path)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+            Some(PcapWriter::new(BufWriter::new(f), link, cap.snaplen())?)
+        }
+        None => None,
+    };
+    let written = plan.write.clone();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop_thread = Arc::clone(&stop);
+    let thread = std::thread::Builder::new()
+        .name("capture".into())
+        .spawn(move || {
+            let mut engine = Engine::new(Options::default());
+            let mut frames = 0u64;
+            loop {
+                let frame = cap.next_frame(Duration::from_millis(50))?;
+                let Some(f) = frame else {
+                    if stop_thread.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    continue;
+                };
+                let decoded = tcpdoctor_wire::decode(link, f.data);
+                let ours = matches!(&decoded, Ok(Ok(seg))
+                    if (seg.src == server.ip() && seg.src_port == server.port())
+                        || (seg.dst == server.ip() && seg.dst_port == server.port()));
+                if !ours {
+                    continue;
+                }
+                frames += 1;
+                if let Some(w) = writer.as_mut() {
+                    w.write_packet(f.ts, f.data, f.orig_len)?;
+                }
+                engine.push_decoded(f.ts, link, f.orig_len, decoded);
+            }
+            let kernel = cap.stats()?;
+            if let Some(w) = writer {
+                w.into_inner().flush()?;
+            }
+            if kernel.dropped > 0 {
+                engine.warn(format!(
+                    "the kernel dropped {} of {} frames on {} while capturing: the analysis has holes",
+                    kernel.dropped,
+                    kernel.received,
+                    cap.interface()
+                ));
+            }
+            let captured = Captured {
+                interface: cap.interface().to_string(),
+                frames,
+                kernel,
+                written,
+            };
+            Ok((captured, engine.finish()))
+        })?;
+    Ok(Running { stop, thread })
+}
+
+impl Running {
+    fn finish(self) -> io::Result<(Captured, Analysis)> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread
+            .join()
+            .map_err(|_| io::Error::other("the capture thread panicked"))?
+    }
+}
+
+/// What timing and TCP_INFO alone suggest (no capture to prove it).
+fn hints(rtt_ms: Option<f64>, seq: &Sequential) -> Vec<String> {
+    let mut out = Vec::new();
+    if let (Some(first), Some(rest)) = (seq.latencies_ms.first(), seq.median_after_first_ms()) {
+        let rtt = rtt_ms.unwrap_or(0.0);
+        if rest >= 30.0 && rest > 4.0 * first && rest > 10.0 * rtt.max(0.1) {
+            out.push(format!(
+                "the first request on the connection took {first:.2} ms and later ones {rest:.1} ms: \
+                 the shape of Nagle's algorithm meeting a delayed ACK (a new Linux connection \
+                 starts in quick-ACK mode, so its first response is spared)"
+            ));
+        }
+    }
+    if let Some(ti) = &seq.tcp_info {
+        let mut s = format!(
+            "the kernel's view of the sequential connection: srtt {:.2} ms, delayed-ACK timeout \
+             (ato) {:.0} ms, {} retransmission(s)",
+            f64::from(ti.rtt_us) / 1e3,
+            f64::from(ti.ato_us) / 1e3,
+            ti.total_retrans
+        );
+        if let (Some(busy), Some(rwnd)) = (ti.busy_us, ti.rwnd_limited_us) {
+            if busy > 0 {
+                s.push_str(&format!(
+                    ", limited by the server's receive window {:.0}% of the time it had data in flight",
+                    rwnd as f64 / busy as f64 * 100.0
+                ));
+            }
+        }
+        out.push(s);
+    }
+    out
+}
+
+fn median(v: &[f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let m = s.len() / 2;
+    Some(if s.len() % 2 == 1 {
+        s[m]
+    } else {
+        (s[m - 1] + s[m]) / 2.0
+    })
+}

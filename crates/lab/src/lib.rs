@@ -243,7 +243,11 @@ fn run_command(a: &RunArgs) -> Result<u8> {
             "case {} cannot run with --peer {:?}; it runs with: {}",
             case.name,
             a.peer,
-            case.peers.iter().map(|p| format!("{p:?}").to_lowercase()).collect::<Vec<_>>().join(", ")
+            case.peers
+                .iter()
+                .map(|p| format!("{p:?}").to_lowercase())
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     need_root()?;
@@ -253,7 +257,13 @@ fn run_command(a: &RunArgs) -> Result<u8> {
         eprintln!("tcpdoctor lab: removed {n}, left by a run that was killed");
     }
     let vantage = a.vantage.unwrap_or(case.vantage);
-    let outcome = run_case(&case, &before, after.as_ref().filter(|_| a.compare), vantage, a);
+    let outcome = run_case(
+        &case,
+        &before,
+        after.as_ref().filter(|_| a.compare),
+        vantage,
+        a,
+    );
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {
@@ -275,11 +285,12 @@ fn run_case(
     let needs_line = |s: &Setup| !s.one_way.is_zero() || s.loss > 0.0;
     let line = needs_line(before) || after.is_some_and(needs_line);
     let mut topo = Topology::build(line, before.one_way)?;
-    let wrk = (a.peer != Peer::Builtin && case.headline == Headline::Latency && ext::installed("wrk"))
-        .then(|| match a.peer {
-            Peer::Jdk => (4, 2),
-            _ => (100, 2),
-        });
+    let wrk =
+        (a.peer != Peer::Builtin && case.headline == Headline::Latency && ext::installed("wrk"))
+            .then(|| match a.peer {
+                Peer::Jdk => (4, 2),
+                _ => (100, 2),
+            });
     let opts = |write: Option<PathBuf>| PhaseOptions {
         vantage,
         snaplen: a.snaplen,
@@ -290,10 +301,17 @@ fn run_case(
     let result = (|| {
         let b = run::phase(&mut topo, before, &opts(a.write.clone()))?;
         let f = match after {
-            Some(s) => Some(run::phase(&mut topo, s, &opts(a.write.as_deref().map(fixed_name)))?),
+            Some(s) => Some(run::phase(
+                &mut topo,
+                s,
+                &opts(a.write.as_deref().map(fixed_name)),
+            )?),
             None => None,
         };
-        Ok(Outcome { before: b, after: f })
+        Ok(Outcome {
+            before: b,
+            after: f,
+        })
     })();
     topo.teardown();
     result
@@ -301,7 +319,10 @@ fn run_case(
 
 /// `x.pcap` → `x-fixed.pcap`.
 fn fixed_name(p: &Path) -> PathBuf {
-    let stem = p.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
+    let stem = p
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_default();
     let name = match p.extension() {
         Some(e) => format!("{stem}-fixed.{}", e.to_string_lossy()),
         None => format!("{stem}-fixed"),
@@ -392,8 +413,18 @@ fn print(case: &Case, before: &Setup, o: &Outcome, a: &RunArgs) -> Result<bool> 
         phase_text(&mut out, &format!("AFTER  ({fix})"), case, p, a)?;
         let (metric, b, f) = headline(case, &o.before, p);
         let unit = if metric == "duration_s" { "s" } else { "ms" };
-        let label = if metric == "duration_s" { "took" } else { "p50" };
-        let show = |v: f64| if unit == "s" { format!("{v:.2} s") } else { fmt_ms(v) };
+        let label = if metric == "duration_s" {
+            "took"
+        } else {
+            "p50"
+        };
+        let show = |v: f64| {
+            if unit == "s" {
+                format!("{v:.2} s")
+            } else {
+                fmt_ms(v)
+            }
+        };
         writeln!(out)?;
         writeln!(
             out,
@@ -405,12 +436,23 @@ fn print(case: &Case, before: &Setup, o: &Outcome, a: &RunArgs) -> Result<bool> 
     }
     writeln!(out)?;
     match (case.expected, first, gone) {
-        (Some((k, r)), true, Some(true)) => writeln!(out, "check      {k} ({r}) found first, and gone after the fix ✓")?,
+        (Some((k, r)), true, Some(true)) => writeln!(
+            out,
+            "check      {k} ({r}) found first, and gone after the fix ✓"
+        )?,
         (Some((k, r)), true, None) => writeln!(out, "check      {k} ({r}) found first ✓")?,
-        (Some((k, r)), true, Some(false)) => writeln!(out, "check      {k} ({r}) found first, but still found after the fix ✗")?,
-        (Some((k, r)), false, _) => writeln!(out, "check      expected {k} ({r}) first: not reproduced ✗")?,
+        (Some((k, r)), true, Some(false)) => writeln!(
+            out,
+            "check      {k} ({r}) found first, but still found after the fix ✗"
+        )?,
+        (Some((k, r)), false, _) => {
+            writeln!(out, "check      expected {k} ({r}) first: not reproduced ✗")?
+        }
         (None, true, _) => writeln!(out, "check      healthy: nothing costing 5% of the time ✓")?,
-        (None, false, _) => writeln!(out, "check      expected a healthy capture, but found something ✗")?,
+        (None, false, _) => writeln!(
+            out,
+            "check      expected a healthy capture, but found something ✗"
+        )?,
     }
     Ok(ok)
 }
@@ -418,7 +460,11 @@ fn print(case: &Case, before: &Setup, o: &Outcome, a: &RunArgs) -> Result<bool> 
 /// The headline metric of a case: (name, before, after).
 fn headline(case: &Case, b: &Phase, f: &Phase) -> (&'static str, f64, f64) {
     match case.headline {
-        Headline::Latency => ("latency_p50_ms", b.metrics.latency_p50_ms, f.metrics.latency_p50_ms),
+        Headline::Latency => (
+            "latency_p50_ms",
+            b.metrics.latency_p50_ms,
+            f.metrics.latency_p50_ms,
+        ),
         Headline::Duration => ("duration_s", b.metrics.duration_s, f.metrics.duration_s),
     }
 }
@@ -435,7 +481,13 @@ fn describe_ratio(b: f64, f: f64) -> String {
     }
 }
 
-fn phase_text(out: &mut impl Write, title: &str, case: &Case, p: &Phase, a: &RunArgs) -> Result<()> {
+fn phase_text(
+    out: &mut impl Write,
+    title: &str,
+    case: &Case,
+    p: &Phase,
+    a: &RunArgs,
+) -> Result<()> {
     let m = &p.metrics;
     writeln!(out, "\n{title}")?;
     match case.headline {
@@ -468,11 +520,22 @@ fn phase_text(out: &mut impl Write, title: &str, case: &Case, p: &Phase, a: &Run
         c.packets,
         c.interface,
         c.kernel_drops,
-        if c.kernel_drops > 0 { " — THE CAPTURE HAS HOLES" } else { "" },
-        c.written.as_ref().map(|w| format!(" · written to {w}")).unwrap_or_default()
+        if c.kernel_drops > 0 {
+            " — THE CAPTURE HAS HOLES"
+        } else {
+            ""
+        },
+        c.written
+            .as_ref()
+            .map(|w| format!(" · written to {w}"))
+            .unwrap_or_default()
     )?;
     if p.delay_line_drops > 0 {
-        writeln!(out, "delay line dropped {} packets (queue full)", p.delay_line_drops)?;
+        writeln!(
+            out,
+            "delay line dropped {} packets (queue full)",
+            p.delay_line_drops
+        )?;
     }
     if a.full {
         writeln!(out)?;
@@ -579,7 +642,9 @@ fn fixtures(a: &FixturesArgs) -> Result<u8> {
     ns::clean_stale();
     let mut failed = Vec::new();
     for case in cases::all() {
-        let file = a.dir.join(format!("{}.{}.pcap", case.name, case.vantage.as_str()));
+        let file = a
+            .dir
+            .join(format!("{}.{}.pcap", case.name, case.vantage.as_str()));
         let args = RunArgs {
             case: case.name.to_string(),
             compare: case.fix.is_some(),
@@ -602,12 +667,19 @@ fn fixtures(a: &FixturesArgs) -> Result<u8> {
             }
         };
         let first = expected_first(&case, &outcome.before);
-        let gone = outcome.after.as_ref().is_none_or(|p| expected_gone(&case, p));
+        let gone = outcome
+            .after
+            .as_ref()
+            .is_none_or(|p| expected_gone(&case, p));
         println!(
             "{:<24} {} {}{}",
             case.name,
             file.display(),
-            if first { "diagnosed as expected" } else { "NOT diagnosed as expected" },
+            if first {
+                "diagnosed as expected"
+            } else {
+                "NOT diagnosed as expected"
+            },
             match &outcome.after {
                 Some(_) if gone => "; fixed twin clean",
                 Some(_) => "; fixed twin NOT clean",

@@ -3,6 +3,7 @@
 
 use std::io::{self, BufWriter, Write};
 
+mod diagnose;
 mod input;
 mod load;
 mod probe;
@@ -53,6 +54,9 @@ enum Command {
     /// TCP traceroute on one fixed flow: every router to a port, with round trips.
     #[command(after_help = probe::TRACE_HELP)]
     Trace(probe::TraceArgs),
+    /// Measure a URL, capture our own traffic and say why requests are slow.
+    #[command(after_help = diagnose::HELP)]
+    Diagnose(diagnose::DiagnoseArgs),
 }
 
 const ANALYZE_HELP: &str = "\
@@ -114,6 +118,7 @@ fn main() -> ExitCode {
         Command::Load(args) => load::run(&args),
         Command::Ping(args) => probe::ping(&args),
         Command::Trace(args) => probe::trace(&args),
+        Command::Diagnose(args) => diagnose::run(&args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# End to end for `tcpdoctor diagnose URL`, with real parts: nginx (sendfile on,
+# keep-alive; tcp_nodelay off on :8080, on on :8081) in one network namespace,
+# tcpdoctor in another, real Linux TCP between them.
+#   :8080 (root)      must name nagle_delayed_ack with the server as culprit, p50 > 30 ms,
+#                     within 15 s; the pcap it writes must be diagnosed the same by `analyze`
+#   :8081 (root)      must name no nagle_delayed_ack, p50 < 5 ms
+#   :8080 (not root)  must still measure (connect() timing, no capture), say what it
+#                     could not see, and hint at the delayed-ACK shape from timing alone
+# Needs root, nginx, python3, setpriv. Usage: tests/e2e/diagnose.sh [TCPDOCTOR]
+set -euo pipefail
+TD=${1:-${TCPDOCTOR:-target/release/tcpdoctor}}
+TD=$(readlink -f "$TD")
+P=tddg$$
+C=$P-c S=$P-s
+WORK=$(mktemp -d /tmp/tcpdoctor-diagnose.XXXXXX)
+PIDS=()
+
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  ip netns del "$C" 2>/dev/null || true
+  ip netns del "$S" 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+fail() { echo "e2e diagnose FAIL: $*" >&2; exit 1; }
+
+ip netns add "$C"
+ip netns add "$S"
+ip -n "$C" link add eth0 type veth peer name eth0 netns "$S"
+ip -n "$C" addr add 10.79.0.1/24 dev eth0
+ip -n "$S" addr add 10.79.0.2/24 dev eth0
+for ns in "$C" "$S"; do ip -n "$ns" link set lo up; ip -n "$ns" link set eth0 up; done
+
+mkdir -p "$WORK/html" "$WORK/logs"
+chmod 755 "$WORK" "$WORK/html"
+python3 -c 'import sys; open(sys.argv[1], "w").write("<html><body>" + "diagnose end-to-end page. " * 24 + "</body></html>\n")' "$WORK/html/index.html"
+cat > "$WORK/nginx.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $WORK/nginx.pid;
+error_log $WORK/logs/error.log;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  sendfile on;
+  keepalive_timeout 65;
+  keepalive_requests 100000;
+  client_body_temp_path $WORK/tmp;
+  server { listen 10.79.0.2:8080; tcp_nodelay off; root $WORK/html; }
+  server { listen 10.79.0.2:8081; tcp_nodelay on;  root $WORK/html; }
+}
+CONF
+ip netns exec "$S" nginx -c "$WORK/nginx.conf" -p "$WORK" &
+PIDS+=($!)
+for _ in $(seq 50); do
+  ip netns exec "$C" bash -c 'exec 3<>/dev/tcp/10.79.0.2/8081' 2>/dev/null && break
+  sleep 0.1
+done
+
+# 1. tcp_nodelay off, as root: capture, analysis, verdict.
+start=$(date +%s.%N)
+ip netns exec "$C" "$TD" diagnose --format json --write "$WORK/off.pcap" http://10.79.0.2:8080/ > "$WORK/off.json" \
+  || fail "diagnose :8080 exited $?"
+end=$(date +%s.%N)
+ip netns exec "$C" "$TD" diagnose http://10.79.0.2:8080/ | head -8
+"$TD" analyze --format json "$WORK/off.pcap" > "$WORK/off-file.json"
+python3 - "$WORK/off.json" "$WORK/off-file.json" "$start" "$end" <<'PY' || fail "tcp_nodelay off: expected nagle_delayed_ack blaming 10.79.0.2:8080"
+import json, sys
+d = json.load(open(sys.argv[1]))
+f = d["findings"]
+assert f, "no finding"
+assert f[0]["kind"] == "nagle_delayed_ack", [x["kind"] for x in f]
+assert f[0]["culprit"] == {"endpoint": "10.79.0.2:8080", "role": "server"}, f[0]["culprit"]
+m = d["measured"]
+assert m["round_trip"]["method"] == "TCP SYN", m["round_trip"]
+assert m["round_trip"]["answered"] == m["round_trip"]["probes"] > 0, m["round_trip"]
+assert m["load"]["latency_ms"]["p50"] > 30, m["load"]["latency_ms"]
+assert m["capture"]["kernel_dropped"] == 0, m["capture"]
+assert "delayed ACK" in d["verdict"]["sentence"], d["verdict"]
+assert "tcp_nodelay on" in d["verdict"]["fix"], d["verdict"]
+took = float(sys.argv[4]) - float(sys.argv[3])
+assert took <= 15, f"diagnose took {took:.1f} s"
+# The written capture says the same when analysed on its own.
+a = json.load(open(sys.argv[2]))
+assert a["findings"][0]["kind"] == "nagle_delayed_ack"
+assert a["capture"]["packets"] == m["capture"]["frames"], (a["capture"]["packets"], m["capture"])
+print(f"e2e ok: diagnose :8080 -> {f[0]['kind']} {f[0]['culprit']['endpoint']}, p50 "
+      f"{m['load']['latency_ms']['p50']:.1f} ms, rtt {m['round_trip']['median_ms']:.3f} ms, {took:.1f} s")
+PY
+
+# 2. tcp_nodelay on, as root.
+ip netns exec "$C" "$TD" diagnose --format json http://10.79.0.2:8081/ > "$WORK/on.json" \
+  || fail "diagnose :8081 exited $?"
+python3 - "$WORK/on.json" <<'PY' || fail "tcp_nodelay on: expected no nagle_delayed_ack"
+import json, sys
+d = json.load(open(sys.argv[1]))
+kinds = [x["kind"] for x in d["findings"]]
+assert "nagle_delayed_ack" not in kinds, kinds
+assert d["measured"]["load"]["latency_ms"]["p50"] < 5, d["measured"]["load"]["latency_ms"]
+assert d["capture"]["exchanges"] > 100, d["capture"]["exchanges"]
+print("e2e ok: diagnose :8081 -> findings", kinds, "p50",
+      round(d["measured"]["load"]["latency_ms"]["p50"], 3), "ms")
+PY
+
+# 3. Not root: no capture, timings and TCP_INFO only.
+cp "$TD" "$WORK/tcpdoctor"
+chmod 755 "$WORK/tcpdoctor"
+ip netns exec "$C" setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
+  "$WORK/tcpdoctor" diagnose --format json http://10.79.0.2:8080/ > "$WORK/nonroot.json" \
+  || fail "diagnose as nobody exited $?"
+python3 - "$WORK/nonroot.json" <<'PY' || fail "not root: expected a measured, capture-less report"
+import json, sys
+d = json.load(open(sys.argv[1]))
+m = d["measured"]
+assert d["capture"] is None and m["capture"] is None
+assert d["findings"] == []
+assert m["round_trip"]["method"] == "connect()", m["round_trip"]
+assert m["sequential"]["tcp_info"]["rtt_us"] > 0, m["sequential"]
+assert any("no capture" in c for c in d["could_not_see"]), d["could_not_see"]
+assert any("first request" in h for h in d["hints"]), d["hints"]
+print("e2e ok: diagnose as nobody ->", d["verdict"]["sentence"])
+PY
+echo "e2e diagnose: all passed"
