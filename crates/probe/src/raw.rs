@@ -136,8 +136,11 @@ impl RawProber {
 
     fn sendto(&self, seg: &[u8], to: &dyn SockaddrLike) -> io::Result<Instant> {
         loop {
+            // Read the clock before sending: on a local path the answer can be
+            // queued before `sendto` returns.
+            let at = Instant::now();
             match sendto(self.tcp.as_raw_fd(), seg, to, MsgFlags::empty()) {
-                Ok(_) => return Ok(Instant::now()),
+                Ok(_) => return Ok(at),
                 Err(Errno::EINTR) => {}
                 Err(e) => return Err(e.into()),
             }
