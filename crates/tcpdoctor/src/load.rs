@@ -126,6 +126,12 @@ pub fn run(args: &LoadArgs) -> anyhow::Result<u8> {
     // Validate before printing the banner.
     tcpdoctor_load::build_request(&config.target, &config.request)
         .map_err(|e| anyhow::anyhow!(e.to_string()))?;
+    if config.connections == 0 || config.threads == 0 {
+        anyhow::bail!("-c and -t must be at least 1");
+    }
+    if config.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+        anyhow::bail!("--rate must be above 0");
+    }
     if matches!(args.format, Format::Text) {
         let mut out = io::stdout().lock();
         writeln!(
