@@ -109,6 +109,7 @@ h = [float(x) for x in re.findall(r"rtt=([\d.]+) ms", open(sys.argv[2]).read())]
 assert p["method"] == "raw_syn", p["method"]
 assert p["received"] == 10 and len(h) >= 9, (p["received"], len(h))
 assert all(r["reply"] == "syn-ack" for r in p["replies"])
+assert all(r["ttl"] == 61 for r in p["replies"]), [r["ttl"] for r in p["replies"]]  # 64 - 3 routers
 mp, mh = p["rtt_ms"]["median"], statistics.median(h)
 print(f"probe e2e: ping median {mp:.2f} ms, hping3 median {mh:.2f} ms, ratio {mp / mh:.3f}")
 assert mh > 5, f"the path should have a round trip of ~12 ms, hping3 says {mh}"
@@ -124,7 +125,7 @@ python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); assert p["received"
   || bad "closed port: expected RST replies"
 # IPv6.
 nsx c "$TD" ping -c 3 -i 100ms --format json "[fd81:4::2]:8081" > "$WORK/ping6.json"
-python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); assert p["received"] == 3 and p["rtt_ms"]["median"] > 5, p; print("probe e2e: IPv6 ping median", round(p["rtt_ms"]["median"], 2), "ms")' "$WORK/ping6.json" \
+python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); assert p["received"] == 3 and p["rtt_ms"]["median"] > 5 and all(r["ttl"] == 61 for r in p["replies"]), p; print("probe e2e: IPv6 ping median", round(p["rtt_ms"]["median"], 2), "ms")' "$WORK/ping6.json" \
   || bad "IPv6 ping"
 # Without CAP_NET_RAW: connect() timing, said so.
 nsx c setpriv --inh-caps=-all --bounding-set=-net_raw "$TD" ping -c 3 -i 100ms 10.81.4.2:8081 > "$WORK/noraw.txt" || bad "ping without CAP_NET_RAW failed"
