@@ -19,7 +19,11 @@ fn run(args: &[&str]) -> Output {
 
 /// A keep-alive HTTP/1.1 server answering every request with `status` (chunked when asked).
 fn serve(status: u16, chunked: bool) -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    serve_on("127.0.0.1:0", status, chunked, 5)
+}
+
+fn serve_on(bind: &str, status: u16, chunked: bool, body_len: usize) -> String {
+    let l = TcpListener::bind(bind).unwrap();
     let addr = l.local_addr().unwrap();
     std::thread::spawn(move || {
         for c in l.incoming() {
@@ -35,10 +39,13 @@ fn serve(status: u16, chunked: bool) -> String {
                     seen.extend_from_slice(&buf[..n]);
                     while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
                         seen.drain(..end + 4);
+                        let body = "x".repeat(body_len);
                         let r = if chunked {
-                            format!("HTTP/1.1 {status} X\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+                            format!("HTTP/1.1 {status} X\r\nTransfer-Encoding: chunked\r\n\r\n{body_len:x}\r\n{body}\r\n0\r\n\r\n")
                         } else {
-                            format!("HTTP/1.1 {status} X\r\nContent-Length: 5\r\n\r\nhello")
+                            format!(
+                                "HTTP/1.1 {status} X\r\nContent-Length: {body_len}\r\n\r\n{body}"
+                            )
                         };
                         if c.write_all(r.as_bytes()).is_err() {
                             return;
@@ -48,7 +55,10 @@ fn serve(status: u16, chunked: bool) -> String {
             });
         }
     });
-    format!("http://{addr}/")
+    match addr {
+        std::net::SocketAddr::V4(a) => format!("http://{a}/"),
+        std::net::SocketAddr::V6(a) => format!("http://[{}]:{}/", a.ip(), a.port()),
+    }
 }
 
 fn load_json(args: &[&str]) -> (Value, i32) {
@@ -80,6 +90,30 @@ fn load_counts_requests_and_status_errors() {
     assert!(v["requests"].as_u64().unwrap() > 0);
     assert_eq!(v["errors"]["status"], v["requests"]);
     assert_eq!(v["status_codes"]["503"], v["requests"]);
+}
+
+#[test]
+fn load_large_bodies_and_ipv6() {
+    // 1 MiB bodies, plain and chunked: every byte is read before the next request.
+    for chunked in [false, true] {
+        let url = serve_on("127.0.0.1:0", 200, chunked, 1 << 20);
+        let (v, code) = load_json(&[
+            "load", "-c", "2", "-t", "1", "-d", "300ms", "--format", "json", &url,
+        ]);
+        assert_eq!(code, 0, "{v}");
+        let n = v["requests"].as_u64().unwrap();
+        assert!(n > 2, "{v}");
+        assert_eq!(v["errors"]["total"], 0, "{v}");
+        assert!(v["bytes"].as_u64().unwrap() >= n << 20, "{v}");
+    }
+    if TcpListener::bind("[::1]:0").is_ok() {
+        let url = serve_on("[::1]:0", 200, false, 5);
+        let (v, code) = load_json(&[
+            "load", "-c", "1", "-t", "1", "-d", "200ms", "--format", "json", &url,
+        ]);
+        assert_eq!(code, 0, "{v}");
+        assert!(v["requests"].as_u64().unwrap() > 0);
+    }
 }
 
 #[test]
