@@ -10,6 +10,7 @@ need_pkgs=()
 command -v nginx   >/dev/null || need_pkgs+=(nginx-light)
 command -v wrk     >/dev/null || need_pkgs+=(wrk)
 command -v tcpdump >/dev/null || need_pkgs+=(tcpdump)
+command -v hping3  >/dev/null || need_pkgs+=(hping3)
 command -v ip      >/dev/null || need_pkgs+=(iproute2)
 command -v python3 >/dev/null || need_pkgs+=(python3)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
@@ -37,6 +38,8 @@ cargo build --release --locked
 if [ "$(id -u)" -eq 0 ]; then
   bash tests/e2e/nginx-wrk.sh target/release/tcpdoctor
   bash tests/e2e/diagnose.sh target/release/tcpdoctor
+  bash tests/e2e/load.sh target/release/tcpdoctor
+  bash tests/e2e/probe.sh target/release/tcpdoctor
 else
   echo "end-to-end test needs root (network namespaces): skipped" >&2
   exit 3

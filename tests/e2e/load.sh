@@ -7,7 +7,9 @@
 #   tcp_nodelay off -> p50 >= 35 ms (Nagle x delayed ACK); on -> p50 < 5 ms
 #   500 and 404 -> status errors; resets and mid-response closes -> read
 #   errors; refused port -> connect errors; silent server -> timeouts;
-#   --rate -> requests on schedule; --no-keepalive -> one connection per request.
+#   --rate -> requests on schedule, and against the 44 ms server late sends and
+#   latencies far above 44 ms (from the schedule: coordinated omission corrected);
+#   --no-keepalive -> one connection per request.
 # Needs root, nginx, python3. Usage: tests/e2e/load.sh [TCPDOCTOR]
 set -euo pipefail
 TD=${1:-${TCPDOCTOR:-target/release/tcpdoctor}}
@@ -106,6 +108,7 @@ load midclose -c 4 -t 1 -d 1s http://$SA:9002/
 load silent -c 4 -t 1 -d 2s --timeout 300ms http://$SA:9003/
 load refused -c 4 -t 1 -d 1s http://$SA:9999/
 load rate -c 10 -t 2 -d 3s --rate 200 http://$SA:8081/
+load overload -c 10 -t 2 -d 3s --rate 500 http://$SA:8080/
 load nokeepalive -c 4 -t 1 -d 1s --no-keepalive http://$SA:8081/
 load post -c 2 -t 1 -d 1s -m POST --body 'a=1&b=2' -H 'Content-Type: application/x-www-form-urlencoded' http://$SA:8081/form
 
@@ -120,6 +123,7 @@ check midclose "e['read'] > 20 and r['requests'] == 0 and rc == 1" "close mid-re
 check silent "e['timeout'] >= 4 and r['requests'] == 0" "silent server -> timeouts" || status=1
 check refused "e['connect'] > 0 and r['requests'] == 0 and rc == 1" "refused -> connect errors" || status=1
 check rate "500 <= r['requests'] <= 700 and r['latency_from'] == 'schedule' and r['rate']['target_per_sec'] == 200" "--rate 200 for 3 s" || status=1
+check overload "r['rate']['late_sends'] > 100 and l['p50'] > 200 and r['requests'] < 900" "--rate 500 against the 44 ms server: sends fall behind, latency counted from the schedule" || status=1
 check nokeepalive "r['requests'] > 10 and r['connects'] >= r['requests'] and e['total'] == 0" "--no-keepalive: one connection per request" || status=1
 check post "r['requests'] > 10 and e['total'] == 0 and s == {'200': r['requests']}" "POST with a body" || status=1
 

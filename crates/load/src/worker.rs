@@ -63,6 +63,8 @@ enum Phase {
     Reading,
     /// Connected, waiting for the next scheduled send (rate mode).
     Idle,
+    /// Connected, the next request leaves at the end of the event batch.
+    Queued,
 }
 
 struct Conn {
@@ -99,6 +101,10 @@ struct Worker<'a> {
     due_heap: BinaryHeap<Reverse<(Instant, usize)>>,
     out: Outcome,
     now: Instant,
+    /// Connections whose next request leaves at the end of this batch.
+    to_send: Vec<usize>,
+    /// Requests and errors already added to the live counters.
+    published: (u64, u64),
 }
 
 pub fn run(plan: &Plan<'_>, live: &Live) -> io::Result<Outcome> {
@@ -145,19 +151,21 @@ pub fn run(plan: &Plan<'_>, live: &Live) -> io::Result<Outcome> {
             histogram: new_histogram(),
         },
         now: Instant::now(),
+        to_send: Vec::with_capacity(plan.count),
+        published: (0, 0),
     };
     for i in 0..w.conns.len() {
         w.connect(i);
     }
     let mut events = Events::with_capacity(1024);
     let mut next_tick = w.now + TICK;
-    let (mut published_requests, mut published_errors) = (0u64, 0u64);
     loop {
         w.now = Instant::now();
         if w.now >= plan.deadline || live.stopped() {
             break;
         }
         if w.now >= next_tick {
+            w.publish(live);
             w.tick();
             next_tick = w.now + TICK;
         }
@@ -183,24 +191,38 @@ pub fn run(plan: &Plan<'_>, live: &Live) -> io::Result<Outcome> {
                 w.event(i, ev.is_readable() || closed, closed, ev.is_writable());
             }
         }
-        let errors = w.out.errors.total();
-        if w.out.requests != published_requests || errors != published_errors {
-            live.requests.fetch_add(
-                w.out.requests - published_requests,
-                std::sync::atomic::Ordering::Relaxed,
-            );
-            live.errors.fetch_add(
-                errors - published_errors,
-                std::sync::atomic::Ordering::Relaxed,
-            );
-            (published_requests, published_errors) = (w.out.requests, errors);
+        // Requests whose responses completed in this batch leave together, after
+        // all reads: the server then finds them in one wake-up, as wrk's loop does.
+        if !w.to_send.is_empty() {
+            w.now = Instant::now();
+            let batch = std::mem::take(&mut w.to_send);
+            for &i in &batch {
+                if w.conns[i].phase == Phase::Queued {
+                    w.start_request(i);
+                }
+            }
+            w.to_send = batch;
+            w.to_send.clear();
         }
     }
+    w.publish(live);
     w.out.ended = w.now;
+    w.publish(live);
     Ok(w.out)
 }
 
 impl Worker<'_> {
+    /// Share the counts with the progress display (every tick, not per request:
+    /// the counters are shared between threads).
+    fn publish(&mut self, live: &Live) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let errors = self.out.errors.total();
+        live.requests
+            .fetch_add(self.out.requests - self.published.0, Relaxed);
+        live.errors.fetch_add(errors - self.published.1, Relaxed);
+        self.published = (self.out.requests, errors);
+    }
+
     fn connect(&mut self, i: usize) {
         let c = &mut self.conns[i];
         c.parser.reset();
@@ -253,7 +275,7 @@ impl Worker<'_> {
                         self.connect(i);
                     }
                 }
-                Phase::Idle => {}
+                Phase::Idle | Phase::Queued => {}
             }
         }
     }
@@ -316,7 +338,7 @@ impl Worker<'_> {
                     self.read(i, closed);
                 }
             }
-            Phase::Idle => {
+            Phase::Idle | Phase::Queued => {
                 if readable {
                     // Nothing was asked: this is the server closing an idle connection.
                     match self.read_some(i, closed) {
@@ -431,7 +453,9 @@ impl Worker<'_> {
                     }
                     // A close before any byte of a response was asked for is benign
                     // only when nothing was outstanding.
-                    return ReadEnd::Closed(c.phase != Phase::Idle || c.parser.received() > 0);
+                    return ReadEnd::Closed(
+                        !matches!(c.phase, Phase::Idle | Phase::Queued) || c.parser.received() > 0,
+                    );
                 }
                 Ok(n) => {
                     out.bytes += n as u64;
@@ -473,7 +497,10 @@ impl Worker<'_> {
             self.connect(i);
             return;
         }
-        if self.interval.is_some() && self.conns[i].due > self.now {
+        if self.interval.is_none() {
+            self.conns[i].phase = Phase::Queued;
+            self.to_send.push(i);
+        } else if self.conns[i].due > self.now {
             self.go_idle(i);
         } else {
             self.start_request(i);

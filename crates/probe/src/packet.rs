@@ -91,7 +91,7 @@ pub struct TcpReply {
     pub ack: u32,
     pub flags: u8,
     pub window: u16,
-    /// IPv4 TTL (IPv6 hop limit is not delivered to raw sockets without ancillary data).
+    /// IPv4 TTL or IPv6 hop limit of the reply.
     pub ttl: Option<u8>,
     /// Length of the packet as received (IP header included for IPv4).
     pub len: usize,

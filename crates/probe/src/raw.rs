@@ -7,7 +7,7 @@
 //! half-open connection stays behind at the target. The probe code sends its
 //! own RST as well, which does not depend on that.
 
-use std::io;
+use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::Instant;
@@ -15,8 +15,9 @@ use std::time::Instant;
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{
-    bind, getsockname, recvfrom, sendto, setsockopt, socket, sockopt, AddressFamily, MsgFlags,
-    SockFlag, SockProtocol, SockType, SockaddrIn, SockaddrIn6, SockaddrLike, SockaddrStorage,
+    bind, getsockname, recvfrom, recvmsg, sendto, setsockopt, socket, sockopt, AddressFamily,
+    ControlMessageOwned, MsgFlags, SockFlag, SockProtocol, SockType, SockaddrIn, SockaddrIn6,
+    SockaddrLike, SockaddrStorage,
 };
 
 use crate::packet::{self, IcmpReply, TcpReply};
@@ -72,6 +73,11 @@ impl RawProber {
         let fam = family(&dst);
         let flags = SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC;
         let tcp = socket(fam, SockType::Raw, flags, SockProtocol::Tcp).map_err(permission)?;
+        if dst.is_ipv6() {
+            // IPv6 raw sockets deliver no header: ask for the hop limit alongside.
+            setsockopt(&tcp, sockopt::Ipv6RecvHopLimit, &true)
+                .map_err(|e| ProbeError::Io(e.into()))?;
+        }
         let icmp_proto = if dst.is_ipv4() {
             SockProtocol::Icmp
         } else {
@@ -136,8 +142,11 @@ impl RawProber {
 
     fn sendto(&self, seg: &[u8], to: &dyn SockaddrLike) -> io::Result<Instant> {
         loop {
+            // Read the clock before sending: on a local path the answer can be
+            // queued before `sendto` returns.
+            let at = Instant::now();
             match sendto(self.tcp.as_raw_fd(), seg, to, MsgFlags::empty()) {
-                Ok(_) => return Ok(Instant::now()),
+                Ok(_) => return Ok(at),
                 Err(Errno::EINTR) => {}
                 Err(e) => return Err(e.into()),
             }
@@ -184,7 +193,25 @@ impl RawProber {
     /// `Some((t, None))` for traffic that is not ours.
     fn read_one(&mut self, icmp: bool) -> io::Result<Option<(Instant, Option<Incoming>)>> {
         let fd = if icmp { &self.icmp } else { &self.tcp };
-        let (n, from) = match recvfrom::<SockaddrStorage>(fd.as_raw_fd(), &mut self.buf) {
+        let mut hop_limit = None;
+        let received = if !icmp && self.dst.is_ipv6() {
+            let mut iov = [IoSliceMut::new(&mut self.buf)];
+            let mut cmsg = nix::cmsg_space!(i32);
+            recvmsg::<SockaddrStorage>(fd.as_raw_fd(), &mut iov, Some(&mut cmsg), MsgFlags::empty())
+                .map(|m| {
+                    if let Ok(cmsgs) = m.cmsgs() {
+                        for c in cmsgs {
+                            if let ControlMessageOwned::Ipv6HopLimit(h) = c {
+                                hop_limit = u8::try_from(h).ok();
+                            }
+                        }
+                    }
+                    (m.bytes, m.address)
+                })
+        } else {
+            recvfrom::<SockaddrStorage>(fd.as_raw_fd(), &mut self.buf)
+        };
+        let (n, from) = match received {
             Ok(r) => r,
             Err(Errno::EAGAIN) => return Ok(None),
             Err(Errno::EINTR) => return Ok(Some((Instant::now(), None))),
@@ -198,7 +225,10 @@ impl RawProber {
             .map(|a| a.ip());
         let got = match (icmp, self.dst.is_ipv4(), from6) {
             (false, true, _) => packet::parse_tcp4(data).map(Incoming::Tcp),
-            (false, false, Some(f)) => packet::parse_tcp6(data, f).map(Incoming::Tcp),
+            (false, false, Some(f)) => packet::parse_tcp6(data, f).map(|mut t| {
+                t.ttl = hop_limit;
+                Incoming::Tcp(t)
+            }),
             (true, true, _) => packet::parse_icmp4(data).map(Incoming::Icmp),
             (true, false, Some(f)) => packet::parse_icmp6(data, f).map(Incoming::Icmp),
             _ => None,

@@ -11,9 +11,9 @@ use crate::Format;
 
 pub const HELP: &str = "\
 Examples:
-  tcpdoctor load http://10.0.0.2:8080/                  10 connections, 2 threads, 10 s (wrk's defaults)
-  tcpdoctor load -c 100 -t 2 -d 30s http://10.0.0.2/    as `wrk -c 100 -t 2 -d 30s --latency`
-  tcpdoctor load --rate 2000 -c 50 http://10.0.0.2/     open model: 2000 req/s on a schedule
+  tcpdoctor load http://10.0.0.2:8080/                 10 connections, 2 threads, 10 s
+  tcpdoctor load -c 100 -t 2 -d 30s http://10.0.0.2/   as wrk -c 100 -t 2 -d 30s --latency
+  tcpdoctor load --rate 2000 -c 50 http://10.0.0.2/    open model: 2000 req/s on a schedule
   tcpdoctor load -m POST --body @order.json -H 'Content-Type: application/json' http://h/api
   tcpdoctor load --format json http://10.0.0.2/ | jq .latency_ms.p99
 
@@ -69,9 +69,14 @@ pub struct LoadArgs {
     format: Format,
 }
 
-/// `10s`, `500ms`, `2m`, `1h`, `1.5s`, or plain seconds.
+/// `10s`, `500ms`, `2m`, `1h`, `1.5s`, plain seconds, or hping3's `u100000` (microseconds).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
+    if let Some(us) = s.strip_prefix('u') {
+        if let Ok(us) = us.parse::<u64>() {
+            return Ok(Duration::from_micros(us));
+        }
+    }
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(s.len());
@@ -121,6 +126,12 @@ pub fn run(args: &LoadArgs) -> anyhow::Result<u8> {
     // Validate before printing the banner.
     tcpdoctor_load::build_request(&config.target, &config.request)
         .map_err(|e| anyhow::anyhow!(e.to_string()))?;
+    if config.connections == 0 || config.threads == 0 {
+        anyhow::bail!("-c and -t must be at least 1");
+    }
+    if config.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+        anyhow::bail!("--rate must be above 0");
+    }
     if matches!(args.format, Format::Text) {
         let mut out = io::stdout().lock();
         writeln!(
@@ -343,6 +354,7 @@ mod tests {
 
     #[test]
     fn durations() {
+        assert_eq!(parse_duration("u100000"), Ok(Duration::from_millis(100)));
         assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));

@@ -15,9 +15,9 @@ use crate::Format;
 
 pub const PING_HELP: &str = "\
 Examples:
-  tcpdoctor ping 10.0.0.2:80                 SYN probes once a second until Ctrl-C (as hping3 -S -p 80)
+  tcpdoctor ping 10.0.0.2:80                one SYN a second until Ctrl-C (hping3 -S -p 80)
   tcpdoctor ping -c 10 -i 200ms example.com:443
-  tcpdoctor ping -c 5 [2001:db8::2]:8080     IPv6
+  tcpdoctor ping -c 5 [2001:db8::2]:8080    IPv6
   tcpdoctor ping -c 10 --format json 10.0.0.2:80 | jq .rtt_ms
 
 Each probe is a TCP SYN from one reserved source port, sent over a raw socket; the round trip runs
@@ -55,7 +55,7 @@ pub struct PingArgs {
     /// Probes to send (default: until Ctrl-C).
     #[arg(short = 'c', long, value_name = "N")]
     count: Option<u64>,
-    /// Time between probes: 1s, 200ms, 0.5 (seconds).
+    /// Time between probes: 1s, 200ms, 0.5 (seconds), u100000 (µs, as hping3).
     #[arg(short = 'i', long, default_value = "1s", value_parser = parse_duration, value_name = "TIME")]
     interval: Duration,
     /// How long to wait for the last probe's answer.
