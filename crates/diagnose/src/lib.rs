@@ -661,6 +661,39 @@ impl Diagnoser {
     }
 }
 
+impl Diagnoser {
+    /// Records the occurrences the rules left in `scratch`.
+    #[cold]
+    fn record_scratch(&mut self, conn: &Connection, state: &mut ConnState) {
+        let mut out = std::mem::take(&mut self.scratch);
+        for o in out.drain(..) {
+            self.record(conn, state, o);
+        }
+        self.scratch = out;
+    }
+
+    /// Counts a delayed ACK of the endpoint sending in `d`.
+    #[cold]
+    fn delayed_ack(&mut self, conn: &Connection, d: Dir, wait: i64) {
+        let (addr, role) = endpoint_of(conn, d);
+        let key = if role == "client" {
+            SocketAddr::new(addr.ip(), 0)
+        } else {
+            addr
+        };
+        if self.delayed_acks.len() < MAX_ACK_ENDPOINTS || self.delayed_acks.contains_key(&key) {
+            let e = self
+                .delayed_acks
+                .entry(key)
+                .or_insert_with(|| (role, Vec::new(), 0));
+            e.2 += 1;
+            if e.1.len() < MAX_ACK_SAMPLES {
+                e.1.push(wait);
+            }
+        }
+    }
+}
+
 fn min_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
     match (a, b) {
         (Some(x), Some(y)) => Some(x.min(y)),
@@ -681,27 +714,12 @@ impl Analyzer for Diagnoser {
 
     fn segment(&mut self, conn: &Connection, state: &mut ConnState, seg: &Segment<'_>) {
         state.ring.push(seg);
-        let mut out = std::mem::take(&mut self.scratch);
-        state.nagle.on_segment(conn, seg, &mut out);
-        for (d, wait) in state.nagle.delayed_acks.drain(..) {
-            let (addr, role) = endpoint_of(conn, d);
-            let key = if role == "client" {
-                SocketAddr::new(addr.ip(), 0)
-            } else {
-                addr
-            };
-            if self.delayed_acks.len() < MAX_ACK_ENDPOINTS || self.delayed_acks.contains_key(&key) {
-                let e = self
-                    .delayed_acks
-                    .entry(key)
-                    .or_insert_with(|| (role, Vec::new(), 0));
-                e.2 += 1;
-                if e.1.len() < MAX_ACK_SAMPLES {
-                    e.1.push(wait);
-                }
-            }
+        let out = &mut self.scratch;
+        if let Some((d, wait)) = state.nagle.on_segment(conn, seg, out) {
+            self.delayed_ack(conn, d, wait);
         }
-        state.zero_window.on_segment(seg, &mut out);
+        let out = &mut self.scratch;
+        state.zero_window.on_segment(seg, out);
         {
             let ConnState {
                 ring,
@@ -711,14 +729,13 @@ impl Analyzer for Diagnoser {
                 claims,
                 ..
             } = &mut *state;
-            loss.on_segment(conn, seg, &mut out, claims);
+            loss.on_segment(conn, seg, out, claims);
             congestion.on_segment(conn, seg, window.blocked(seg.dir), claims);
             window.on_segment(conn, seg, || ring.rows(None, &[]), claims);
         }
-        for o in out.drain(..) {
-            self.record(conn, state, o);
+        if !self.scratch.is_empty() {
+            self.record_scratch(conn, state);
         }
-        self.scratch = out;
     }
 
     fn exchange(&mut self, conn: &Connection, state: &mut ConnState, ex: &Exchange) {

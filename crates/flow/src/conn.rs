@@ -307,6 +307,11 @@ pub struct Connection {
     current: Option<Exchange>,
     /// [`Connection::smss`] per direction, refreshed when what it depends on changes.
     smss: [u32; 2],
+    /// [`Connection::path_rtt_ns`] and [`Connection::distance_to`] (per
+    /// direction), refreshed when the handshake or an RTT minimum changes:
+    /// rules ask for them on most data segments.
+    path_rtt: Option<i64>,
+    distance: [Option<i64>; 2],
 }
 
 impl Connection {
@@ -334,6 +339,8 @@ impl Connection {
             exchanges: 0,
             current: None,
             smss: [1460; 2],
+            path_rtt: None,
+            distance: [None; 2],
         }
     }
 
@@ -393,7 +400,12 @@ impl Connection {
 
     /// Round trip between the endpoints: the handshake's if captured, else
     /// the sum of the two capture-point-to-peer minimums.
+    #[inline]
     pub fn path_rtt_ns(&self) -> Option<i64> {
+        self.path_rtt
+    }
+
+    fn compute_path_rtt(&self) -> Option<i64> {
         self.handshake
             .rtt_ns()
             .or_else(|| Some(self.client.rtt_to_peer_ns? + self.server.rtt_to_peer_ns?))
@@ -406,7 +418,12 @@ impl Connection {
     /// Capture point → the endpoint that sends in `side` → capture point: its
     /// half of the handshake if captured, else the minimum clean ACK delay of
     /// the data sent to it.
+    #[inline]
     pub fn distance_to(&self, side: Dir) -> Option<i64> {
+        self.distance[side.index()]
+    }
+
+    fn compute_distance(&self, side: Dir) -> Option<i64> {
         match side {
             Dir::ClientToServer => self
                 .handshake
@@ -475,9 +492,11 @@ impl Connection {
         }
 
         let mut refresh_smss = false;
+        let mut refresh_rtt = false;
         // Handshake and options.
         if flags.syn() {
             refresh_smss = true;
+            refresh_rtt = true;
             let options = seg.options();
             if !me.syn_seen || me.base != seq {
                 me.base = seq;
@@ -610,6 +629,7 @@ impl Connection {
                     if immediate {
                         let sample = ts.since(sent_at);
                         peer.rtt_samples += 1;
+                        refresh_rtt = true;
                         peer.rtt_to_peer_ns =
                             Some(peer.rtt_to_peer_ns.map_or(sample, |m| m.min(sample)));
                     }
@@ -623,6 +643,7 @@ impl Connection {
                 && a == peer.base.plus(1)
             {
                 self.handshake.ack = Some(mark);
+                refresh_rtt = true;
             }
         }
         let in_flight = me.in_flight();
@@ -632,6 +653,13 @@ impl Connection {
         let rel_ack = peer.rel(Seq(seg.ack));
         let peer_una = peer.una;
 
+        if refresh_rtt {
+            self.path_rtt = self.compute_path_rtt();
+            self.distance = [
+                self.compute_distance(Dir::ClientToServer),
+                self.compute_distance(Dir::ServerToClient),
+            ];
+        }
         if refresh_smss {
             self.smss = [
                 self.compute_smss(Dir::ClientToServer),
