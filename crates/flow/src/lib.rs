@@ -268,11 +268,14 @@ impl<A: Analyzer> Tracker<A> {
             conn::Event::Segment(s) => analyzer.segment(c, state, &s),
             conn::Event::Exchange(e) => analyzer.exchange(c, state, &e),
         });
-        if conn.is_finished() {
-            self.finish_key(key);
-        } else if !was_closed && conn.is_closed() {
-            let id = conn.id;
-            self.closing.push_back((ts, key, id));
+        // Finished implies closed: one check for the common, open case.
+        if conn.is_closed() {
+            if conn.is_finished() {
+                self.finish_key(key);
+            } else if !was_closed {
+                let id = conn.id;
+                self.closing.push_back((ts, key, id));
+            }
         }
     }
 
@@ -302,7 +305,22 @@ impl<A: Analyzer> Tracker<A> {
         }
     }
 
+    /// Frees what is due: closed connections past their grace period, idle
+    /// ones at each sweep. Most packets have nothing due: checked inline.
+    #[inline]
     fn expire(&mut self) {
+        let grace_over = self
+            .closing
+            .front()
+            .is_some_and(|c| self.now.since(c.0) >= self.config.close_grace_ns);
+        if grace_over || self.now.since(self.last_sweep) >= self.sweep_every_ns {
+            self.expire_due();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn expire_due(&mut self) {
         while let Some(&(closed_at, key, id)) = self.closing.front() {
             if self.now.since(closed_at) < self.config.close_grace_ns {
                 break;
