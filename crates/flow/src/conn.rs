@@ -286,9 +286,10 @@ impl Exchange {
     }
 }
 
-pub(crate) enum Event<'a> {
-    Segment(Segment<'a>),
-    Exchange(Exchange),
+/// What [`Connection::update`] reports, by reference: no copies on the way.
+pub(crate) enum Event<'e, 'a> {
+    Segment(&'e Segment<'a>),
+    Exchange(&'e Exchange),
 }
 
 /// One TCP connection.
@@ -305,6 +306,8 @@ pub struct Connection {
     pub packets: u64,
     pub exchanges: u32,
     current: Option<Exchange>,
+    /// The client is the lower (address, port) of the tuple.
+    client_is_lo: bool,
     /// [`Connection::smss`] per direction, refreshed when what it depends on changes.
     smss: [u32; 2],
     /// [`Connection::path_rtt_ns`] and [`Connection::distance_to`] (per
@@ -315,7 +318,14 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub(crate) fn new(id: u64, frame: u64, ts: Timestamp, seg: &TcpSegment<'_>) -> Connection {
+    /// `from_lo`: `seg` comes from the lower (address, port) of the tuple.
+    pub(crate) fn new(
+        id: u64,
+        frame: u64,
+        ts: Timestamp,
+        seg: &TcpSegment<'_>,
+        from_lo: bool,
+    ) -> Connection {
         let src = SocketAddr::new(seg.src, seg.src_port);
         let dst = SocketAddr::new(seg.dst, seg.dst_port);
         let (role_source, client, server) = if seg.flags.syn() && !seg.flags.ack() {
@@ -326,6 +336,15 @@ impl Connection {
             (RoleSource::Port, dst, src)
         } else {
             (RoleSource::Port, src, dst)
+        };
+        // Both ends the same: every segment counts as the client's, as an
+        // address comparison would have it.
+        let client_is_lo = if src == dst {
+            true
+        } else if client == src {
+            from_lo
+        } else {
+            !from_lo
         };
         Connection {
             id,
@@ -338,6 +357,7 @@ impl Connection {
             packets: 0,
             exchanges: 0,
             current: None,
+            client_is_lo,
             smss: [1460; 2],
             path_rtt: None,
             distance: [None; 2],
@@ -452,9 +472,10 @@ impl Connection {
         frame: u64,
         ts: Timestamp,
         seg: &TcpSegment<'p>,
-        mut emit: impl FnMut(&Connection, Event<'p>),
+        from_lo: bool,
+        mut emit: impl FnMut(&Connection, Event<'_, 'p>),
     ) {
-        let dir = if SocketAddr::new(seg.src, seg.src_port) == self.client.addr {
+        let dir = if from_lo == self.client_is_lo {
             Dir::ClientToServer
         } else {
             Dir::ServerToClient
@@ -679,7 +700,7 @@ impl Connection {
                 && self.current.is_none_or(|e| e.response_first.is_some());
             if starts_request || (dir == Dir::ServerToClient && self.current.is_none()) {
                 if let Some(done) = self.current.take() {
-                    emit(self, Event::Exchange(done));
+                    emit(self, Event::Exchange(&done));
                 }
                 let setup = if self.exchanges == 0 {
                     self.handshake.first_syn
@@ -736,7 +757,7 @@ impl Connection {
             peer_window,
             payload: seg.payload,
         };
-        emit(self, Event::Segment(event));
+        emit(self, Event::Segment(&event));
     }
 }
 

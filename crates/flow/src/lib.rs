@@ -145,16 +145,20 @@ fn addr_bits(ip: IpAddr) -> u128 {
 }
 
 impl Key {
-    fn of(seg: &TcpSegment<'_>) -> Key {
+    /// The key of `seg`'s connection, and whether `seg` comes from the lower
+    /// (address, port) of the tuple (or both ends are the same).
+    fn of(seg: &TcpSegment<'_>) -> (Key, bool) {
         let s = (addr_bits(seg.src), seg.src_port);
         let d = (addr_bits(seg.dst), seg.dst_port);
-        let (lo, hi) = if s <= d { (s, d) } else { (d, s) };
-        Key {
+        let from_lo = s <= d;
+        let (lo, hi) = if from_lo { (s, d) } else { (d, s) };
+        let key = Key {
             a: lo.0,
             b: hi.0,
             pa: lo.1,
             pb: hi.1,
-        }
+        };
+        (key, from_lo)
     }
 }
 
@@ -225,7 +229,7 @@ impl<A: Analyzer> Tracker<A> {
             self.now = ts;
         }
         self.expire();
-        let key = Key::of(seg);
+        let (key, from_lo) = Key::of(seg);
         let flags = seg.flags;
         if flags.syn() && !flags.ack() {
             // A SYN on a tuple whose connection is over (or carries another ISN
@@ -239,7 +243,7 @@ impl<A: Analyzer> Tracker<A> {
             None => {
                 let id = self.next_id;
                 self.next_id += 1;
-                let conn = Connection::new(id, frame, ts, seg);
+                let conn = Connection::new(id, frame, ts, seg, from_lo);
                 let i = match self.free.pop() {
                     Some(i) => {
                         // Reuse the slot in place: no slot-sized temporary.
@@ -264,9 +268,9 @@ impl<A: Analyzer> Tracker<A> {
         let Slot { conn, state } = &mut self.slots[index];
         let was_closed = conn.is_closed();
         let analyzer = &mut self.analyzer;
-        conn.update(frame, ts, seg, |c, ev| match ev {
-            conn::Event::Segment(s) => analyzer.segment(c, state, &s),
-            conn::Event::Exchange(e) => analyzer.exchange(c, state, &e),
+        conn.update(frame, ts, seg, from_lo, |c, ev| match ev {
+            conn::Event::Segment(s) => analyzer.segment(c, state, s),
+            conn::Event::Exchange(e) => analyzer.exchange(c, state, e),
         });
         // Finished implies closed: one check for the common, open case.
         if conn.is_closed() {
