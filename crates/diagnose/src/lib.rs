@@ -375,13 +375,13 @@ pub struct ConnState {
 #[derive(Default)]
 struct Ring {
     recent: [Recent; RING],
-    recent_len: usize,
-    recent_next: usize,
+    /// Packets pushed so far: the next slot is `pushed % RING`.
+    pushed: u64,
 }
 
 impl Ring {
     fn push(&mut self, seg: &Segment<'_>) {
-        self.recent[self.recent_next] = Recent {
+        self.recent[(self.pushed % RING as u64) as usize] = Recent {
             frame: seg.frame,
             ts: seg.ts,
             client_to_server: seg.dir == Dir::ClientToServer,
@@ -391,14 +391,15 @@ impl Ring {
             len: seg.len,
             window: seg.window,
         };
-        self.recent_next = (self.recent_next + 1) % RING;
-        self.recent_len = (self.recent_len + 1).min(RING);
+        self.pushed += 1;
     }
 
     /// The remembered packets, oldest first, from `from` if it is still held.
     fn rows(&self, from: Option<u64>, notes: &[(u64, String)]) -> Vec<LadderRow> {
-        let start = (self.recent_next + RING - self.recent_len) % RING;
-        let mut rows: Vec<&Recent> = (0..self.recent_len)
+        let len = self.pushed.min(RING as u64) as usize;
+        let next = (self.pushed % RING as u64) as usize;
+        let start = (next + RING - len) % RING;
+        let mut rows: Vec<&Recent> = (0..len)
             .map(|i| &self.recent[(start + i) % RING])
             .collect();
         if let Some(f) = from {
@@ -768,12 +769,15 @@ impl Analyzer for Diagnoser {
         }
         if state.slowest.len() < SLOWEST {
             state.slowest.push((*ex, split));
-            state.slowest_floor_ns = state
-                .slowest
-                .iter()
-                .map(|e| e.0.duration_ns())
-                .min()
-                .unwrap_or(0);
+            // The floor matters once the list is full.
+            if state.slowest.len() == SLOWEST {
+                state.slowest_floor_ns = state
+                    .slowest
+                    .iter()
+                    .map(|e| e.0.duration_ns())
+                    .min()
+                    .unwrap_or(0);
+            }
         } else if d > state.slowest_floor_ns {
             if let Some(min) = state.slowest.iter_mut().min_by_key(|e| e.0.duration_ns()) {
                 *min = (*ex, split);
