@@ -109,8 +109,36 @@ impl Engine {
         orig_len: u32,
         decoded: Decoded<'_>,
     ) {
+        let skip = match decoded {
+            Ok(Ok(seg)) => return self.push_segment(ts, link, orig_len, &seg),
+            Ok(Err(skip)) => Ok(skip),
+            Err(e) => Err(e),
+        };
+        let frame = self.count(ts, link, orig_len);
+        match skip {
+            Ok(Skip::Fragment) => self.fragments += 1,
+            Ok(_) => self.non_tcp += 1,
+            Err(e) => self.undecodable(frame, e),
+        }
+    }
+
+    /// [`Engine::push_decoded`] for a frame decoded to a TCP segment, by reference.
+    pub fn push_segment(
+        &mut self,
+        ts: Timestamp,
+        link: LinkType,
+        orig_len: u32,
+        seg: &tcpdoctor_wire::TcpSegment<'_>,
+    ) {
+        let frame = self.count(ts, link, orig_len);
+        self.tcp_packets += 1;
+        self.tracker.push(frame, ts, seg);
+    }
+
+    /// Counts a frame; returns its number.
+    #[inline]
+    fn count(&mut self, ts: Timestamp, link: LinkType, orig_len: u32) -> u64 {
         self.frames += 1;
-        let frame = self.frames;
         self.bytes_on_wire += u64::from(orig_len);
         if self.first_ts.is_none() {
             self.first_ts = Some(ts);
@@ -119,15 +147,7 @@ impl Engine {
         if !self.links.contains(&link) {
             self.links.push(link);
         }
-        match decoded {
-            Ok(Ok(seg)) => {
-                self.tcp_packets += 1;
-                self.tracker.push(frame, ts, &seg);
-            }
-            Ok(Err(Skip::Fragment)) => self.fragments += 1,
-            Ok(Err(_)) => self.non_tcp += 1,
-            Err(e) => self.undecodable(frame, e),
-        }
+        self.frames
     }
 
     fn undecodable(&mut self, frame: u64, e: DecodeError) {
