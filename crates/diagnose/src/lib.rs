@@ -419,9 +419,7 @@ impl Ring {
         let len = self.pushed.min(RING as u64) as usize;
         let next = (self.pushed % RING as u64) as usize;
         let start = (next + RING - len) % RING;
-        let mut rows: Vec<&Recent> = (0..len)
-            .map(|i| &self.recent[(start + i) % RING])
-            .collect();
+        let mut rows: Vec<&Recent> = (0..len).map(|i| &self.recent[(start + i) % RING]).collect();
         if let Some(f) = from {
             if let Some(pos) = rows.iter().position(|r| r.frame == f) {
                 rows.drain(..pos);
