@@ -97,9 +97,12 @@ impl NagleState {
                 self.classified[d.index()] = true;
             }
         }
+        // P2 candidates only: P1 acknowledged, continued in place, the peer silent.
         if let Some(p) = self.last[d.index()] {
-            if let Some(o) = check(conn, &p, seg, self.software[d.index()]) {
-                out.push(o);
+            if p.ack.is_some() && p.end == seg.seq && !p.peer_sent_data {
+                if let Some(o) = check(conn, &p, seg, self.software[d.index()]) {
+                    out.push(o);
+                }
             }
         }
         self.last[d.index()] = Some(Pending {
@@ -116,6 +119,8 @@ impl NagleState {
     }
 }
 
+#[cold]
+#[inline(never)]
 fn check(
     conn: &Connection,
     p: &Pending,
