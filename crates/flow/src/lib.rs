@@ -174,6 +174,8 @@ struct Slot<C> {
 /// memory that is likely still in cache.
 pub struct Tracker<A: Analyzer> {
     table: FxHashMap<Key, u32>,
+    /// The last key looked up and its slot (cleared when that connection is freed).
+    last: Option<(Key, u32)>,
     slots: Vec<Slot<A::Conn>>,
     free: Vec<u32>,
     /// Closed connections waiting out their grace period, oldest first.
@@ -192,6 +194,7 @@ impl<A: Analyzer> Tracker<A> {
     pub fn new(analyzer: A, config: Config) -> Self {
         Tracker {
             table: FxHashMap::default(),
+            last: None,
             slots: Vec::new(),
             free: Vec::new(),
             closing: VecDeque::new(),
@@ -238,8 +241,42 @@ impl<A: Analyzer> Tracker<A> {
                 self.finish_key(key);
             }
         }
+        let index = match self.last {
+            // Nearly half the segments of a capture follow one of their own
+            // connection (a request and its ACK, a response): no lookup.
+            Some((k, i)) if k == key => i as usize,
+            _ => self.lookup(key, frame, ts, seg, from_lo),
+        };
+        let Slot { conn, state } = &mut self.slots[index];
+        let was_closed = conn.is_closed();
+        let analyzer = &mut self.analyzer;
+        conn.update(frame, ts, seg, from_lo, |c, ev| match ev {
+            conn::Event::Segment(s) => analyzer.segment(c, state, s),
+            conn::Event::Exchange(e) => analyzer.exchange(c, state, e),
+        });
+        // Finished implies closed: one check for the common, open case.
+        if conn.is_closed() {
+            if conn.is_finished() {
+                self.finish_key(key);
+            } else if !was_closed {
+                let id = conn.id;
+                self.closing.push_back((ts, key, id));
+            }
+        }
+    }
+
+    /// The slot of `key`'s connection, a new one if it has none; remembered
+    /// as the last one used.
+    fn lookup(
+        &mut self,
+        key: Key,
+        frame: u64,
+        ts: Timestamp,
+        seg: &TcpSegment<'_>,
+        from_lo: bool,
+    ) -> usize {
         let index = match self.table.get(&key) {
-            Some(&i) => i as usize,
+            Some(&i) => i,
             None => {
                 let id = self.next_id;
                 self.next_id += 1;
@@ -262,25 +299,11 @@ impl<A: Analyzer> Tracker<A> {
                 };
                 self.table.insert(key, i);
                 self.peak_open = self.peak_open.max(self.table.len());
-                i as usize
+                i
             }
         };
-        let Slot { conn, state } = &mut self.slots[index];
-        let was_closed = conn.is_closed();
-        let analyzer = &mut self.analyzer;
-        conn.update(frame, ts, seg, from_lo, |c, ev| match ev {
-            conn::Event::Segment(s) => analyzer.segment(c, state, s),
-            conn::Event::Exchange(e) => analyzer.exchange(c, state, e),
-        });
-        // Finished implies closed: one check for the common, open case.
-        if conn.is_closed() {
-            if conn.is_finished() {
-                self.finish_key(key);
-            } else if !was_closed {
-                let id = conn.id;
-                self.closing.push_back((ts, key, id));
-            }
-        }
+        self.last = Some((key, index));
+        index as usize
     }
 
     /// Closes every connection still open and returns the analyzer.
@@ -299,6 +322,9 @@ impl<A: Analyzer> Tracker<A> {
 
     fn finish_key(&mut self, key: Key) {
         if let Some(i) = self.table.remove(&key) {
+            if self.last.is_some_and(|(k, _)| k == key) {
+                self.last = None;
+            }
             let Slot { conn, state } = &mut self.slots[i as usize];
             let analyzer = &mut self.analyzer;
             if let Some(ex) = conn.take_exchange() {
