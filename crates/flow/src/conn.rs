@@ -308,6 +308,9 @@ pub struct Connection {
     current: Option<Exchange>,
     /// The client is the lower (address, port) of the tuple.
     client_is_lo: bool,
+    /// Both FINs or an RST seen ([`Connection::is_closed`]), kept as a flag:
+    /// it is asked for on every segment.
+    closed: bool,
     /// [`Connection::smss`] per direction, refreshed when what it depends on changes.
     smss: [u32; 2],
     /// [`Connection::path_rtt_ns`] and [`Connection::distance_to`] (per
@@ -358,6 +361,7 @@ impl Connection {
             exchanges: 0,
             current: None,
             client_is_lo,
+            closed: false,
             smss: [1460; 2],
             path_rtt: None,
             distance: [None; 2],
@@ -403,10 +407,9 @@ impl Connection {
     }
 
     /// Whether both FINs or an RST were seen.
+    #[inline]
     pub fn is_closed(&self) -> bool {
-        (self.client.fin.is_some() && self.server.fin.is_some())
-            || self.client.rst.is_some()
-            || self.server.rst.is_some()
+        self.closed
     }
 
     /// The exchange in progress, if any.
@@ -631,6 +634,11 @@ impl Connection {
         }
         if flags.rst() && me.rst.is_none() {
             me.rst = Some(mark);
+        }
+        if flags.fin() || flags.rst() {
+            self.closed = (me.fin.is_some() && peer.fin.is_some())
+                || me.rst.is_some()
+                || peer.rst.is_some();
         }
 
         // What this segment acknowledges of the peer's data.
