@@ -636,9 +636,8 @@ impl Connection {
             me.rst = Some(mark);
         }
         if flags.fin() || flags.rst() {
-            self.closed = (me.fin.is_some() && peer.fin.is_some())
-                || me.rst.is_some()
-                || peer.rst.is_some();
+            self.closed =
+                (me.fin.is_some() && peer.fin.is_some()) || me.rst.is_some() || peer.rst.is_some();
         }
 
         // What this segment acknowledges of the peer's data.
