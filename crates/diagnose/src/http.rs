@@ -3,6 +3,10 @@
 //! Payload bytes are hostile: only the first bytes are looked at, nothing is
 //! allocated from them beyond a short, sanitised string.
 
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
+
 /// Software recognisable from a response or request head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Software {
@@ -36,14 +40,20 @@ pub fn head_len(payload: &[u8]) -> usize {
     }
 }
 
+/// The header lines [`classify`] looks for, with their searchers built once:
+/// building a searcher costs more than searching a short head with it.
+static NGINX: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\r\nServer: nginx"));
+static JDK_LENGTH: LazyLock<Finder<'static>> =
+    LazyLock::new(|| Finder::new(b"\r\nContent-length:"));
+
 /// What kind of message a payload starts.
 pub fn classify(payload: &[u8]) -> Option<Software> {
     let head = &payload[..payload.len().min(HEAD_LIMIT)];
     if head.starts_with(b"HTTP/1.") {
-        if contains(head, b"\r\nServer: nginx") {
+        if NGINX.find(head).is_some() {
             return Some(Software::Nginx);
         }
-        if contains(head, b"\r\nContent-length:") {
+        if JDK_LENGTH.find(head).is_some() {
             return Some(Software::JdkHttpServer);
         }
         return Some(Software::OtherHttpServer);
@@ -52,10 +62,6 @@ pub fn classify(payload: &[u8]) -> Option<Software> {
         return Some(Software::HttpClient);
     }
     None
-}
-
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    memchr::memmem::find(hay, needle).is_some()
 }
 
 #[cfg(test)]

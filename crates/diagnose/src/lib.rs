@@ -109,8 +109,36 @@ impl Engine {
         orig_len: u32,
         decoded: Decoded<'_>,
     ) {
+        let skip = match decoded {
+            Ok(Ok(seg)) => return self.push_segment(ts, link, orig_len, &seg),
+            Ok(Err(skip)) => Ok(skip),
+            Err(e) => Err(e),
+        };
+        let frame = self.count(ts, link, orig_len);
+        match skip {
+            Ok(Skip::Fragment) => self.fragments += 1,
+            Ok(_) => self.non_tcp += 1,
+            Err(e) => self.undecodable(frame, e),
+        }
+    }
+
+    /// [`Engine::push_decoded`] for a frame decoded to a TCP segment, by reference.
+    pub fn push_segment(
+        &mut self,
+        ts: Timestamp,
+        link: LinkType,
+        orig_len: u32,
+        seg: &tcpdoctor_wire::TcpSegment<'_>,
+    ) {
+        let frame = self.count(ts, link, orig_len);
+        self.tcp_packets += 1;
+        self.tracker.push(frame, ts, seg);
+    }
+
+    /// Counts a frame; returns its number.
+    #[inline]
+    fn count(&mut self, ts: Timestamp, link: LinkType, orig_len: u32) -> u64 {
         self.frames += 1;
-        let frame = self.frames;
         self.bytes_on_wire += u64::from(orig_len);
         if self.first_ts.is_none() {
             self.first_ts = Some(ts);
@@ -119,15 +147,7 @@ impl Engine {
         if !self.links.contains(&link) {
             self.links.push(link);
         }
-        match decoded {
-            Ok(Ok(seg)) => {
-                self.tcp_packets += 1;
-                self.tracker.push(frame, ts, &seg);
-            }
-            Ok(Err(Skip::Fragment)) => self.fragments += 1,
-            Ok(Err(_)) => self.non_tcp += 1,
-            Err(e) => self.undecodable(frame, e),
-        }
+        self.frames
     }
 
     fn undecodable(&mut self, frame: u64, e: DecodeError) {
@@ -375,13 +395,13 @@ pub struct ConnState {
 #[derive(Default)]
 struct Ring {
     recent: [Recent; RING],
-    recent_len: usize,
-    recent_next: usize,
+    /// Packets pushed so far: the next slot is `pushed % RING`.
+    pushed: u64,
 }
 
 impl Ring {
     fn push(&mut self, seg: &Segment<'_>) {
-        self.recent[self.recent_next] = Recent {
+        self.recent[(self.pushed % RING as u64) as usize] = Recent {
             frame: seg.frame,
             ts: seg.ts,
             client_to_server: seg.dir == Dir::ClientToServer,
@@ -391,16 +411,15 @@ impl Ring {
             len: seg.len,
             window: seg.window,
         };
-        self.recent_next = (self.recent_next + 1) % RING;
-        self.recent_len = (self.recent_len + 1).min(RING);
+        self.pushed += 1;
     }
 
     /// The remembered packets, oldest first, from `from` if it is still held.
     fn rows(&self, from: Option<u64>, notes: &[(u64, String)]) -> Vec<LadderRow> {
-        let start = (self.recent_next + RING - self.recent_len) % RING;
-        let mut rows: Vec<&Recent> = (0..self.recent_len)
-            .map(|i| &self.recent[(start + i) % RING])
-            .collect();
+        let len = self.pushed.min(RING as u64) as usize;
+        let next = (self.pushed % RING as u64) as usize;
+        let start = (next + RING - len) % RING;
+        let mut rows: Vec<&Recent> = (0..len).map(|i| &self.recent[(start + i) % RING]).collect();
         if let Some(f) = from {
             if let Some(pos) = rows.iter().position(|r| r.frame == f) {
                 rows.drain(..pos);
@@ -661,6 +680,39 @@ impl Diagnoser {
     }
 }
 
+impl Diagnoser {
+    /// Records the occurrences the rules left in `scratch`.
+    #[cold]
+    fn record_scratch(&mut self, conn: &Connection, state: &mut ConnState) {
+        let mut out = std::mem::take(&mut self.scratch);
+        for o in out.drain(..) {
+            self.record(conn, state, o);
+        }
+        self.scratch = out;
+    }
+
+    /// Counts a delayed ACK of the endpoint sending in `d`.
+    #[cold]
+    fn delayed_ack(&mut self, conn: &Connection, d: Dir, wait: i64) {
+        let (addr, role) = endpoint_of(conn, d);
+        let key = if role == "client" {
+            SocketAddr::new(addr.ip(), 0)
+        } else {
+            addr
+        };
+        if self.delayed_acks.len() < MAX_ACK_ENDPOINTS || self.delayed_acks.contains_key(&key) {
+            let e = self
+                .delayed_acks
+                .entry(key)
+                .or_insert_with(|| (role, Vec::new(), 0));
+            e.2 += 1;
+            if e.1.len() < MAX_ACK_SAMPLES {
+                e.1.push(wait);
+            }
+        }
+    }
+}
+
 fn min_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
     match (a, b) {
         (Some(x), Some(y)) => Some(x.min(y)),
@@ -681,27 +733,12 @@ impl Analyzer for Diagnoser {
 
     fn segment(&mut self, conn: &Connection, state: &mut ConnState, seg: &Segment<'_>) {
         state.ring.push(seg);
-        let mut out = std::mem::take(&mut self.scratch);
-        state.nagle.on_segment(conn, seg, &mut out);
-        for (d, wait) in state.nagle.delayed_acks.drain(..) {
-            let (addr, role) = endpoint_of(conn, d);
-            let key = if role == "client" {
-                SocketAddr::new(addr.ip(), 0)
-            } else {
-                addr
-            };
-            if self.delayed_acks.len() < MAX_ACK_ENDPOINTS || self.delayed_acks.contains_key(&key) {
-                let e = self
-                    .delayed_acks
-                    .entry(key)
-                    .or_insert_with(|| (role, Vec::new(), 0));
-                e.2 += 1;
-                if e.1.len() < MAX_ACK_SAMPLES {
-                    e.1.push(wait);
-                }
-            }
+        let out = &mut self.scratch;
+        if let Some((d, wait)) = state.nagle.on_segment(conn, seg, out) {
+            self.delayed_ack(conn, d, wait);
         }
-        state.zero_window.on_segment(seg, &mut out);
+        let out = &mut self.scratch;
+        state.zero_window.on_segment(seg, out);
         {
             let ConnState {
                 ring,
@@ -711,14 +748,13 @@ impl Analyzer for Diagnoser {
                 claims,
                 ..
             } = &mut *state;
-            loss.on_segment(conn, seg, &mut out, claims);
+            loss.on_segment(conn, seg, out, claims);
             congestion.on_segment(conn, seg, window.blocked(seg.dir), claims);
             window.on_segment(conn, seg, || ring.rows(None, &[]), claims);
         }
-        for o in out.drain(..) {
-            self.record(conn, state, o);
+        if !self.scratch.is_empty() {
+            self.record_scratch(conn, state);
         }
-        self.scratch = out;
     }
 
     fn exchange(&mut self, conn: &Connection, state: &mut ConnState, ex: &Exchange) {
@@ -751,12 +787,15 @@ impl Analyzer for Diagnoser {
         }
         if state.slowest.len() < SLOWEST {
             state.slowest.push((*ex, split));
-            state.slowest_floor_ns = state
-                .slowest
-                .iter()
-                .map(|e| e.0.duration_ns())
-                .min()
-                .unwrap_or(0);
+            // The floor matters once the list is full.
+            if state.slowest.len() == SLOWEST {
+                state.slowest_floor_ns = state
+                    .slowest
+                    .iter()
+                    .map(|e| e.0.duration_ns())
+                    .min()
+                    .unwrap_or(0);
+            }
         } else if d > state.slowest_floor_ns {
             if let Some(min) = state.slowest.iter_mut().min_by_key(|e| e.0.duration_ns()) {
                 *min = (*ex, split);

@@ -463,14 +463,14 @@ fn window_fix(ep: &str, hint: Option<&'static str>, rtt_ms: Option<f64>) -> Stri
 
 /// A budget as `{part: ms}`, parts with no time left out.
 pub(crate) fn budget_parts(split: &Split, per: f64) -> BudgetParts {
-    BudgetParts(
-        Part::ALL
-            .iter()
-            .zip(split)
-            .filter(|(_, &v)| v > 0)
-            .map(|(p, &v)| (p.name(), round3(v as f64 / per / 1e6)))
-            .collect(),
-    )
+    // Sized exactly: one allocation per list.
+    let mut parts = Vec::with_capacity(split.iter().filter(|&&v| v > 0).count());
+    for (p, &v) in Part::ALL.iter().zip(split) {
+        if v > 0 {
+            parts.push((p.name(), round3(v as f64 / per / 1e6)));
+        }
+    }
+    BudgetParts(parts)
 }
 
 fn exchange_summary(e: &Exchange, split: &Split) -> ExchangeSummary {

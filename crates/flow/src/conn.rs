@@ -286,9 +286,10 @@ impl Exchange {
     }
 }
 
-pub(crate) enum Event<'a> {
-    Segment(Segment<'a>),
-    Exchange(Exchange),
+/// What [`Connection::update`] reports, by reference: no copies on the way.
+pub(crate) enum Event<'e, 'a> {
+    Segment(&'e Segment<'a>),
+    Exchange(&'e Exchange),
 }
 
 /// One TCP connection.
@@ -305,12 +306,29 @@ pub struct Connection {
     pub packets: u64,
     pub exchanges: u32,
     current: Option<Exchange>,
+    /// The client is the lower (address, port) of the tuple.
+    client_is_lo: bool,
+    /// Both FINs or an RST seen ([`Connection::is_closed`]), kept as a flag:
+    /// it is asked for on every segment.
+    closed: bool,
     /// [`Connection::smss`] per direction, refreshed when what it depends on changes.
     smss: [u32; 2],
+    /// [`Connection::path_rtt_ns`] and [`Connection::distance_to`] (per
+    /// direction), refreshed when the handshake or an RTT minimum changes:
+    /// rules ask for them on most data segments.
+    path_rtt: Option<i64>,
+    distance: [Option<i64>; 2],
 }
 
 impl Connection {
-    pub(crate) fn new(id: u64, frame: u64, ts: Timestamp, seg: &TcpSegment<'_>) -> Connection {
+    /// `from_lo`: `seg` comes from the lower (address, port) of the tuple.
+    pub(crate) fn new(
+        id: u64,
+        frame: u64,
+        ts: Timestamp,
+        seg: &TcpSegment<'_>,
+        from_lo: bool,
+    ) -> Connection {
         let src = SocketAddr::new(seg.src, seg.src_port);
         let dst = SocketAddr::new(seg.dst, seg.dst_port);
         let (role_source, client, server) = if seg.flags.syn() && !seg.flags.ack() {
@@ -321,6 +339,15 @@ impl Connection {
             (RoleSource::Port, dst, src)
         } else {
             (RoleSource::Port, src, dst)
+        };
+        // Both ends the same: every segment counts as the client's, as an
+        // address comparison would have it.
+        let client_is_lo = if src == dst {
+            true
+        } else if client == src {
+            from_lo
+        } else {
+            !from_lo
         };
         Connection {
             id,
@@ -333,7 +360,11 @@ impl Connection {
             packets: 0,
             exchanges: 0,
             current: None,
+            client_is_lo,
+            closed: false,
             smss: [1460; 2],
+            path_rtt: None,
+            distance: [None; 2],
         }
     }
 
@@ -376,10 +407,9 @@ impl Connection {
     }
 
     /// Whether both FINs or an RST were seen.
+    #[inline]
     pub fn is_closed(&self) -> bool {
-        (self.client.fin.is_some() && self.server.fin.is_some())
-            || self.client.rst.is_some()
-            || self.server.rst.is_some()
+        self.closed
     }
 
     /// The exchange in progress, if any.
@@ -393,7 +423,12 @@ impl Connection {
 
     /// Round trip between the endpoints: the handshake's if captured, else
     /// the sum of the two capture-point-to-peer minimums.
+    #[inline]
     pub fn path_rtt_ns(&self) -> Option<i64> {
+        self.path_rtt
+    }
+
+    fn compute_path_rtt(&self) -> Option<i64> {
         self.handshake
             .rtt_ns()
             .or_else(|| Some(self.client.rtt_to_peer_ns? + self.server.rtt_to_peer_ns?))
@@ -406,7 +441,12 @@ impl Connection {
     /// Capture point → the endpoint that sends in `side` → capture point: its
     /// half of the handshake if captured, else the minimum clean ACK delay of
     /// the data sent to it.
+    #[inline]
     pub fn distance_to(&self, side: Dir) -> Option<i64> {
+        self.distance[side.index()]
+    }
+
+    fn compute_distance(&self, side: Dir) -> Option<i64> {
         match side {
             Dir::ClientToServer => self
                 .handshake
@@ -435,9 +475,10 @@ impl Connection {
         frame: u64,
         ts: Timestamp,
         seg: &TcpSegment<'p>,
-        mut emit: impl FnMut(&Connection, Event<'p>),
+        from_lo: bool,
+        mut emit: impl FnMut(&Connection, Event<'_, 'p>),
     ) {
-        let dir = if SocketAddr::new(seg.src, seg.src_port) == self.client.addr {
+        let dir = if from_lo == self.client_is_lo {
             Dir::ClientToServer
         } else {
             Dir::ServerToClient
@@ -475,9 +516,11 @@ impl Connection {
         }
 
         let mut refresh_smss = false;
+        let mut refresh_rtt = false;
         // Handshake and options.
         if flags.syn() {
             refresh_smss = true;
+            refresh_rtt = true;
             let options = seg.options();
             if !me.syn_seen || me.base != seq {
                 me.base = seq;
@@ -592,6 +635,10 @@ impl Connection {
         if flags.rst() && me.rst.is_none() {
             me.rst = Some(mark);
         }
+        if flags.fin() || flags.rst() {
+            self.closed =
+                (me.fin.is_some() && peer.fin.is_some()) || me.rst.is_some() || peer.rst.is_some();
+        }
 
         // What this segment acknowledges of the peer's data.
         let mut acked = 0u32;
@@ -610,6 +657,7 @@ impl Connection {
                     if immediate {
                         let sample = ts.since(sent_at);
                         peer.rtt_samples += 1;
+                        refresh_rtt = true;
                         peer.rtt_to_peer_ns =
                             Some(peer.rtt_to_peer_ns.map_or(sample, |m| m.min(sample)));
                     }
@@ -623,6 +671,7 @@ impl Connection {
                 && a == peer.base.plus(1)
             {
                 self.handshake.ack = Some(mark);
+                refresh_rtt = true;
             }
         }
         let in_flight = me.in_flight();
@@ -632,6 +681,13 @@ impl Connection {
         let rel_ack = peer.rel(Seq(seg.ack));
         let peer_una = peer.una;
 
+        if refresh_rtt {
+            self.path_rtt = self.compute_path_rtt();
+            self.distance = [
+                self.compute_distance(Dir::ClientToServer),
+                self.compute_distance(Dir::ServerToClient),
+            ];
+        }
         if refresh_smss {
             self.smss = [
                 self.compute_smss(Dir::ClientToServer),
@@ -651,7 +707,7 @@ impl Connection {
                 && self.current.is_none_or(|e| e.response_first.is_some());
             if starts_request || (dir == Dir::ServerToClient && self.current.is_none()) {
                 if let Some(done) = self.current.take() {
-                    emit(self, Event::Exchange(done));
+                    emit(self, Event::Exchange(&done));
                 }
                 let setup = if self.exchanges == 0 {
                     self.handshake.first_syn
@@ -708,7 +764,7 @@ impl Connection {
             peer_window,
             payload: seg.payload,
         };
-        emit(self, Event::Segment(event));
+        emit(self, Event::Segment(&event));
     }
 }
 

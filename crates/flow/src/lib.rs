@@ -145,16 +145,20 @@ fn addr_bits(ip: IpAddr) -> u128 {
 }
 
 impl Key {
-    fn of(seg: &TcpSegment<'_>) -> Key {
+    /// The key of `seg`'s connection, and whether `seg` comes from the lower
+    /// (address, port) of the tuple (or both ends are the same).
+    fn of(seg: &TcpSegment<'_>) -> (Key, bool) {
         let s = (addr_bits(seg.src), seg.src_port);
         let d = (addr_bits(seg.dst), seg.dst_port);
-        let (lo, hi) = if s <= d { (s, d) } else { (d, s) };
-        Key {
+        let from_lo = s <= d;
+        let (lo, hi) = if from_lo { (s, d) } else { (d, s) };
+        let key = Key {
             a: lo.0,
             b: hi.0,
             pa: lo.1,
             pb: hi.1,
-        }
+        };
+        (key, from_lo)
     }
 }
 
@@ -170,6 +174,8 @@ struct Slot<C> {
 /// memory that is likely still in cache.
 pub struct Tracker<A: Analyzer> {
     table: FxHashMap<Key, u32>,
+    /// The last key looked up and its slot (cleared when that connection is freed).
+    last: Option<(Key, u32)>,
     slots: Vec<Slot<A::Conn>>,
     free: Vec<u32>,
     /// Closed connections waiting out their grace period, oldest first.
@@ -188,6 +194,7 @@ impl<A: Analyzer> Tracker<A> {
     pub fn new(analyzer: A, config: Config) -> Self {
         Tracker {
             table: FxHashMap::default(),
+            last: None,
             slots: Vec::new(),
             free: Vec::new(),
             closing: VecDeque::new(),
@@ -225,7 +232,7 @@ impl<A: Analyzer> Tracker<A> {
             self.now = ts;
         }
         self.expire();
-        let key = Key::of(seg);
+        let (key, from_lo) = Key::of(seg);
         let flags = seg.flags;
         if flags.syn() && !flags.ack() {
             // A SYN on a tuple whose connection is over (or carries another ISN
@@ -234,12 +241,46 @@ impl<A: Analyzer> Tracker<A> {
                 self.finish_key(key);
             }
         }
+        let index = match self.last {
+            // Nearly half the segments of a capture follow one of their own
+            // connection (a request and its ACK, a response): no lookup.
+            Some((k, i)) if k == key => i as usize,
+            _ => self.lookup(key, frame, ts, seg, from_lo),
+        };
+        let Slot { conn, state } = &mut self.slots[index];
+        let was_closed = conn.is_closed();
+        let analyzer = &mut self.analyzer;
+        conn.update(frame, ts, seg, from_lo, |c, ev| match ev {
+            conn::Event::Segment(s) => analyzer.segment(c, state, s),
+            conn::Event::Exchange(e) => analyzer.exchange(c, state, e),
+        });
+        // Finished implies closed: one check for the common, open case.
+        if conn.is_closed() {
+            if conn.is_finished() {
+                self.finish_key(key);
+            } else if !was_closed {
+                let id = conn.id;
+                self.closing.push_back((ts, key, id));
+            }
+        }
+    }
+
+    /// The slot of `key`'s connection, a new one if it has none; remembered
+    /// as the last one used.
+    fn lookup(
+        &mut self,
+        key: Key,
+        frame: u64,
+        ts: Timestamp,
+        seg: &TcpSegment<'_>,
+        from_lo: bool,
+    ) -> usize {
         let index = match self.table.get(&key) {
-            Some(&i) => i as usize,
+            Some(&i) => i,
             None => {
                 let id = self.next_id;
                 self.next_id += 1;
-                let conn = Connection::new(id, frame, ts, seg);
+                let conn = Connection::new(id, frame, ts, seg, from_lo);
                 let i = match self.free.pop() {
                     Some(i) => {
                         // Reuse the slot in place: no slot-sized temporary.
@@ -258,22 +299,11 @@ impl<A: Analyzer> Tracker<A> {
                 };
                 self.table.insert(key, i);
                 self.peak_open = self.peak_open.max(self.table.len());
-                i as usize
+                i
             }
         };
-        let Slot { conn, state } = &mut self.slots[index];
-        let was_closed = conn.is_closed();
-        let analyzer = &mut self.analyzer;
-        conn.update(frame, ts, seg, |c, ev| match ev {
-            conn::Event::Segment(s) => analyzer.segment(c, state, &s),
-            conn::Event::Exchange(e) => analyzer.exchange(c, state, &e),
-        });
-        if conn.is_finished() {
-            self.finish_key(key);
-        } else if !was_closed && conn.is_closed() {
-            let id = conn.id;
-            self.closing.push_back((ts, key, id));
-        }
+        self.last = Some((key, index));
+        index as usize
     }
 
     /// Closes every connection still open and returns the analyzer.
@@ -292,6 +322,9 @@ impl<A: Analyzer> Tracker<A> {
 
     fn finish_key(&mut self, key: Key) {
         if let Some(i) = self.table.remove(&key) {
+            if self.last.is_some_and(|(k, _)| k == key) {
+                self.last = None;
+            }
             let Slot { conn, state } = &mut self.slots[i as usize];
             let analyzer = &mut self.analyzer;
             if let Some(ex) = conn.take_exchange() {
@@ -302,7 +335,22 @@ impl<A: Analyzer> Tracker<A> {
         }
     }
 
+    /// Frees what is due: closed connections past their grace period, idle
+    /// ones at each sweep. Most packets have nothing due: checked inline.
+    #[inline]
     fn expire(&mut self) {
+        let grace_over = self
+            .closing
+            .front()
+            .is_some_and(|c| self.now.since(c.0) >= self.config.close_grace_ns);
+        if grace_over || self.now.since(self.last_sweep) >= self.sweep_every_ns {
+            self.expire_due();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn expire_due(&mut self) {
         while let Some(&(closed_at, key, id)) = self.closing.front() {
             if self.now.since(closed_at) < self.config.close_grace_ns {
                 break;

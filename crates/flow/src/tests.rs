@@ -1,4 +1,6 @@
 use super::*;
+use std::net::IpAddr;
+
 use tcpdoctor_wire::TcpFlags;
 
 const C: &str = "10.0.0.1";
@@ -185,4 +187,51 @@ fn port_reuse_starts_a_new_connection() {
     assert_eq!(log.closed[1].id, 2);
     assert_eq!(log.closed[1].client.bytes, 100);
     assert_eq!(log.closed[1].first.frame, 10);
+}
+
+/// The conversation with the addresses swapped: the client is now the
+/// higher (address, port) of the tuple.
+fn mirrored() -> Vec<(i64, TcpSegment<'static>)> {
+    let (c, s): (IpAddr, IpAddr) = (C.parse().unwrap(), S.parse().unwrap());
+    let swap = |a: IpAddr| if a == c { s } else { c };
+    conversation()
+        .into_iter()
+        .map(|(t, mut seg)| {
+            seg.src = swap(seg.src);
+            seg.dst = swap(seg.dst);
+            (t, seg)
+        })
+        .collect()
+}
+
+#[test]
+fn directions_whichever_end_is_lower() {
+    let dirs = |log: &Log| log.segments.iter().map(|s| s.1).collect::<Vec<Dir>>();
+    let plain = run(&conversation());
+    // Client lower, SYN seen; client higher, SYN seen; client higher, SYN-ACK first.
+    for (p, role) in [
+        (mirrored(), RoleSource::Syn),
+        (mirrored().into_iter().skip(1).collect(), RoleSource::SynAck),
+    ] {
+        let log = run(&p);
+        let c = &log.closed[0];
+        assert_eq!(c.role_source, role);
+        assert_eq!(c.client.addr.to_string(), "10.0.0.2:40000");
+        assert_eq!((c.client.bytes, c.server.bytes), (100, 3000));
+        let skipped = plain.segments.len() - log.segments.len();
+        assert_eq!(dirs(&log), dirs(&plain)[skipped..]);
+    }
+}
+
+#[test]
+fn both_ends_the_same_count_as_the_client() {
+    let mut p = conversation();
+    for (_, s) in p.iter_mut() {
+        s.src = C.parse().unwrap();
+        s.dst = C.parse().unwrap();
+        (s.src_port, s.dst_port) = (40000, 40000);
+    }
+    let log = run(&p);
+    assert!(log.segments.iter().all(|s| s.1 == Dir::ClientToServer));
+    assert_eq!(log.closed[0].client.packets, p.len() as u64);
 }

@@ -58,7 +58,16 @@ impl Input {
         let worker = thread::spawn(move || produce(&mut reader, &full_tx, &empty_rx));
         for batch in full_rx.iter() {
             for rec in &batch.recs {
-                engine.push_decoded(rec.ts, rec.link, rec.orig_len, rec.decoded(&batch.bytes));
+                match &rec.what {
+                    What::Tcp(s) => {
+                        let seg = s.segment(&batch.bytes);
+                        engine.push_segment(rec.ts, rec.link, rec.orig_len, &seg);
+                    }
+                    What::Skip(skip) => {
+                        engine.push_decoded(rec.ts, rec.link, rec.orig_len, Ok(Err(*skip)))
+                    }
+                    What::Error(e) => engine.push_decoded(rec.ts, rec.link, rec.orig_len, Err(*e)),
+                }
             }
             // The worker may have finished; a closed return channel is fine.
             let _ = empty_tx.send(batch);
@@ -185,25 +194,21 @@ impl Batch {
     }
 }
 
-impl Rec {
-    fn decoded<'a>(&self, bytes: &'a [u8]) -> tcpdoctor_wire::Decoded<'a> {
-        match &self.what {
-            What::Tcp(s) => Ok(Ok(TcpSegment {
-                src: s.src,
-                dst: s.dst,
-                ttl: s.ttl,
-                src_port: s.src_port,
-                dst_port: s.dst_port,
-                seq: s.seq,
-                ack: s.ack,
-                flags: s.flags,
-                window: s.window,
-                options_raw: &bytes[s.options.clone()],
-                payload_len: s.payload_len,
-                payload: &bytes[s.payload.clone()],
-            })),
-            What::Skip(skip) => Ok(Err(*skip)),
-            What::Error(e) => Err(*e),
+impl OwnedSegment {
+    fn segment<'a>(&self, bytes: &'a [u8]) -> TcpSegment<'a> {
+        TcpSegment {
+            src: self.src,
+            dst: self.dst,
+            ttl: self.ttl,
+            src_port: self.src_port,
+            dst_port: self.dst_port,
+            seq: self.seq,
+            ack: self.ack,
+            flags: self.flags,
+            window: self.window,
+            options_raw: &bytes[self.options.clone()],
+            payload_len: self.payload_len,
+            payload: &bytes[self.payload.clone()],
         }
     }
 }

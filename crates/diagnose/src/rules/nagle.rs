@@ -46,13 +46,19 @@ pub struct NagleState {
     /// What each side's software is, from its first HTTP head (looked at once per side).
     software: [Option<Software>; 2],
     classified: [bool; 2],
-    /// Delayed-ACK waits seen since last taken: (the ACK sender's direction, wait).
-    pub delayed_acks: Vec<(Dir, i64)>,
 }
 
 impl NagleState {
-    pub fn on_segment(&mut self, conn: &Connection, seg: &Segment<'_>, out: &mut Vec<Occurrence>) {
+    /// Returns a delayed-ACK wait this segment revealed: (the ACK sender's
+    /// direction, its wait beyond the round trip).
+    pub fn on_segment(
+        &mut self,
+        conn: &Connection,
+        seg: &Segment<'_>,
+        out: &mut Vec<Occurrence>,
+    ) -> Option<(Dir, i64)> {
         let d = seg.dir;
+        let mut delayed_ack = None;
         let r = d.reverse();
         // This segment is the receiver's side of the other direction's pending P1.
         if let Some(p) = self.last[r.index()].as_mut() {
@@ -69,21 +75,21 @@ impl NagleState {
                 if seg.len == 0 && !p.peer_sent_data && p.len < 2 * conn.smss(r) {
                     let wait = seg.ts.since(p.at.ts) - conn.distance_to(d).unwrap_or(0);
                     if wait >= MIN_ACK_WAIT_NS {
-                        self.delayed_acks.push((d, wait));
+                        delayed_ack = Some((d, wait));
                     }
                 }
             }
         }
         if seg.len == 0 {
-            return;
+            return delayed_ack;
         }
         match seg.kind {
             SegKind::NewData => {}
             SegKind::Retransmission => {
                 self.last[d.index()] = None;
-                return;
+                return delayed_ack;
             }
-            _ => return,
+            _ => return delayed_ack,
         }
         if !self.classified[d.index()] {
             if let Some(sw) = classify(seg.payload) {
@@ -91,9 +97,12 @@ impl NagleState {
                 self.classified[d.index()] = true;
             }
         }
+        // P2 candidates only: P1 acknowledged, continued in place, the peer silent.
         if let Some(p) = self.last[d.index()] {
-            if let Some(o) = check(conn, &p, seg, self.software[d.index()]) {
-                out.push(o);
+            if p.ack.is_some() && p.end == seg.seq && !p.peer_sent_data {
+                if let Some(o) = check(conn, &p, seg, self.software[d.index()]) {
+                    out.push(o);
+                }
             }
         }
         self.last[d.index()] = Some(Pending {
@@ -106,9 +115,12 @@ impl NagleState {
             ack: None,
             peer_sent_data: false,
         });
+        delayed_ack
     }
 }
 
+#[cold]
+#[inline(never)]
 fn check(
     conn: &Connection,
     p: &Pending,
