@@ -20,7 +20,10 @@ pub enum Headline {
 pub enum Action {
     None,
     /// The router drops every server→client packet from `at` for `length`.
-    Blackout { at: Duration, length: Duration },
+    Blackout {
+        at: Duration,
+        length: Duration,
+    },
     /// The server's firewall drops the first SYN of every connection.
     DropFirstSyn,
 }
@@ -79,6 +82,9 @@ impl Default for Setup {
     }
 }
 
+/// What a fix is ("TCP_NODELAY on the server") and how it changes a setup.
+pub type Fix = (&'static str, fn(&mut Setup));
+
 /// A case of the lab.
 pub struct Case {
     pub name: &'static str,
@@ -89,7 +95,7 @@ pub struct Case {
     pub vantage: Vantage,
     pub setup: Setup,
     /// What the fix is ("with TCP_NODELAY on the server") and how it changes the setup.
-    pub fix: Option<(&'static str, fn(&mut Setup))>,
+    pub fix: Option<Fix>,
     /// Real servers this case can run with (`--peer`).
     pub peers: &'static [Peer],
 }
@@ -101,7 +107,8 @@ pub fn all() -> Vec<Case> {
     vec![
         Case {
             name: "nagle-delayed-ack",
-            summary: "server writes headers then body with Nagle on; keep-alive client delays its ACKs",
+            summary:
+                "server writes headers then body with Nagle on; keep-alive client delays its ACKs",
             expected: Some(("nagle_delayed_ack", "server")),
             headline: Headline::Latency,
             vantage: Vantage::Server,
@@ -206,7 +213,8 @@ pub fn all() -> Vec<Case> {
         },
         Case {
             name: "zero-window",
-            summary: "client with an 8 KB receive buffer reads 4 KB every 250 ms of a 3 MB response",
+            summary:
+                "client with an 8 KB receive buffer reads 4 KB every 250 ms of a 3 MB response",
             expected: Some(("zero_window", "client")),
             headline: Headline::Duration,
             vantage: Vantage::Server,
@@ -290,7 +298,8 @@ pub fn all() -> Vec<Case> {
         },
         Case {
             name: "server-delay",
-            summary: "the server thinks 300 ms before each answer (5 keep-alive requests, 35 ms RTT)",
+            summary:
+                "the server thinks 300 ms before each answer (5 keep-alive requests, 35 ms RTT)",
             expected: Some(("server_delay", "server")),
             headline: Headline::Latency,
             vantage: Vantage::Client,

@@ -34,9 +34,8 @@ impl External {
 
 /// Whether `program` is on the PATH.
 pub fn installed(program: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|paths| {
-        std::env::split_paths(&paths).any(|d| d.join(program).is_file())
-    })
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
 }
 
 fn work_dir(what: &str) -> Result<PathBuf> {

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{
-    bind, connect, listen, setsockopt, socket, sockopt, AddressFamily, Backlog, SockFlag,
-    SockType, SockaddrIn,
+    bind, connect, listen, setsockopt, socket, sockopt, AddressFamily, Backlog, SockFlag, SockType,
+    SockaddrIn,
 };
 
 use crate::ns;
@@ -123,7 +123,9 @@ impl Response {
             spec.body_bytes
         )
         .into_bytes();
-        let body: Vec<u8> = (0..spec.body_bytes).map(|i| b'a' + (i % 26) as u8).collect();
+        let body: Vec<u8> = (0..spec.body_bytes)
+            .map(|i| b'a' + (i % 26) as u8)
+            .collect();
         Response {
             head,
             body,
@@ -320,15 +322,19 @@ pub fn run_client(ns_name: &str, server: SocketAddrV4, spec: &ClientSpec) -> Res
     let mut handles = Vec::new();
     for i in 0..spec.workers.max(1) {
         let (spec, total) = (spec.clone(), total.clone());
-        handles.push(ns::spawn_in(ns_name, &format!("lab-client-{i}"), move || {
-            let r = worker(server, &spec, start);
-            let mut t = total.lock().unwrap_or_else(|e| e.into_inner());
-            t.latencies.extend(r.latencies);
-            t.bytes_up += r.bytes_up;
-            t.bytes_down += r.bytes_down;
-            t.errors.extend(r.errors);
-            Ok(())
-        })?);
+        handles.push(ns::spawn_in(
+            ns_name,
+            &format!("lab-client-{i}"),
+            move || {
+                let r = worker(server, &spec, start);
+                let mut t = total.lock().unwrap_or_else(|e| e.into_inner());
+                t.latencies.extend(r.latencies);
+                t.bytes_up += r.bytes_up;
+                t.bytes_down += r.bytes_down;
+                t.errors.extend(r.errors);
+                Ok(())
+            },
+        )?);
     }
     for h in handles {
         ns::join(h)?;
@@ -346,7 +352,10 @@ pub fn run_client(ns_name: &str, server: SocketAddrV4, spec: &ClientSpec) -> Res
 
 fn worker(server: SocketAddrV4, spec: &ClientSpec, start: Instant) -> ClientResult {
     let mut r = ClientResult::default();
-    let over = |now: Instant| spec.duration.is_some_and(|d| now.duration_since(start) >= d);
+    let over = |now: Instant| {
+        spec.duration
+            .is_some_and(|d| now.duration_since(start) >= d)
+    };
     let head = request_head(server, spec.upload);
     let body: Vec<u8> = (0..spec.upload).map(|i| b'A' + (i % 26) as u8).collect();
     let mut whole = head.clone();
@@ -412,8 +421,10 @@ fn request_head(server: SocketAddrV4, upload: usize) -> Vec<u8> {
         )
         .into_bytes()
     } else {
-        format!("GET / HTTP/1.1\r\nHost: {server}\r\nUser-Agent: tcpdoctor-lab\r\nAccept: */*\r\n\r\n")
-            .into_bytes()
+        format!(
+            "GET / HTTP/1.1\r\nHost: {server}\r\nUser-Agent: tcpdoctor-lab\r\nAccept: */*\r\n\r\n"
+        )
+        .into_bytes()
     }
 }
 

@@ -91,7 +91,15 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
         ns::sysctl(&t.client, "net.ipv4.tcp_rmem", rmem)?;
     }
     let initcwnd = s.server_initcwnd.map(|n| n.to_string());
-    let mut route = vec!["-n", &t.server, "route", "replace", "default", "via", "10.71.2.1"];
+    let mut route = vec![
+        "-n",
+        &t.server,
+        "route",
+        "replace",
+        "default",
+        "via",
+        "10.71.2.1",
+    ];
     if let Some(n) = &initcwnd {
         route.extend(["initcwnd", n.as_str()]);
     }
@@ -101,8 +109,24 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
     let server = start_server(&t.server, s, o.peer)?;
     let rtt = peers::measure_rtt(&t.client, server_addr(), 3)?;
     t.set_loss(s.loss)?;
-    let syn_rule = ["INPUT", "-p", "tcp", "--dport", "8080", "--syn", "-m", "statistic",
-        "--mode", "nth", "--every", "2", "--packet", "0", "-j", "DROP"];
+    let syn_rule = [
+        "INPUT",
+        "-p",
+        "tcp",
+        "--dport",
+        "8080",
+        "--syn",
+        "-m",
+        "statistic",
+        "--mode",
+        "nth",
+        "--every",
+        "2",
+        "--packet",
+        "0",
+        "-j",
+        "DROP",
+    ];
     if s.action == Action::DropFirstSyn {
         Topology::iptables_in(&t.server, "-A", &syn_rule)?;
     }
@@ -131,8 +155,7 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
             let (c, secs) = o.wrk.unwrap_or((4, 2));
             ext::wrk(&t.client, e, c, secs)
         }
-        _ => peers::run_client(&t.client, server_addr(), &s.client)
-            .map(|r| metrics(&r, "builtin")),
+        _ => peers::run_client(&t.client, server_addr(), &s.client).map(|r| metrics(&r, "builtin")),
     };
     if let Some(b) = blackout {
         ns::join(b)?;
@@ -177,7 +200,9 @@ impl Running {
 
 fn start_server(server_ns: &str, s: &Setup, peer: Peer) -> Result<Running> {
     Ok(match peer {
-        Peer::Builtin => Running::Builtin(Server::start(server_ns, server_addr(), s.server.clone())?),
+        Peer::Builtin => {
+            Running::Builtin(Server::start(server_ns, server_addr(), s.server.clone())?)
+        }
         Peer::Nginx => Running::External(ext::nginx(server_ns, s)?),
         Peer::Jdk => Running::External(ext::jdk(server_ns, s)?),
     })
@@ -186,7 +211,17 @@ fn start_server(server_ns: &str, s: &Setup, peer: Peer) -> Result<Running> {
 /// Drops every server→client packet in the router from `at` for `length`.
 fn blackout(router: String, at: Duration, length: Duration) -> thread::JoinHandle<Result<()>> {
     thread::spawn(move || {
-        let rule = ["FORWARD", "-s", "10.71.2.2", "-d", "10.71.1.2", "-p", "tcp", "-j", "DROP"];
+        let rule = [
+            "FORWARD",
+            "-s",
+            "10.71.2.2",
+            "-d",
+            "10.71.1.2",
+            "-p",
+            "tcp",
+            "-j",
+            "DROP",
+        ];
         thread::sleep(at);
         Topology::iptables_in(&router, "-A", &rule)?;
         thread::sleep(length);
@@ -266,7 +301,11 @@ fn start_capture(
         let mut packets = 0u64;
         loop {
             let stopping = st.load(Ordering::Relaxed);
-            let wait = if stopping { Duration::ZERO } else { Duration::from_millis(20) };
+            let wait = if stopping {
+                Duration::ZERO
+            } else {
+                Duration::from_millis(20)
+            };
             match cap.next_frame(wait)? {
                 Some(f) => {
                     packets += 1;
@@ -362,7 +401,8 @@ enum Writer {
 
 impl Writer {
     fn create(p: &std::path::Path, snaplen: u32) -> Result<Writer> {
-        let f = BufWriter::new(File::create(p).with_context(|| format!("creating {}", p.display()))?);
+        let f =
+            BufWriter::new(File::create(p).with_context(|| format!("creating {}", p.display()))?);
         Ok(if p.extension().is_some_and(|e| e == "pcapng") {
             let mut w = PcapNgWriter::new(f)?;
             let iface = w.add_interface(LinkType::Ethernet, snaplen, 9)?;

@@ -36,7 +36,10 @@ pub fn open_tun(name: &str) -> io::Result<File> {
     let rc = unsafe { libc::ioctl(file.as_raw_fd(), TUNSETIFF, &mut req as *mut libc::ifreq) };
     if rc < 0 {
         let e = io::Error::last_os_error();
-        return Err(io::Error::new(e.kind(), format!("creating TUN device {name}: {e}")));
+        return Err(io::Error::new(
+            e.kind(),
+            format!("creating TUN device {name}: {e}"),
+        ));
     }
     Ok(file)
 }

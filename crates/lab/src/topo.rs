@@ -80,8 +80,12 @@ impl Topology {
             ns::sysctl(n, "net.ipv4.conf.default.rp_filter", "0")?;
         }
         ns::sysctl(&r, "net.ipv4.ip_forward", "1")?;
-        ip(&["-n", &c, "link", "add", "eth0", "type", "veth", "peer", "name", "ethc", "netns", &r])?;
-        ip(&["-n", &s, "link", "add", "eth0", "type", "veth", "peer", "name", "eths", "netns", &r])?;
+        ip(&[
+            "-n", &c, "link", "add", "eth0", "type", "veth", "peer", "name", "ethc", "netns", &r,
+        ])?;
+        ip(&[
+            "-n", &s, "link", "add", "eth0", "type", "veth", "peer", "name", "eths", "netns", &r,
+        ])?;
         ip(&["-n", &c, "addr", "add", "10.71.1.2/24", "dev", "eth0"])?;
         ip(&["-n", &r, "addr", "add", "10.71.1.1/24", "dev", "ethc"])?;
         ip(&["-n", &r, "addr", "add", "10.71.2.1/24", "dev", "eths"])?;
@@ -95,8 +99,27 @@ impl Topology {
             let line = DelayLine::start(&r, DELAY_DEV, one_way)?;
             t.delay = Some(line);
             ns::sysctl(&r, &format!("net.ipv4.conf.{DELAY_DEV}.rp_filter"), "0")?;
-            ip(&["-n", &r, "link", "set", DELAY_DEV, "txqueuelen", "10000", "up"])?;
-            ip(&["-n", &r, "route", "add", "default", "dev", DELAY_DEV, "table", DELAY_TABLE])?;
+            ip(&[
+                "-n",
+                &r,
+                "link",
+                "set",
+                DELAY_DEV,
+                "txqueuelen",
+                "10000",
+                "up",
+            ])?;
+            ip(&[
+                "-n",
+                &r,
+                "route",
+                "add",
+                "default",
+                "dev",
+                DELAY_DEV,
+                "table",
+                DELAY_TABLE,
+            ])?;
             for dev in ["ethc", "eths"] {
                 ip(&["-n", &r, "rule", "add", "iif", dev, "lookup", DELAY_TABLE])?;
             }
@@ -137,9 +160,18 @@ impl Topology {
                 rule.extend(["-i".to_string(), DELAY_DEV.to_string()]);
             }
             rule.extend(
-                ["-m", "statistic", "--mode", "random", "--probability", &prob, "-j", "DROP"]
-                    .iter()
-                    .map(|s| s.to_string()),
+                [
+                    "-m",
+                    "statistic",
+                    "--mode",
+                    "random",
+                    "--probability",
+                    &prob,
+                    "-j",
+                    "DROP",
+                ]
+                .iter()
+                .map(|s| s.to_string()),
             );
             self.iptables("-A", &rule)?;
             self.loss_rules.push(rule);
@@ -176,8 +208,10 @@ impl Topology {
             if let Some(rate) = rate {
                 ns::run(
                     "tc",
-                    &["-n", n, "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", rate,
-                      "burst", "16kb", "limit", "100000"],
+                    &[
+                        "-n", n, "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", rate,
+                        "burst", "16kb", "limit", "100000",
+                    ],
                 )?;
             }
         }

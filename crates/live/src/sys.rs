@@ -21,13 +21,8 @@ fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
 /// (protocol 0), so no frame of another interface slips in before the bind.
 pub fn packet_socket() -> io::Result<OwnedFd> {
     // SAFETY: socket() takes plain integers and returns a new descriptor or -1.
-    let fd = check(unsafe {
-        libc::socket(
-            libc::AF_PACKET,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            0,
-        )
-    })?;
+    let fd =
+        check(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) })?;
     // SAFETY: fd was just returned by socket() and is owned by nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
