@@ -12,6 +12,8 @@ command -v wrk     >/dev/null || need_pkgs+=(wrk)
 command -v tcpdump >/dev/null || need_pkgs+=(tcpdump)
 command -v ip      >/dev/null || need_pkgs+=(iproute2)
 command -v python3 >/dev/null || need_pkgs+=(python3)
+command -v iptables >/dev/null || need_pkgs+=(iptables)
+command -v java    >/dev/null || need_pkgs+=(default-jdk-headless)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "missing: ${need_pkgs[*]} (run as root to install them)" >&2; exit 2
@@ -36,6 +38,7 @@ echo "== end to end: nginx + wrk in namespaces"
 cargo build --release --locked
 if [ "$(id -u)" -eq 0 ]; then
   bash tests/e2e/nginx-wrk.sh target/release/tcpdoctor
+  bash tests/e2e/lab.sh target/release/tcpdoctor
 else
   echo "end-to-end test needs root (network namespaces): skipped" >&2
   exit 3
