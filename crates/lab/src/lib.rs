@@ -419,7 +419,6 @@ fn print(case: &Case, before: &Setup, o: &Outcome, a: &RunArgs) -> Result<bool> 
     phase_text(&mut out, "BEFORE", case, &o.before, a)?;
     if let Some(p) = &o.after {
         let fix = case.fix.map(|f| f.0).unwrap_or("");
-        writeln!(out)?;
         phase_text(&mut out, &format!("AFTER  ({fix})"), case, p, a)?;
         let (metric, b, f) = headline(case, &o.before, p);
         let unit = if metric == "duration_s" { "s" } else { "ms" };
