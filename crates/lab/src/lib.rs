@@ -40,6 +40,15 @@ pub const EXIT_MISMATCH: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 
 #[derive(clap::Args)]
+#[command(after_help = "\
+Examples:
+  tcpdoctor lab list
+  sudo tcpdoctor lab run nagle-delayed-ack --compare
+  sudo tcpdoctor lab fixtures /tmp/captures
+  sudo tcpdoctor lab clean
+
+Needs root (network namespaces, packet capture), iproute2 and iptables; nginx, a JDK and wrk
+only for --peer nginx|jdk.")]
 pub struct LabArgs {
     #[command(subcommand)]
     pub command: LabCommand,
@@ -147,6 +156,16 @@ pub enum Format {
 
 /// Runs a `lab` subcommand; returns the exit status.
 pub fn main(args: LabArgs) -> Result<u8> {
+    let result = command(args);
+    // Ctrl-C or SIGTERM: the handler is removing namespaces and processes
+    // and exits when done; returning now would cut that short.
+    while ns::interrupted() {
+        std::thread::park();
+    }
+    result
+}
+
+fn command(args: LabArgs) -> Result<u8> {
     match args.command {
         LabCommand::List { format } => list(format),
         LabCommand::Clean => {

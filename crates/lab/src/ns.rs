@@ -51,6 +51,12 @@ pub fn install_signal_handler() -> Result<()> {
     .context("installing the signal handler")
 }
 
+/// Whether a signal started the cleanup: the handler exits the process when
+/// it is done, and nothing else may end it first.
+pub fn interrupted() -> bool {
+    registry().terminating
+}
+
 /// Stops every registered process and deletes every registered namespace.
 /// Nothing can be registered afterwards.
 pub fn cleanup_all() {
