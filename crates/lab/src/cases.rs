@@ -98,6 +98,8 @@ pub struct Case {
     pub fix: Option<Fix>,
     /// Real servers this case can run with (`--peer`).
     pub peers: &'static [Peer],
+    /// wrk's connections when it is the client (with a real server).
+    pub wrk_connections: u32,
 }
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
@@ -133,6 +135,7 @@ pub fn all() -> Vec<Case> {
                 s.peer_nodelay = true;
             })),
             peers: &[Peer::Builtin, Peer::Nginx],
+            wrk_connections: 100,
         },
         Case {
             name: "client-write-write",
@@ -155,6 +158,7 @@ pub fn all() -> Vec<Case> {
             },
             fix: Some(("TCP_NODELAY on the client", |s| s.client.nodelay = true)),
             peers: &[Peer::Builtin],
+            wrk_connections: 4,
         },
         Case {
             name: "jdk-httpserver",
@@ -184,6 +188,7 @@ pub fn all() -> Vec<Case> {
                 s.peer_nodelay = true;
             })),
             peers: &[Peer::Builtin, Peer::Jdk],
+            wrk_connections: 4,
         },
         Case {
             name: "small-receive-window",
@@ -210,6 +215,7 @@ pub fn all() -> Vec<Case> {
                 s.peer_rcvbuf = Some(256 << 10);
             })),
             peers: &[Peer::Builtin, Peer::Nginx],
+            wrk_connections: 4,
         },
         Case {
             name: "zero-window",
@@ -238,6 +244,7 @@ pub fn all() -> Vec<Case> {
                 s.client.slow_read = None;
             })),
             peers: &[Peer::Builtin],
+            wrk_connections: 4,
         },
         Case {
             name: "packet-loss",
@@ -256,6 +263,7 @@ pub fn all() -> Vec<Case> {
             },
             fix: Some(("a path without loss", |s| s.loss = 0.0)),
             peers: &[Peer::Builtin],
+            wrk_connections: 4,
         },
         Case {
             name: "retransmission-timeout",
@@ -278,6 +286,7 @@ pub fn all() -> Vec<Case> {
             },
             fix: Some(("a path without the outage", |s| s.action = Action::None)),
             peers: &[Peer::Builtin],
+            wrk_connections: 4,
         },
         Case {
             name: "syn-retransmit",
@@ -295,6 +304,7 @@ pub fn all() -> Vec<Case> {
             },
             fix: Some(("no SYN dropped", |s| s.action = Action::None)),
             peers: &[Peer::Builtin],
+            wrk_connections: 4,
         },
         Case {
             name: "server-delay",
@@ -319,6 +329,7 @@ pub fn all() -> Vec<Case> {
                 s.server.think = Duration::ZERO
             })),
             peers: &[Peer::Builtin],
+            wrk_connections: 4,
         },
         Case {
             name: "client-delay",
@@ -338,6 +349,7 @@ pub fn all() -> Vec<Case> {
                 s.client.idle_before_request = Duration::ZERO
             })),
             peers: &[Peer::Builtin],
+            wrk_connections: 4,
         },
         Case {
             name: "network-latency",
@@ -355,6 +367,7 @@ pub fn all() -> Vec<Case> {
             },
             fix: Some(("a server 2 ms away", |s| s.one_way = MS(1))),
             peers: &[Peer::Builtin],
+            wrk_connections: 4,
         },
         Case {
             name: "congestion-limited",
@@ -376,6 +389,7 @@ pub fn all() -> Vec<Case> {
                 s.server_initcwnd = Some(1000)
             })),
             peers: &[Peer::Builtin],
+            wrk_connections: 4,
         },
         Case {
             name: "healthy",
@@ -394,6 +408,7 @@ pub fn all() -> Vec<Case> {
             },
             fix: None,
             peers: &[Peer::Builtin, Peer::Nginx],
+            wrk_connections: 4,
         },
     ]
 }

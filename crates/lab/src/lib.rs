@@ -316,10 +316,7 @@ fn run_case(
     let mut topo = Topology::build(line, before.one_way)?;
     let wrk =
         (a.peer != Peer::Builtin && case.headline == Headline::Latency && ext::installed("wrk"))
-            .then_some(match a.peer {
-                Peer::Jdk => (4, 2),
-                _ => (100, 2),
-            });
+            .then_some((case.wrk_connections, 2));
     let opts = |write: Option<PathBuf>| PhaseOptions {
         vantage,
         snaplen: a.snaplen,
