@@ -128,6 +128,7 @@ leftovers() { # PID: namespaces or processes of that run still there
   local pid=$1
   ls /run/netns 2>/dev/null | grep "^tdlab$pid-" || true
   pgrep -f "tdlab$pid-" || true
+  ls "${TMPDIR:-/tmp}" | grep "^tdlab$pid-" || true   # nginx's files
 }
 peer=builtin; have nginx && peer=nginx
 for sig in TERM INT; do

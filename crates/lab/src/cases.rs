@@ -40,6 +40,16 @@ pub enum Peer {
     Jdk,
 }
 
+impl Peer {
+    pub fn name(self) -> &'static str {
+        match self {
+            Peer::Builtin => "builtin",
+            Peer::Nginx => "nginx",
+            Peer::Jdk => "jdk",
+        }
+    }
+}
+
 /// Everything a phase (before or after the fix) is made of.
 #[derive(Debug, Clone)]
 pub struct Setup {

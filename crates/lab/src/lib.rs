@@ -269,12 +269,12 @@ fn run_command(a: &RunArgs) -> Result<u8> {
     };
     if !case.peers.contains(&a.peer) {
         bail!(
-            "case {} cannot run with --peer {:?}; it runs with: {}",
+            "case {} cannot run with --peer {}; it runs with: {}",
             case.name,
-            a.peer,
+            a.peer.name(),
             case.peers
                 .iter()
-                .map(|p| format!("{p:?}").to_lowercase())
+                .map(|p| p.name())
                 .collect::<Vec<_>>()
                 .join(", ")
         );
@@ -729,7 +729,7 @@ fn fixtures(a: &FixturesArgs) -> Result<u8> {
         println!(
             "{:<34} {:<8} {:>6} packets, {} kernel drops · {}{} {}",
             fx.file,
-            format!("{peer:?}").to_lowercase(),
+            peer.name(),
             phase.capture.packets,
             phase.capture.kernel_drops,
             got,
