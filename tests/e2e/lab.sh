@@ -147,6 +147,13 @@ for sig in TERM INT; do
   left=$(leftovers "$pid")
   [ -z "$left" ] || fail "SIG$sig left behind: $left"
 done
+say "an error midway (unwritable --write) cleans up too"
+"$TD" lab run healthy --write /nonexistent-dir/x.pcap >"$WORK/err.out" 2>&1 &
+pid=$!
+rc=0; wait "$pid" || rc=$?
+[ "$rc" -eq 2 ] && grep -q "nonexistent-dir" "$WORK/err.out" || fail "unwritable --write: exit $rc: $(cat "$WORK/err.out")"
+left=$(leftovers "$pid")
+[ -z "$left" ] || fail "an error left behind: $left"
 say "SIGKILL midway, then lab clean"
 "$TD" lab run small-receive-window --peer "$peer" >"$WORK/kill.out" 2>&1 &
 pid=$!
