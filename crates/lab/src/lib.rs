@@ -108,7 +108,8 @@ pub struct RunArgs {
     /// Round-trip time to emulate in the router, in ms (default: the case's).
     #[arg(long, value_name = "MS")]
     pub rtt: Option<f64>,
-    /// Share of forwarded packets the router drops, in percent.
+    /// Share of forwarded TCP packets the router drops, in percent, both directions
+    /// (SYNs and SYN-ACKs excepted: a lost handshake is the syn-retransmit case).
     #[arg(long, value_name = "PCT")]
     pub loss: Option<f64>,
     /// Rate limit on both hosts (TBF), as tc writes it: 16mbit, 1gbit.
