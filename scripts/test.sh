@@ -13,6 +13,8 @@ command -v tcpdump >/dev/null || need_pkgs+=(tcpdump)
 command -v hping3  >/dev/null || need_pkgs+=(hping3)
 command -v ip      >/dev/null || need_pkgs+=(iproute2)
 command -v python3 >/dev/null || need_pkgs+=(python3)
+command -v iptables >/dev/null || need_pkgs+=(iptables)
+command -v java    >/dev/null || need_pkgs+=(default-jdk-headless)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "missing: ${need_pkgs[*]} (run as root to install them)" >&2; exit 2
@@ -40,6 +42,7 @@ if [ "$(id -u)" -eq 0 ]; then
   bash tests/e2e/diagnose.sh target/release/tcpdoctor
   bash tests/e2e/load.sh target/release/tcpdoctor
   bash tests/e2e/probe.sh target/release/tcpdoctor
+  bash tests/e2e/lab.sh target/release/tcpdoctor
 else
   echo "end-to-end test needs root (network namespaces): skipped" >&2
   exit 3

@@ -270,6 +270,13 @@ fn a_mirrored_copy_is_a_duplicate_not_a_retransmission() {
 /// segments, each flight waiting for the previous one's ACKs (slow start), or
 /// sent in one go when `paced` is false.
 fn flights(slow_start: bool) -> Analysis {
+    flights_with_outage(slow_start, 0)
+}
+
+/// [`flights`], with the data stopping for `outage_us` before the third
+/// flight, as a capture downstream of a loss recovered by the retransmission
+/// timer sees it (the retransmission looks like the data simply continuing).
+fn flights_with_outage(slow_start: bool, outage_us: i64) -> Analysis {
     let mut sim = Sim {
         scale: 7,
         ..Sim::default()
@@ -283,7 +290,12 @@ fn flights(slow_start: bool) -> Analysis {
     let total = 700u32;
     let mut sent = 0;
     let mut acks = Vec::new();
+    let mut round = 0;
     while sent < total {
+        round += 1;
+        if round == 3 {
+            t += outage_us;
+        }
         let n = if slow_start {
             flight.min(total - sent)
         } else {
@@ -324,5 +336,29 @@ fn congestion_limited_fires_in_slow_start_and_not_in_one_flight() {
         b.findings.iter().all(|f| f.kind != "congestion_limited"),
         "{:?}",
         kinds(&b)
+    );
+}
+
+#[test]
+fn a_retransmission_timer_silence_is_not_a_congestion_wait() {
+    // Seen downstream of the loss, 800 ms without data then the data going on
+    // in place: the rounds of slow start are still counted, the silence is not.
+    let a = flights_with_outage(true, 800_000);
+    let f = a
+        .findings
+        .iter()
+        .find(|f| f.kind == "congestion_limited")
+        .expect("finding");
+    let plain = flights(true);
+    let g = plain
+        .findings
+        .iter()
+        .find(|f| f.kind == "congestion_limited")
+        .expect("finding");
+    assert!(
+        f.total_delay_ms < g.total_delay_ms + 1.0,
+        "{} ms counted with the outage, {} ms without",
+        f.total_delay_ms,
+        g.total_delay_ms
     );
 }

@@ -40,6 +40,16 @@ pub enum Peer {
     Jdk,
 }
 
+impl Peer {
+    pub fn name(self) -> &'static str {
+        match self {
+            Peer::Builtin => "builtin",
+            Peer::Nginx => "nginx",
+            Peer::Jdk => "jdk",
+        }
+    }
+}
+
 /// Everything a phase (before or after the fix) is made of.
 #[derive(Debug, Clone)]
 pub struct Setup {
@@ -82,6 +92,9 @@ impl Default for Setup {
     }
 }
 
+/// What a fix is ("TCP_NODELAY on the server") and how it changes a setup.
+pub type Fix = (&'static str, fn(&mut Setup));
+
 /// A case of the lab.
 pub struct Case {
     pub name: &'static str,
@@ -92,9 +105,11 @@ pub struct Case {
     pub vantage: Vantage,
     pub setup: Setup,
     /// What the fix is ("with TCP_NODELAY on the server") and how it changes the setup.
-    pub fix: Option<(&'static str, fn(&mut Setup))>,
+    pub fix: Option<Fix>,
     /// Real servers this case can run with (`--peer`).
     pub peers: &'static [Peer],
+    /// wrk's connections when it is the client (with a real server).
+    pub wrk_connections: u32,
 }
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
@@ -130,6 +145,7 @@ pub fn all() -> Vec<Case> {
                 s.peer_nodelay = true;
             })),
             peers: &[Peer::Builtin, Peer::Nginx],
+            wrk_connections: 100,
         },
         Case {
             name: "client-write-write",
@@ -152,6 +168,7 @@ pub fn all() -> Vec<Case> {
             },
             fix: Some(("TCP_NODELAY on the client", |s| s.client.nodelay = true)),
             peers: &[Peer::Builtin],
+            wrk_connections: 4,
         },
         Case {
             name: "jdk-httpserver",
@@ -181,6 +198,7 @@ pub fn all() -> Vec<Case> {
                 s.peer_nodelay = true;
             })),
             peers: &[Peer::Builtin, Peer::Jdk],
+            wrk_connections: 4,
         },
         Case {
             name: "small-receive-window",
@@ -207,6 +225,7 @@ pub fn all() -> Vec<Case> {
                 s.peer_rcvbuf = Some(256 << 10);
             })),
             peers: &[Peer::Builtin, Peer::Nginx],
+            wrk_connections: 4,
         },
         Case {
             name: "zero-window",
@@ -235,6 +254,7 @@ pub fn all() -> Vec<Case> {
                 s.client.slow_read = None;
             })),
             peers: &[Peer::Builtin],
+            wrk_connections: 4,
         },
         Case {
             name: "packet-loss",
@@ -253,6 +273,7 @@ pub fn all() -> Vec<Case> {
             },
             fix: Some(("a path without loss", |s| s.loss = 0.0)),
             peers: &[Peer::Builtin],
+            wrk_connections: 4,
         },
         Case {
             name: "retransmission-timeout",
@@ -275,6 +296,7 @@ pub fn all() -> Vec<Case> {
             },
             fix: Some(("a path without the outage", |s| s.action = Action::None)),
             peers: &[Peer::Builtin],
+            wrk_connections: 4,
         },
         Case {
             name: "syn-retransmit",
@@ -292,6 +314,7 @@ pub fn all() -> Vec<Case> {
             },
             fix: Some(("no SYN dropped", |s| s.action = Action::None)),
             peers: &[Peer::Builtin],
+            wrk_connections: 4,
         },
         Case {
             name: "server-delay",
@@ -316,6 +339,7 @@ pub fn all() -> Vec<Case> {
                 s.server.think = Duration::ZERO
             })),
             peers: &[Peer::Builtin],
+            wrk_connections: 4,
         },
         Case {
             name: "client-delay",
@@ -335,6 +359,7 @@ pub fn all() -> Vec<Case> {
                 s.client.idle_before_request = Duration::ZERO
             })),
             peers: &[Peer::Builtin],
+            wrk_connections: 4,
         },
         Case {
             name: "network-latency",
@@ -352,6 +377,7 @@ pub fn all() -> Vec<Case> {
             },
             fix: Some(("a server 2 ms away", |s| s.one_way = MS(1))),
             peers: &[Peer::Builtin],
+            wrk_connections: 4,
         },
         Case {
             name: "congestion-limited",
@@ -373,6 +399,7 @@ pub fn all() -> Vec<Case> {
                 s.server_initcwnd = Some(1000)
             })),
             peers: &[Peer::Builtin],
+            wrk_connections: 4,
         },
         Case {
             name: "healthy",
@@ -391,6 +418,7 @@ pub fn all() -> Vec<Case> {
             },
             fix: None,
             peers: &[Peer::Builtin, Peer::Nginx],
+            wrk_connections: 4,
         },
     ]
 }

@@ -162,13 +162,14 @@ fn write_loop(
         if due > now {
             thread::sleep(due - now);
         }
+        // A TUN write takes one whole packet or fails: no partial writes.
         match tun.write(&pkt) {
-            Ok(_) => {
+            Ok(n) if n == pkt.len() => {
                 stats.forwarded.fetch_add(1, Ordering::Relaxed);
             }
             // The kernel refused this one packet (e.g. no route while the
             // topology is torn down): count it as dropped and go on.
-            Err(_) => {
+            _ => {
                 stats.dropped.fetch_add(1, Ordering::Relaxed);
             }
         }

@@ -28,7 +28,7 @@ pub struct External {
 impl External {
     pub fn stop(mut self) {
         ns::stop_process(&mut self.child);
-        let _ = fs::remove_dir_all(&self.dir);
+        ns::remove_dir(&self.dir);
     }
 }
 
@@ -39,8 +39,7 @@ pub fn installed(program: &str) -> bool {
 }
 
 fn work_dir(what: &str) -> Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("{}{}-{what}", ns::PREFIX, std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
+    let dir = ns::work_dir(what)?;
     fs::create_dir_all(dir.join("html"))?;
     // nginx's workers run as an unprivileged user and read the page.
     use std::os::unix::fs::PermissionsExt;

@@ -8,6 +8,7 @@
 
 use std::fs::{self, File};
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::thread::{self, JoinHandle};
@@ -25,13 +26,17 @@ const NETNS_DIR: &str = "/run/netns";
 struct Registry {
     namespaces: Vec<String>,
     children: Vec<u32>,
+    dirs: Vec<PathBuf>,
     terminating: bool,
+    signalled: bool,
 }
 
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     namespaces: Vec::new(),
     children: Vec::new(),
+    dirs: Vec::new(),
     terminating: false,
+    signalled: false,
 });
 
 fn registry() -> std::sync::MutexGuard<'static, Registry> {
@@ -44,6 +49,7 @@ fn registry() -> std::sync::MutexGuard<'static, Registry> {
 /// them), then exit with status 130.
 pub fn install_signal_handler() -> Result<()> {
     ctrlc::set_handler(|| {
+        registry().signalled = true;
         eprintln!("tcpdoctor lab: interrupted; removing namespaces and processes");
         cleanup_all();
         std::process::exit(130);
@@ -51,20 +57,30 @@ pub fn install_signal_handler() -> Result<()> {
     .context("installing the signal handler")
 }
 
+/// Whether a signal started the cleanup: the handler exits the process when
+/// it is done, and nothing else may end it first.
+pub fn interrupted() -> bool {
+    registry().signalled
+}
+
 /// Stops every registered process and deletes every registered namespace.
 /// Nothing can be registered afterwards.
 pub fn cleanup_all() {
-    let (children, namespaces) = {
+    let (children, namespaces, dirs) = {
         let mut r = registry();
         r.terminating = true;
         (
             std::mem::take(&mut r.children),
             std::mem::take(&mut r.namespaces),
+            std::mem::take(&mut r.dirs),
         )
     };
     stop_pids(&children);
     for ns in namespaces.iter().rev() {
         delete_namespace(ns);
+    }
+    for d in dirs {
+        let _ = fs::remove_dir_all(d);
     }
 }
 
@@ -254,6 +270,22 @@ pub fn wait_output(mut child: Child, timeout: Duration) -> Result<std::process::
     Ok(out)
 }
 
+/// A scratch directory of this run, `<tmp>/tdlab<PID>-<what>`, created
+/// empty and registered for removal.
+pub fn work_dir(what: &str) -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("{PREFIX}{}-{what}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    registry().dirs.push(dir.clone());
+    Ok(dir)
+}
+
+/// Removes a directory made by [`work_dir`].
+pub fn remove_dir(dir: &Path) {
+    registry().dirs.retain(|d| d != dir);
+    let _ = fs::remove_dir_all(dir);
+}
+
 /// Whether the calling process runs as root.
 pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
@@ -278,6 +310,18 @@ pub fn clean_stale() -> Vec<String> {
         }
         delete_namespace(&ns);
         removed.push(ns);
+    }
+    // Scratch directories (nginx and JDK files) of those runs.
+    if let Ok(dir) = fs::read_dir(std::env::temp_dir()) {
+        for e in dir.filter_map(|e| e.ok()) {
+            let Ok(name) = e.file_name().into_string() else {
+                continue;
+            };
+            let Some(pid) = owner(&name) else { continue };
+            if pid != std::process::id() && !lab_process(pid) && e.path().is_dir() {
+                let _ = fs::remove_dir_all(e.path());
+            }
+        }
     }
     removed
 }

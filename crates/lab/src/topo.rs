@@ -11,7 +11,8 @@
 //! device (policy rules on `ethc` and `eths`); the delay line re-injects it
 //! after the one-way delay. Loss is `iptables -m statistic` in the router's
 //! FORWARD chain, after the delay line (where TSO super-segments have been cut
-//! into MTU-sized packets, so each drop is one packet). Rate is a TBF qdisc on
+//! into MTU-sized packets, so each drop is one packet), sparing SYNs and
+//! SYN-ACKs. Rate is a TBF qdisc on
 //! both hosts' `eth0`.
 
 use std::net::Ipv4Addr;
@@ -144,7 +145,8 @@ impl Topology {
         }
     }
 
-    /// Drops each forwarded packet with probability `p` (both directions).
+    /// Drops each forwarded TCP packet (but SYNs and SYN-ACKs) with probability
+    /// `p`, in both directions.
     pub fn set_loss(&mut self, p: f64) -> Result<()> {
         self.clear_loss()?;
         if p <= 0.0 {
@@ -152,10 +154,22 @@ impl Topology {
         }
         let prob = format!("{:.4}", p.min(1.0));
         for out in ["ethc", "eths"] {
-            let mut rule: Vec<String> = ["FORWARD", "-o", out, "-p", "tcp"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect();
+            // SYNs and SYN-ACKs pass: a lost handshake packet costs a 1 s
+            // retry (a case of its own, syn-retransmit) and would hide the
+            // loss of data this is about.
+            let mut rule: Vec<String> = [
+                "FORWARD",
+                "-o",
+                out,
+                "-p",
+                "tcp",
+                "--tcp-flags",
+                "SYN",
+                "NONE",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
             if self.delay.is_some() {
                 rule.extend(["-i".to_string(), DELAY_DEV.to_string()]);
             }

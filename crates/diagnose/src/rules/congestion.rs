@@ -21,6 +21,12 @@ pub const MIN_SHARE: f64 = 0.2;
 pub const MIN_ROUNDS: u64 = 3;
 /// A pause shorter than this share of the round trip is pacing within a flight.
 const PAUSE_OF_RTT: f64 = 0.5;
+/// A congestion-window wait lasts about a round trip (the flight's ACKs). A
+/// pause of at least this many round trips and [`LONG_PAUSE_NS`] is a
+/// retransmission timer or the application, not the window: at a capture
+/// downstream of the loss, an RTO's retransmission looks like new data.
+const MAX_PAUSE_RTTS: i64 = 2;
+const LONG_PAUSE_NS: i64 = 200_000_000;
 
 #[derive(Debug, Default)]
 struct DirState {
@@ -86,7 +92,9 @@ impl CongestionState {
                 && !st.window_full
                 && !window_blocked
                 && !st.retransmitted;
-            if continues && pause as f64 >= PAUSE_OF_RTT * rtt as f64 && pause >= 1_000_000 {
+            let long = pause >= LONG_PAUSE_NS && pause >= MAX_PAUSE_RTTS.saturating_mul(rtt);
+            if continues && !long && pause as f64 >= PAUSE_OF_RTT * rtt as f64 && pause >= 1_000_000
+            {
                 st.wait_ns += pause;
                 st.rounds += 1;
                 st.first.get_or_insert((prev_frame, seg.frame));

@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# End to end for `tcpdoctor lab` (needs root): real Linux TCP in network namespaces.
+#   1. every case with --compare: its expected finding comes first, and is gone after the fix;
+#      the capture it wrote (--write) is diagnosed the same by `tcpdoctor analyze`
+#   2. the seed cases with the real nginx, JDK HttpServer and wrk (when installed)
+#   3. a run killed midway (SIGTERM, SIGINT) leaves no namespace and no process behind;
+#      one killed with SIGKILL is cleaned by `tcpdoctor lab clean`
+#   4. `tcpdoctor lab fixtures DIR` makes the project's test captures again, each diagnosed
+#      as fixtures/ACCURACY.md labels it
+# Usage: tests/e2e/lab.sh [TCPDOCTOR]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+TD=$(readlink -f "${1:-${TCPDOCTOR:-target/release/tcpdoctor}}")
+WORK=$(mktemp -d /tmp/tcpdoctor-lab-e2e.XXXXXX)
+chmod 755 "$WORK"
+trap 'rm -rf "$WORK"' EXIT
+START=$(date +%s)
+fail() { echo "lab e2e FAIL: $*" >&2; exit 1; }
+say() { printf '[lab e2e %3ds] %s\n' "$(($(date +%s) - START))" "$*"; }
+have() { command -v "$1" >/dev/null; }
+
+# 0. usage errors: exit 2 with a clear message, nothing created
+rc=0; "$TD" lab run no-such-case 2>"$WORK/err" || rc=$?
+[ "$rc" -eq 2 ] && grep -q "no case named" "$WORK/err" || fail "unknown case: exit $rc, $(cat "$WORK/err")"
+if have setpriv; then
+  rc=0; setpriv --reuid=65534 --regid=65534 --clear-groups "$TD" lab run healthy 2>"$WORK/err" || rc=$?
+  [ "$rc" -eq 2 ] && grep -q "needs root" "$WORK/err" || fail "not root: exit $rc, $(cat "$WORK/err")"
+fi
+
+# check_run JSON [PEER]: the run's document says what the case promises.
+check_run() {
+  python3 - "$@" <<'PY'
+import json, subprocess, sys, os
+doc = json.load(open(sys.argv[1]))
+td = os.environ["TD"]
+case, exp = doc["case"], doc["expected"]
+b, a = doc["before"], doc["after"]
+def top(fs):
+    return [(f["kind"], f["culprit"]["role"], round(f["share_of_time"], 3)) for f in fs]
+for name, p in (("before", b), ("after", a)):
+    if p is None:
+        continue
+    assert p["capture"]["kernel_drops"] == 0, (name, p["capture"])
+    assert p["capture"]["packets"] > 0, (name, p["capture"])
+    assert p["metrics"]["requests"] > 0 and p["metrics"]["errors"] == 0, (name, p["metrics"])
+    assert p["delay_line_drops"] == 0, (name, p["delay_line_drops"])
+if exp:
+    f = b["findings"]
+    assert f and (f[0]["kind"], f[0]["culprit"]["role"]) == (exp["kind"], exp["role"]), \
+        f"{case}: expected {exp} first, got {top(f)}"
+    assert a is not None, f"{case}: no fixed run"
+    kinds = [x["kind"] for x in a["findings"]]
+    assert exp["kind"] not in kinds, f"{case}: {exp['kind']} still there after the fix: {top(a['findings'])}"
+    imp = doc["improvement"]
+    assert imp["ratio"] and imp["ratio"] > 1.1, f"{case}: no improvement: {imp}"
+else:
+    assert all(x["share_of_time"] < 0.05 for x in b["findings"]), f"{case}: healthy, got {top(b['findings'])}"
+assert doc["reproduced"] is True
+m0 = b["metrics"]
+if case in ("nagle-delayed-ack", "jdk-httpserver", "client-write-write"):
+    assert m0["latency_p50_ms"] >= 30, m0       # the delayed-ACK timer: 40 ms on Linux
+    if m0["client"] == "builtin":
+        assert a["metrics"]["latency_p50_ms"] <= 5, a["metrics"]
+    else:  # wrk -c 100 on 2 cores shared with the server: CPU-bound, not timer-bound
+        assert a["metrics"]["latency_p50_ms"] <= m0["latency_p50_ms"] / 3, a["metrics"]
+if case == "small-receive-window":
+    assert m0["duration_s"] > 2, m0              # 605 KB through a ~3 KB window at 35 ms
+    assert a["metrics"]["duration_s"] < 1, a["metrics"]
+# the capture written with --write tells the same story
+for name, p in (("before", b), ("after", a)):
+    if p is None or not p["capture"]["written"]:
+        continue
+    out = subprocess.run([td, "analyze", "--format", "json", p["capture"]["written"]],
+                         check=True, capture_output=True, text=True).stdout
+    again = json.loads(out)["findings"]
+    assert top(again)[:1] == top(p["findings"])[:1] or \
+        [x[:2] for x in top(again)[:1]] == [x[:2] for x in top(p["findings"])[:1]], \
+        (name, top(again), top(p["findings"]))
+print(f"ok {case:<24}", "before:", top(b["findings"])[:2], "after:", top(a["findings"])[:2] if a else "-",
+      "| p50 %.2f ms, %.2f s" % (m0["latency_p50_ms"], m0["duration_s"]),
+      "→ p50 %.2f ms, %.2f s" % (a["metrics"]["latency_p50_ms"], a["metrics"]["duration_s"]) if a else "",
+      "| client", m0["client"])
+PY
+}
+export TD
+
+# run_case CASE [ARGS...]: one lab run with --compare, checked; a case made of random
+# loss gets a second try (a retransmission timer can fire where a loss was meant).
+run_case() {
+  local case=$1 out=$WORK/$1.json try
+  shift
+  for try in 1 2; do
+    local rc=0
+    "$TD" lab run "$case" --compare --format json --write "$WORK/$case.pcap" "$@" >"$out" || rc=$?
+    if [ "$rc" -eq 0 ] && check_run "$out"; then return 0; fi
+    [ "$case" = packet-loss ] && [ "$try" -eq 1 ] || fail "$case $* (exit $rc): $(head -c 2000 "$out")"
+    say "$case: not reproduced on try $try (random loss); once more"
+  done
+}
+
+# 1. every case, built-in peers
+say "every case with --compare"
+for case in ${LAB_CASES:-$("$TD" lab list --format json | python3 -c 'import json,sys; print(" ".join(c["case"] for c in json.load(sys.stdin)))')}; do
+  run_case "$case"
+done
+
+# 2. the seed cases with real software
+say "real peers"
+if have nginx; then
+  run_case nagle-delayed-ack --peer nginx
+  run_case small-receive-window --peer nginx
+  run_case healthy --peer nginx
+  if have wrk; then
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["before"]["metrics"]["client"]=="wrk", d["before"]["metrics"]' \
+      "$WORK/nagle-delayed-ack.json" || fail "wrk was not the client with --peer nginx"
+  fi
+else
+  say "nginx not installed: skipped"
+fi
+if have java; then
+  run_case jdk-httpserver --peer jdk
+else
+  say "java not installed: skipped"
+fi
+
+# 3. interrupted runs leave nothing behind
+leftovers() { # PID: namespaces or processes of that run still there
+  local pid=$1
+  ls /run/netns 2>/dev/null | grep "^tdlab$pid-" || true
+  pgrep -f "tdlab$pid-" || true
+  ls "${TMPDIR:-/tmp}" | grep "^tdlab$pid-" || true   # nginx's files
+}
+peer=builtin; have nginx && peer=nginx
+for sig in TERM INT; do
+  say "SIG$sig midway (peer $peer)"
+  "$TD" lab run small-receive-window --peer "$peer" >"$WORK/sig.out" 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do
+    if [ -e "/run/netns/tdlab$pid-s" ] && { [ "$peer" = builtin ] || pgrep -f "tdlab$pid-nginx" >/dev/null; }; then break; fi
+    sleep 0.1
+  done
+  sleep 1.5   # into the upload
+  [ -e "/run/netns/tdlab$pid-c" ] || fail "the run did not start: $(cat "$WORK/sig.out")"
+  kill "-$sig" "$pid"
+  rc=0; wait "$pid" || rc=$?
+  [ "$rc" -eq 130 ] || fail "SIG$sig: exit $rc, expected 130: $(cat "$WORK/sig.out")"
+  left=$(leftovers "$pid")
+  [ -z "$left" ] || fail "SIG$sig left behind: $left"
+done
+say "an error midway (unwritable --write) cleans up too"
+"$TD" lab run healthy --write /nonexistent-dir/x.pcap >"$WORK/err.out" 2>&1 &
+pid=$!
+rc=0; wait "$pid" || rc=$?
+[ "$rc" -eq 2 ] && grep -q "nonexistent-dir" "$WORK/err.out" || fail "unwritable --write: exit $rc: $(cat "$WORK/err.out")"
+left=$(leftovers "$pid")
+[ -z "$left" ] || fail "an error left behind: $left"
+say "SIGKILL midway, then lab clean"
+"$TD" lab run small-receive-window --peer "$peer" >"$WORK/kill.out" 2>&1 &
+pid=$!
+for _ in $(seq 100); do [ -e "/run/netns/tdlab$pid-s" ] && break; sleep 0.1; done
+sleep 1.5
+kill -KILL "$pid"; wait "$pid" 2>/dev/null || true
+[ -n "$(leftovers "$pid")" ] || fail "SIGKILL: expected namespaces left behind to clean"
+"$TD" lab clean | grep -q "tdlab$pid-" || fail "lab clean did not report tdlab$pid-*"
+left=$(leftovers "$pid")
+[ -z "$left" ] || fail "lab clean left: $left"
+
+# 4. the fixtures, made again by one command
+say "lab fixtures"
+"$TD" lab fixtures "$WORK/fixtures" || fail "lab fixtures"
+python3 - "$WORK/fixtures" <<'PY' || fail "a regenerated fixture is not diagnosed as labelled"
+import json, os, subprocess, sys
+d = sys.argv[1]
+labels = {}
+for line in open("fixtures/ACCURACY.md"):
+    cells = [c.strip() for c in line.split("|")]
+    if len(cells) > 4 and cells[1].startswith("`"):
+        labels[cells[1].strip("`")] = cells[3]
+# Behind the lab's router the TTL shows that this capture is at the server, which then is
+# blamed for the SYN it saw and did not answer (the committed file cannot tell).
+labels["syn-retransmit.server.pcap"] = "syn_retransmit/server"
+files = sorted(os.listdir(d))
+assert sorted(labels) == files, (sorted(labels), files)
+for f in files:
+    a = json.loads(subprocess.run([os.environ["TD"], "analyze", "--format", "json", os.path.join(d, f)],
+                                  check=True, capture_output=True, text=True).stdout)
+    fs = a["findings"]
+    if labels[f] == "none":
+        got = "none" if all(x["share_of_time"] < 0.05 for x in fs) else f"{fs[0]['kind']}/{fs[0]['culprit']['role']}"
+    else:
+        got = f"{fs[0]['kind']}/{fs[0]['culprit']['role']}" if fs else "none"
+    assert got == labels[f], (f, labels[f], got)
+print(f"{len(files)} regenerated fixtures diagnosed as labelled")
+PY
+[ -z "$(ls /run/netns 2>/dev/null | grep '^tdlab' || true)" ] || say "note: other tdlab namespaces exist (another run?)"
+say "all lab tests passed"
