@@ -7,6 +7,8 @@
 #   :8081 (root)      must name no nagle_delayed_ack, p50 < 5 ms
 #   :8080 (not root)  must still measure (connect() timing, no capture), say what it
 #                     could not see, and hint at the delayed-ACK shape from timing alone
+#   lab run nagle-delayed-ack --peer nginx --diagnose   must name Nagle at the nginx server;
+#   lab run healthy --diagnose                          must name nothing
 # Needs root, nginx, python3, setpriv. Usage: tests/e2e/diagnose.sh [TCPDOCTOR]
 set -euo pipefail
 TD=${1:-${TCPDOCTOR:-target/release/tcpdoctor}}
@@ -122,4 +124,34 @@ assert any("no capture" in c for c in d["could_not_see"]), d["could_not_see"]
 assert any("first request" in h for h in d["hints"]), d["hints"]
 print("e2e ok: diagnose as nobody ->", d["verdict"]["sentence"])
 PY
+# 4. diagnose on the lab's seed case (real nginx, tcp_nodelay off, behind the lab's router), and
+#    on the lab's healthy server; a client-side case is refused with a reason.
+if command -v nginx >/dev/null; then
+  "$TD" lab run nagle-delayed-ack --peer nginx --diagnose --format json > "$WORK/lab-nagle.json" \
+    || fail "lab run nagle-delayed-ack --peer nginx --diagnose exited $?"
+  python3 - "$WORK/lab-nagle.json" <<'PY' || fail "lab --diagnose: expected nagle_delayed_ack at the nginx server"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["reproduced"] is True, d["reproduced"]
+f = d["findings"][0]
+assert f["kind"] == "nagle_delayed_ack" and f["culprit"]["role"] == "server", f["kind"]
+assert f["details"]["software"] == "nginx", f["details"]
+assert d["measured"]["load"]["latency_ms"]["p50"] > 30
+print("e2e ok: lab nagle-delayed-ack --peer nginx --diagnose ->", d["verdict"]["headline"])
+PY
+fi
+"$TD" lab run healthy --diagnose --format json > "$WORK/lab-healthy.json" || fail "lab run healthy --diagnose exited $?"
+python3 - "$WORK/lab-healthy.json" <<'PY' || fail "lab healthy --diagnose: expected no finding"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["reproduced"] is True and all(f["share_of_time"] < 0.05 for f in d["findings"]), d["findings"]
+print("e2e ok: lab healthy --diagnose -> p50", round(d["measured"]["load"]["latency_ms"]["p50"], 3), "ms, no finding")
+PY
+set +e
+"$TD" lab run small-receive-window --diagnose > "$WORK/refused.txt" 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q "needs its own client" "$WORK/refused.txt" \
+  || fail "lab run small-receive-window --diagnose: expected exit 2 with a reason (got $rc: $(cat "$WORK/refused.txt"))"
+[ -z "$(ip netns list | grep '^tdlab')" ] || fail "lab namespaces left behind: $(ip netns list | grep '^tdlab')"
 echo "e2e diagnose: all passed"

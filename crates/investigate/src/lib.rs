@@ -14,6 +14,7 @@
 //! about our own connection (`TCP_INFO`), are reported, with what could not
 //! be seen.
 
+pub mod report;
 pub mod route;
 
 use std::fs::File;

@@ -136,7 +136,23 @@ pub struct RunArgs {
     /// Also print the full analysis report of each capture (text format).
     #[arg(long)]
     pub full: bool,
+    /// Instead of the case's own client, run `tcpdoctor diagnose` from the client
+    /// namespace against the case's server: round trip, requests, load, self-capture,
+    /// verdict. For the cases a server or the path causes (nagle-delayed-ack,
+    /// jdk-httpserver, server-delay, network-latency, healthy).
+    #[arg(long, conflicts_with_all = ["compare", "vantage", "write"])]
+    pub diagnose: bool,
 }
+
+/// The cases `--diagnose` reproduces: the cause is in the server or the path,
+/// so `diagnose`'s own GET requests meet it.
+pub const DIAGNOSE_CASES: [&str; 5] = [
+    "nagle-delayed-ack",
+    "jdk-httpserver",
+    "server-delay",
+    "network-latency",
+    "healthy",
+];
 
 #[derive(clap::Args)]
 pub struct FixturesArgs {
@@ -280,11 +296,22 @@ fn run_command(a: &RunArgs) -> Result<u8> {
                 .join(", ")
         );
     }
+    if a.diagnose && !DIAGNOSE_CASES.contains(&case.name) {
+        bail!(
+            "--diagnose sends its own GET requests, so it meets only causes in the server or the path; \
+             case {} needs its own client. --diagnose runs with: {}",
+            case.name,
+            DIAGNOSE_CASES.join(", ")
+        );
+    }
     need_root()?;
     let (before, after) = setups(&case, a)?;
     ns::install_signal_handler()?;
     for n in ns::clean_stale() {
         eprintln!("tcpdoctor lab: removed {n}, left by a run that was killed");
+    }
+    if a.diagnose {
+        return diagnose_case(&case, &before, a);
     }
     let vantage = a.vantage.unwrap_or(case.vantage);
     let outcome = run_case(
@@ -342,6 +369,66 @@ fn run_case(
     })();
     topo.teardown();
     result
+}
+
+/// `lab run CASE --diagnose`: the case's path and server, measured and
+/// explained by `diagnose` from the client namespace.
+fn diagnose_case(case: &Case, before: &Setup, a: &RunArgs) -> Result<u8> {
+    let url = format!("http://{}/", run::server_addr());
+    let target = tcpdoctor_load::Target::parse(&url).map_err(|e| anyhow::anyhow!(e.to_string()))?;
+    let plan = tcpdoctor_investigate::Plan::new(target, tcpdoctor_load::RequestSpec::default());
+    let needs_line = !before.one_way.is_zero() || before.loss > 0.0;
+    let mut topo = Topology::build(needs_line, before.one_way)?;
+    let outcome = run::diagnose_phase(&mut topo, before, a.peer, plan);
+    topo.teardown();
+    let outcome = outcome?;
+    let findings = outcome
+        .analysis
+        .as_ref()
+        .map(|an| an.findings.as_slice())
+        .unwrap_or_default();
+    let ok = match case.expected {
+        Some((kind, role)) => findings
+            .first()
+            .is_some_and(|f| f.kind == kind && f.culprit.role == role),
+        None => outcome.analysis.is_some() && findings.iter().all(|f| f.share_of_time < 0.05),
+    };
+    let mut out = io::stdout().lock();
+    match a.format {
+        Format::Json => {
+            let mut doc = tcpdoctor_investigate::report::to_json(&outcome)?;
+            if let Value::Object(m) = &mut doc {
+                m.insert("case".into(), json!(case.name));
+                m.insert(
+                    "expected".into(),
+                    json!(case.expected.map(|(k, r)| json!({"kind": k, "role": r}))),
+                );
+                m.insert("reproduced".into(), json!(ok));
+            }
+            writeln!(out, "{doc}")?;
+        }
+        Format::Text => {
+            writeln!(
+                out,
+                "lab case {} ({}), server {} in namespace {}, diagnosed from the client namespace:\n",
+                case.name,
+                a.peer.name(),
+                run::server_addr(),
+                ns::name("s")
+            )?;
+            tcpdoctor_investigate::report::text(&outcome, &mut out)?;
+            let exp = case
+                .expected
+                .map(|(k, r)| format!("{k} ({r})"))
+                .unwrap_or_else(|| "no finding".into());
+            writeln!(
+                out,
+                "\nexpected {exp}: {}",
+                if ok { "reproduced" } else { "NOT reproduced" }
+            )?;
+        }
+    }
+    Ok(if ok { EXIT_OK } else { EXIT_MISMATCH })
 }
 
 /// `x.pcap` → `x-fixed.pcap`.

@@ -76,8 +76,9 @@ pub struct PhaseOptions {
     pub wrk: Option<(u32, u32)>,
 }
 
-/// Runs one phase on topology `t`.
-pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
+/// Sets the path up for setup `s`, starts the server and measures the
+/// round trip with it.
+fn prepare(t: &mut Topology, s: &Setup, peer: Peer) -> Result<(Running, Duration)> {
     // The path.
     t.set_one_way(s.one_way);
     t.set_loss(0.0)?;
@@ -106,8 +107,39 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
     ns::run("ip", &route)?;
 
     // The server, and the round trip measured with it.
-    let server = start_server(&t.server, s, o.peer)?;
-    let rtt = peers::measure_rtt(&t.client, server_addr(), 3)?;
+    let server = start_server(&t.server, s, peer)?;
+    let rtt = match peers::measure_rtt(&t.client, server_addr(), 3) {
+        Ok(rtt) => rtt,
+        Err(e) => {
+            server.stop();
+            return Err(e);
+        }
+    };
+    Ok((server, rtt))
+}
+
+/// Runs `tcpdoctor diagnose` from the client namespace against the case's
+/// server (instead of the case's own client and capture).
+pub fn diagnose_phase(
+    t: &mut Topology,
+    s: &Setup,
+    peer: Peer,
+    plan: tcpdoctor_investigate::Plan,
+) -> Result<tcpdoctor_investigate::Outcome> {
+    let (server, rtt) = prepare(t, s, peer)?;
+    t.set_loss(s.loss)?;
+    thread::sleep(rtt * 2 + Duration::from_millis(100));
+    let outcome = ns::within(&t.client, move || {
+        tcpdoctor_investigate::run(&plan, |_| {}).context("diagnose")
+    });
+    t.set_loss(0.0)?;
+    server.stop();
+    outcome
+}
+
+/// Runs one phase on topology `t`.
+pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
+    let (server, rtt) = prepare(t, s, o.peer)?;
     t.set_loss(s.loss)?;
     let syn_rule = [
         "INPUT",
