@@ -8,7 +8,7 @@ use std::time::Duration;
 use tcpdoctor_investigate::{report, Plan, Step};
 use tcpdoctor_load::{RequestSpec, Target};
 
-use crate::load::parse_duration;
+use crate::load::{parse_duration, read_body};
 use crate::Format;
 
 pub const HELP: &str = "\
@@ -79,15 +79,7 @@ pub struct DiagnoseArgs {
 
 pub fn run(args: &DiagnoseArgs) -> anyhow::Result<u8> {
     let target = Target::parse(&args.url).map_err(|e| anyhow::anyhow!(e.to_string()))?;
-    let body = match args.body.as_deref() {
-        None => Vec::new(),
-        Some(b) => match b.strip_prefix('@') {
-            Some(path) => {
-                std::fs::read(path).map_err(|e| anyhow::anyhow!(format!("--body @{path}: {e}")))?
-            }
-            None => b.as_bytes().to_vec(),
-        },
-    };
+    let body = read_body(args.body.as_deref())?;
     let request = RequestSpec {
         method: args.method.clone(),
         headers: args.headers.clone(),

@@ -95,9 +95,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs).map_err(|_| format!("{s:?} is out of range"))
 }
 
-pub fn run(args: &LoadArgs) -> anyhow::Result<u8> {
-    let target = Target::parse(&args.url).map_err(|e| anyhow::anyhow!(e.to_string()))?;
-    let body = match args.body.as_deref() {
+/// `--body`: the text itself, or `@FILE` for a file's bytes.
+pub fn read_body(body: Option<&str>) -> anyhow::Result<Vec<u8>> {
+    Ok(match body {
         None => Vec::new(),
         Some(b) => match b.strip_prefix('@') {
             Some(path) => {
@@ -105,7 +105,12 @@ pub fn run(args: &LoadArgs) -> anyhow::Result<u8> {
             }
             None => b.as_bytes().to_vec(),
         },
-    };
+    })
+}
+
+pub fn run(args: &LoadArgs) -> anyhow::Result<u8> {
+    let target = Target::parse(&args.url).map_err(|e| anyhow::anyhow!(e.to_string()))?;
+    let body = read_body(args.body.as_deref())?;
     let config = Config {
         connections: args.connections,
         threads: args.threads,
