@@ -28,10 +28,14 @@ const EXIT_INPUT: u8 = 2;
     version,
     about = "Says why a TCP request is slow: names the mechanism that cost the time, the endpoint \
              responsible, the packets that prove it, and the fix.",
-    after_help = "Start with:  tcpdoctor analyze capture.pcap\n\
-                  Live:        tcpdump -i any -w - port 8080 | tcpdoctor analyze -\n\n\
-                  Exit status: 0 analysed; 1 a finding was reported and --fail-on-finding was given;\n\
-                  2 usage error or unreadable input."
+    after_help = "Start with:\n  \
+                  tcpdoctor analyze capture.pcap                       explain a capture\n  \
+                  tcpdump -i any -w - port 8080 | tcpdoctor analyze -  explain live traffic\n  \
+                  sudo tcpdoctor diagnose http://10.0.0.2:8080/        measure a server, capture, explain\n  \
+                  sudo tcpdoctor lab run nagle-delayed-ack --compare   watch a cause and its fix\n\n\
+                  Exit status: 0 done; 1 a finding was reported and --fail-on-finding was given (or a\n\
+                  lab case did not reproduce, or no request got a response); 2 usage error, unreadable\n\
+                  input or missing privileges. `tcpdoctor help COMMAND` says more for each."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -43,6 +47,9 @@ enum Command {
     /// Analyse a pcap or pcapng capture and explain where the time went.
     #[command(after_help = ANALYZE_HELP)]
     Analyze(AnalyzeArgs),
+    /// Measure a URL, capture our own traffic and say why requests are slow.
+    #[command(after_help = diagnose::HELP)]
+    Diagnose(diagnose::DiagnoseArgs),
     /// Reproduce a slow-TCP case in network namespaces, diagnose it, show the fix (root).
     Lab(tcpdoctor_lab::LabArgs),
     /// HTTP load with a latency distribution (wrk-like; --rate for an open model).
@@ -54,9 +61,6 @@ enum Command {
     /// TCP traceroute on one fixed flow: every router to a port, with round trips.
     #[command(after_help = probe::TRACE_HELP)]
     Trace(probe::TraceArgs),
-    /// Measure a URL, capture our own traffic and say why requests are slow.
-    #[command(after_help = diagnose::HELP)]
-    Diagnose(diagnose::DiagnoseArgs),
 }
 
 const ANALYZE_HELP: &str = "\
