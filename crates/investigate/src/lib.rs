@@ -6,8 +6,8 @@
 //! 3. a short concurrent load (as wrk);
 //!
 //! while capturing its own traffic (an `AF_PACKET` socket on the interface
-//! the kernel routes to the server, filtered to the server's address and
-//! port) and feeding it to the analysis engine. The verdict puts the symptom
+//! the kernel routes to the server, filtered to packets between our source
+//! address and the server's address and port) and feeding it to the analysis engine. The verdict puts the symptom
 //! (latency, round trip) next to the mechanism that cost the time.
 //!
 //! Without root there is no capture: the timings, and what the kernel says
@@ -387,7 +387,7 @@ struct Running {
 }
 
 fn start_capture(plan: &Plan, server: SocketAddr) -> io::Result<Running> {
-    let (interface, _src) = route::egress(server)?;
+    let (interface, local) = route::egress(server)?;
     let mut cap = Capture::open(&interface, plan.snaplen)?;
     let link = cap.link_type();
     let mut writer = match &plan.write {
@@ -415,9 +415,10 @@ fn start_capture(plan: &Plan, server: SocketAddr) -> io::Result<Running> {
                     continue;
                 };
                 let decoded = tcpdoctor_wire::decode(link, f.data);
+                // Between our address and the server's port, either way.
                 let ours = matches!(&decoded, Ok(Ok(seg))
-                    if (seg.src == server.ip() && seg.src_port == server.port())
-                        || (seg.dst == server.ip() && seg.dst_port == server.port()));
+                    if (seg.src == server.ip() && seg.src_port == server.port() && seg.dst == local)
+                        || (seg.dst == server.ip() && seg.dst_port == server.port() && seg.src == local));
                 if !ours {
                     continue;
                 }
