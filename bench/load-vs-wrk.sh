@@ -16,56 +16,15 @@ CONNS=${CONNS:-100}
 THREADS=${THREADS:-2}
 DURATION=${DURATION:-5}
 OUT=${OUT:-bench/results/load-vs-wrk.txt}
-P=${PREFIX:-tdbench$$}
-C=$P-c S=$P-s
-WORK=$(mktemp -d /tmp/tcpdoctor-loadbench.XXXXXX)
-NGINX=""
-
+P=${PREFIX:-tdbn$$}
 [ -x "$TD" ] || cargo build --release --locked
-cleanup() {
-  [ -n "$NGINX" ] && kill "$NGINX" 2>/dev/null && wait "$NGINX" 2>/dev/null
-  ip netns del "$C" 2>/dev/null || true
-  ip netns del "$S" 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-ip netns add "$C"
-ip netns add "$S"
-ip link add "$P-vc" type veth peer name "$P-vs"
-ip link set "$P-vc" netns "$C"
-ip link set "$P-vs" netns "$S"
-ip -n "$C" addr add 10.78.0.1/24 dev "$P-vc"
-ip -n "$S" addr add 10.78.0.2/24 dev "$P-vs"
-for ns in "$C" "$S"; do ip -n "$ns" link set lo up; done
-ip -n "$C" link set "$P-vc" up
-ip -n "$S" link set "$P-vs" up
-
-mkdir -p "$WORK/html" "$WORK/logs"
-chmod 755 "$WORK" "$WORK/html"
+. tests/e2e/lib.sh
+e2e_netns "$P" 10.78.0
 # The page of the nginx case: 612 bytes of body.
 python3 -c 'import sys; open(sys.argv[1], "w").write("<!DOCTYPE html>\n<html>\n<head>\n<title>Welcome to nginx!</title>\n" + "x" * 546 + "\n</html>\n")' "$WORK/html/index.html"
-cat > "$WORK/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $WORK/nginx.pid;
-error_log $WORK/logs/error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  sendfile on;
-  keepalive_timeout 65;
-  keepalive_requests 1000000;
-  server { listen 10.78.0.2:8080; tcp_nodelay off; root $WORK/html; }
-  server { listen 10.78.0.2:8081; tcp_nodelay on;  root $WORK/html; }
-}
-CONF
-ip netns exec "$S" nginx -c "$WORK/nginx.conf" -p "$WORK" &
-NGINX=$!
-for _ in $(seq 50); do
-  ip netns exec "$C" bash -c 'exec 3<>/dev/tcp/10.78.0.2/8081' 2>/dev/null && break
-  sleep 0.1
-done
+e2e_nginx "  server { listen $SERVER_IP:8080; tcp_nodelay off; root $WORK/html; }
+  server { listen $SERVER_IP:8081; tcp_nodelay on;  root $WORK/html; }"
+e2e_wait_port 8080 8081
 
 # requests/s and p50 (ms) of one run, "RPS P50".
 run_td() {

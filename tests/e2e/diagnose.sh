@@ -14,52 +14,14 @@ set -euo pipefail
 TD=${1:-${TCPDOCTOR:-target/release/tcpdoctor}}
 TD=$(readlink -f "$TD")
 P=tddg$$
-C=$P-c S=$P-s
-WORK=$(mktemp -d /tmp/tcpdoctor-diagnose.XXXXXX)
-PIDS=()
-
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  ip netns del "$C" 2>/dev/null || true
-  ip netns del "$S" 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/lib.sh"
 fail() { echo "e2e diagnose FAIL: $*" >&2; exit 1; }
 
-ip netns add "$C"
-ip netns add "$S"
-ip -n "$C" link add eth0 type veth peer name eth0 netns "$S"
-ip -n "$C" addr add 10.79.0.1/24 dev eth0
-ip -n "$S" addr add 10.79.0.2/24 dev eth0
-for ns in "$C" "$S"; do ip -n "$ns" link set lo up; ip -n "$ns" link set eth0 up; done
-
-mkdir -p "$WORK/html" "$WORK/logs"
-chmod 755 "$WORK" "$WORK/html"
+e2e_netns "$P" 10.79.0
 python3 -c 'import sys; open(sys.argv[1], "w").write("<html><body>" + "diagnose end-to-end page. " * 24 + "</body></html>\n")' "$WORK/html/index.html"
-cat > "$WORK/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $WORK/nginx.pid;
-error_log $WORK/logs/error.log;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  sendfile on;
-  keepalive_timeout 65;
-  keepalive_requests 100000;
-  client_body_temp_path $WORK/tmp;
-  server { listen 10.79.0.2:8080; tcp_nodelay off; root $WORK/html; }
-  server { listen 10.79.0.2:8081; tcp_nodelay on;  root $WORK/html; }
-}
-CONF
-ip netns exec "$S" nginx -c "$WORK/nginx.conf" -p "$WORK" &
-PIDS+=($!)
-for _ in $(seq 50); do
-  ip netns exec "$C" bash -c 'exec 3<>/dev/tcp/10.79.0.2/8081' 2>/dev/null && break
-  sleep 0.1
-done
+e2e_nginx "  server { listen $SERVER_IP:8080; tcp_nodelay off; root $WORK/html; }
+  server { listen $SERVER_IP:8081; tcp_nodelay on;  root $WORK/html; }"
+e2e_wait_port 8080 8081
 
 # 1. tcp_nodelay off, as root: capture, analysis, verdict.
 start=$(date +%s.%N)

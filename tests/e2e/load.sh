@@ -15,66 +15,22 @@ set -euo pipefail
 TD=${1:-${TCPDOCTOR:-target/release/tcpdoctor}}
 TD=$(readlink -f "$TD")
 P=tdact$$
-C=$P-c S=$P-s
-SA=10.79.0.2
-WORK=$(mktemp -d /tmp/tcpdoctor-load.XXXXXX)
-PIDS=()
 HERE=$(cd "$(dirname "$0")" && pwd)
-
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  ip netns del "$C" 2>/dev/null || true
-  ip netns del "$S" 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+. "$HERE/lib.sh"
 fail() { echo "load e2e FAIL: $*" >&2; exit 1; }
 
-ip netns add "$C"
-ip netns add "$S"
-ip link add "$P-vc" type veth peer name "$P-vs"
-ip link set "$P-vc" netns "$C"
-ip link set "$P-vs" netns "$S"
-ip -n "$C" addr add 10.79.0.1/24 dev "$P-vc"
-ip -n "$S" addr add $SA/24 dev "$P-vs"
-for ns in "$C" "$S"; do ip -n "$ns" link set lo up; done
-ip -n "$C" link set "$P-vc" up
-ip -n "$S" link set "$P-vs" up
-
-mkdir -p "$WORK/html" "$WORK/logs"
-chmod 755 "$WORK" "$WORK/html"
+e2e_netns "$P" 10.79.0
+SA=$SERVER_IP
 python3 -c 'import sys; open(sys.argv[1], "w").write("<!DOCTYPE html>\n<html><body>" + "tcpdoctor load test page. " * 24 + "</body></html>\n")' "$WORK/html/index.html"
-cat > "$WORK/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $WORK/nginx.pid;
-error_log $WORK/logs/error.log;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  sendfile on;
-  keepalive_timeout 65;
-  keepalive_requests 100000;
-  client_body_temp_path $WORK/tmp;
-  server { listen $SA:8080; tcp_nodelay off; root $WORK/html; }
-  server { listen $SA:8081; tcp_nodelay on;  root $WORK/html; location = /form { return 200 "posted\n"; } }
+e2e_nginx "  server { listen $SA:8080; tcp_nodelay off; root $WORK/html; }
+  server { listen $SA:8081; tcp_nodelay on;  root $WORK/html; location = /form { return 200 \"posted\\n\"; } }
   server { listen $SA:8082; location / { return 500; } }
-  server { listen $SA:8083; root $WORK/html; gzip on; gzip_min_length 0; }
-}
-CONF
-ip netns exec "$S" nginx -c "$WORK/nginx.conf" -p "$WORK" &
-PIDS+=($!)
+  server { listen $SA:8083; root $WORK/html; gzip on; gzip_min_length 0; }"
 for mode in rst:9001 midclose:9002 silent:9003; do
   ip netns exec "$S" python3 "$HERE/badserver.py" $SA "${mode#*:}" "${mode%:*}" > "$WORK/bad-${mode%:*}.log" &
   PIDS+=($!)
 done
-for port in 8081 9001 9002 9003; do
-  for _ in $(seq 50); do
-    ip netns exec "$C" bash -c "exec 3<>/dev/tcp/$SA/$port" 2>/dev/null && break
-    sleep 0.1
-  done
-done
+e2e_wait_port 8081 9001 9002 9003
 
 # load NAME ARGS... : run, keep the JSON and the exit status.
 load() {
