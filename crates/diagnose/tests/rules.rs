@@ -142,6 +142,26 @@ fn syn_retransmit_fires_when_the_first_syn_went_unanswered() {
 }
 
 #[test]
+fn syn_retransmit_fires_when_the_server_had_to_send_its_syn_ack_again() {
+    let mut sim = Sim::default();
+    // The first SYN-ACK never got its ACK; the server's timer sends it again.
+    sim.c(0, 0, 0, SYN, 0)
+        .s(1000, 0, 1, SYN | ACK, 0)
+        .s(1_001_000, 0, 1, SYN | ACK, 0)
+        .c(1_001_010, 1, 1, ACK, 0);
+    request_response(&mut sim, 1_002_000, 100);
+    let a = sim.run();
+    assert_eq!(kinds(&a), ["syn_retransmit"]);
+    let f = &a.findings[0];
+    assert!(
+        (f.typical_delay_ms - 1000.0).abs() < 1.0,
+        "{}",
+        f.typical_delay_ms
+    );
+    assert_eq!(f.evidence[0].frames, [2, 3, 4]);
+}
+
+#[test]
 fn zero_window_fires_while_the_receiver_is_closed() {
     let mut sim = Sim::default();
     sim.handshake();

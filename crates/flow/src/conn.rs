@@ -42,6 +42,8 @@ pub struct Handshake {
     pub first_syn: Option<Mark>,
     pub syn_count: u32,
     pub synack: Option<Mark>,
+    /// The last SYN-ACK (the one answered, when the server retried it).
+    pub last_synack: Option<Mark>,
     pub synack_count: u32,
     /// The client's ACK of the SYN-ACK.
     pub ack: Option<Mark>,
@@ -55,7 +57,8 @@ impl Handshake {
 
     /// Capture point → client → capture point (SYN-ACK to ACK).
     pub fn client_side_ns(&self) -> Option<i64> {
-        Some(self.ack?.ts.since(self.synack?.ts))
+        // From the SYN-ACK that was answered: a retried one restarts it.
+        Some(self.ack?.ts.since(self.last_synack?.ts))
     }
 
     /// The full round trip between the endpoints, whatever the vantage point.
@@ -545,6 +548,7 @@ impl Connection {
                     me.window_shift = Some(0);
                 }
                 self.handshake.synack_count += 1;
+                self.handshake.last_synack = Some(mark);
                 if self.handshake.synack.is_none() {
                     self.handshake.synack = Some(mark);
                 }
@@ -650,8 +654,9 @@ impl Connection {
             } else if a > peer.una && (!peer.snd_init || a <= peer.snd_max) {
                 acked = a.distance_from(peer.una);
                 peer.una = a;
-                // The peer sends segments of at most the MSS this side announced.
-                let peer_smss = me.mss.map_or(peer.mss_or_guess(), u32::from);
+                // The peer sends segments of at most its SMSS (the MSS this side
+                // announced, less the timestamp option when both use it).
+                let peer_smss = self.smss[dir.reverse().index()];
                 let immediate = acked >= 2 * peer_smss || peer.snd_max == a && flags.syn();
                 if let Some(sent_at) = peer.acked_sample(a) {
                     if immediate {

@@ -19,21 +19,23 @@ pub fn on_close(conn: &Connection, out: &mut Vec<Occurrence>) {
     };
     let syn_wait = last.ts.since(first.ts);
     let synack_retries = hs.synack_count.saturating_sub(1);
-    // The client's ACK of the SYN-ACK, or its first data, ends the setup.
-    let done = hs.ack;
     let (delay, frames, answered) = if hs.syn_count > 1 && syn_wait >= MIN_RETRY_NS {
         let mut frames = vec![first.frame, last.frame];
         frames.extend(hs.synack.map(|m| m.frame));
         (syn_wait, frames, hs.synack.is_some())
     } else if synack_retries > 0 {
-        let (Some(synack), Some(done)) = (hs.synack, done) else {
+        // The server sent its SYN-ACK again (it, or the client's ACK, was
+        // lost): setup waited from the first SYN-ACK to the last.
+        let (Some(first), Some(last)) = (hs.synack, hs.last_synack) else {
             return;
         };
-        let wait = done.ts.since(synack.ts) - conn.handshake.client_side_ns().unwrap_or(0);
+        let wait = last.ts.since(first.ts);
         if wait < MIN_RETRY_NS {
             return;
         }
-        (wait, vec![synack.frame, done.frame], true)
+        let mut frames = vec![first.frame, last.frame];
+        frames.extend(hs.ack.map(|m| m.frame));
+        (wait, frames, hs.ack.is_some())
     } else {
         return;
     };
