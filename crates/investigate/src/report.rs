@@ -4,17 +4,9 @@ use std::io::{self, Write};
 
 use serde_json::{json, Value};
 
-use crate::Outcome;
+use tcpdoctor_report::fmt_ms as ms;
 
-fn ms(d: f64) -> String {
-    if d >= 1000.0 {
-        format!("{:.2} s", d / 1e3)
-    } else if d >= 10.0 {
-        format!("{d:.1} ms")
-    } else {
-        format!("{d:.2} ms")
-    }
-}
+use crate::Outcome;
 
 /// The text report: measurements, the verdict, then the analysis.
 pub fn text(o: &Outcome, out: &mut impl Write) -> io::Result<()> {
@@ -55,7 +47,7 @@ pub fn text(o: &Outcome, out: &mut impl Write) -> io::Result<()> {
             ms(*first)
         )?;
         if let Some(rest) = s.median_after_first_ms() {
-            write!(out, ", then {} at the median", ms(rest))?;
+            write!(out, ", then {} at the median on that connection", ms(rest))?;
         }
         writeln!(out)?;
     }
@@ -184,6 +176,7 @@ pub fn to_json(o: &Outcome) -> serde_json::Result<Value> {
             "latencies_ms": s.latencies_ms,
             "statuses": s.statuses,
             "reconnects": s.reconnects,
+            "on_first_connection": s.on_first_connection,
             "error": s.error,
             "tcp_info": s.tcp_info,
         },

@@ -190,8 +190,13 @@ fn parse_wrk(text: &str) -> Result<Metrics> {
                 m.requests = n.parse()?;
                 m.duration_s = duration_ms(secs.trim_end_matches(','))? / 1e3;
             }
-            ["Non-2xx", "or", "3xx", "responses:", n] | ["Socket", "errors:", .., n] => {
-                m.errors += n.trim_start_matches("timeout").parse::<u64>().unwrap_or(0);
+            ["Non-2xx", "or", "3xx", "responses:", n] => m.errors += n.parse::<u64>()?,
+            // "Socket errors: connect 0, read 0, write 0, timeout 0": every count.
+            ["Socket", "errors:", counts @ ..] => {
+                m.errors += counts
+                    .iter()
+                    .filter_map(|c| c.trim_end_matches(',').parse::<u64>().ok())
+                    .sum::<u64>();
             }
             _ => {}
         }

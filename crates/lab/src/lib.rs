@@ -378,10 +378,19 @@ fn diagnose_case(case: &Case, before: &Setup, a: &RunArgs) -> Result<u8> {
     let target = tcpdoctor_load::Target::parse(&url).map_err(|e| anyhow::anyhow!(e.to_string()))?;
     let plan = tcpdoctor_investigate::Plan::new(target, tcpdoctor_load::RequestSpec::default());
     let needs_line = !before.one_way.is_zero() || before.loss > 0.0;
-    let mut topo = Topology::build(needs_line, before.one_way)?;
-    let outcome = run::diagnose_phase(&mut topo, before, a.peer, plan);
-    topo.teardown();
-    let outcome = outcome?;
+    let outcome = Topology::build(needs_line, before.one_way).and_then(|mut topo| {
+        let outcome = run::diagnose_phase(&mut topo, before, a.peer, plan);
+        topo.teardown();
+        outcome
+    });
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            // Whatever was set up before the error goes too.
+            ns::cleanup_all();
+            return Err(e);
+        }
+    };
     let findings = outcome
         .analysis
         .as_ref()

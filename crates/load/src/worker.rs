@@ -214,7 +214,6 @@ pub fn run(plan: &Plan<'_>, live: &Live) -> io::Result<Outcome> {
             w.to_send.clear();
         }
     }
-    w.publish(live);
     w.out.ended = w.now;
     w.publish(live);
     Ok(w.out)
@@ -431,7 +430,12 @@ impl Worker<'_> {
     fn read(&mut self, i: usize, drain: bool) {
         match self.read_some(i, drain) {
             ReadEnd::Pending => {}
-            ReadEnd::Done(r) => self.complete(i, r),
+            // The peer closed right behind the response: the connection
+            // cannot carry another request.
+            ReadEnd::Done(mut r) => {
+                r.keep_alive &= !drain;
+                self.complete(i, r)
+            }
             ReadEnd::Closed(error) => {
                 if error {
                     self.out.errors.read += 1;

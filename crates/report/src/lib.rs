@@ -178,7 +178,8 @@ pub fn text(
     connections(a, opts, out)
 }
 
-fn fmt_ms(v: f64) -> String {
+/// Milliseconds as the reports print them: `1.23 s`, `44.1 ms`, `0.52 ms`.
+pub fn fmt_ms(v: f64) -> String {
     if v >= 1000.0 {
         format!("{:.2} s", v / 1e3)
     } else if v >= 10.0 {

@@ -17,7 +17,7 @@ Examples:
   tcpdoctor diagnose --write self.pcap http://10.0.0.2:8080/    keep the capture for Wireshark
   tcpdoctor diagnose --format json http://10.0.0.2:8080/ | jq '.verdict.sentence'
 
-What it does, in about 6 seconds by default:
+What it does, in about 4 seconds by default (3.6 s against a local nginx):
   1. the round trip: 5 TCP SYN probes (as hping3 -S; connect() timing without root);
   2. up to 20 requests one after another on one keep-alive connection;
   3. a 2 s load on 10 connections (as wrk);
