@@ -7,6 +7,9 @@ mod diagnose;
 mod input;
 mod load;
 mod probe;
+mod sockets;
+mod sysctl;
+mod watch;
 use input::Input;
 use std::process::ExitCode;
 
@@ -61,6 +64,15 @@ enum Command {
     /// TCP traceroute on one fixed flow: every router to a port, with round trips.
     #[command(after_help = probe::TRACE_HELP)]
     Trace(probe::TraceArgs),
+    /// Live TCP sockets: tcp_info, the owning process and its socket options, flagged.
+    #[command(after_help = sockets::HELP)]
+    Sockets(sockets::SocketsArgs),
+    /// Kernel settings that bound TCP latency and windows, with what each does.
+    #[command(after_help = sysctl::HELP)]
+    Sysctl(sysctl::SysctlArgs),
+    /// Live capture analysed as it happens: findings every interval, the full report at the end.
+    #[command(after_help = watch::HELP)]
+    Watch(watch::WatchArgs),
 }
 
 const ANALYZE_HELP: &str = "\
@@ -123,6 +135,9 @@ fn main() -> ExitCode {
         Command::Ping(args) => probe::ping(&args),
         Command::Trace(args) => probe::trace(&args),
         Command::Diagnose(args) => diagnose::run(&args),
+        Command::Sockets(args) => sockets::run(&args),
+        Command::Sysctl(args) => sysctl::run(&args),
+        Command::Watch(args) => watch::run(&args),
     };
     match result {
         Ok(code) => ExitCode::from(code),
