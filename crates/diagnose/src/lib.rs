@@ -48,6 +48,9 @@ pub struct Options {
     /// Findings that cost less than this share of the exchanges' time are
     /// reported apart, as minor.
     pub min_share: f64,
+    /// Keep each completed exchange (server, duration) for
+    /// [`Engine::drain_exchanges`]: live views read them every interval.
+    pub live: bool,
     pub flow: Config,
 }
 
@@ -57,6 +60,7 @@ impl Default for Options {
             max_connections: 1000,
             max_evidence: 8,
             min_share: 0.01,
+            live: false,
             flow: Config::default(),
         }
     }
@@ -177,6 +181,50 @@ impl Engine {
         self.frames
     }
 
+    /// What has been found so far, without closing anything: for live views.
+    /// Rules that conclude when a connection closes (window, loss, latency)
+    /// show here once their connection has closed; the rest as they happen.
+    pub fn progress(&self) -> Progress {
+        let d = self.tracker.analyzer();
+        let mut findings: Vec<LiveFinding> = d
+            .aggregates
+            .values()
+            .map(|a| LiveFinding {
+                kind: a.kind.name(),
+                culprit: a.culprit.clone(),
+                connections: a.connections,
+                occurrences: a.occurrences,
+                typical_delay_ms: round3(a.delays.quantile_ms(0.5)),
+                total_delay_ms: round3(a.total_ns as f64 / 1e6),
+            })
+            .collect();
+        findings.sort_by(|a, b| {
+            b.total_delay_ms
+                .total_cmp(&a.total_delay_ms)
+                .then(a.kind.cmp(b.kind))
+                .then(a.culprit.endpoint.cmp(&b.culprit.endpoint))
+        });
+        Progress {
+            frames: self.frames,
+            tcp_packets: self.tcp_packets,
+            bytes_on_wire: self.bytes_on_wire,
+            open_connections: self.tracker.open_connections() as u64,
+            closed_connections: d.connection_count,
+            exchanges: d.exchange_hist.count(),
+            exchange_time_ms: round3(d.exchange_hist.sum_ns() as f64 / 1e6),
+            findings,
+            exchanges_not_kept: d.live_overflow,
+        }
+    }
+
+    /// The exchanges completed since the last call, as (server, duration in
+    /// ns), oldest first; only with [`Options::live`]. At most
+    /// [`LIVE_EXCHANGES`] are held between calls; the rest are counted in
+    /// [`Progress::exchanges_not_kept`].
+    pub fn drain_exchanges(&mut self) -> std::vec::Drain<'_, (SocketAddr, i64)> {
+        self.tracker.analyzer_mut().live_exchanges.drain(..)
+    }
+
     /// Closes every open connection and builds the result.
     pub fn finish(self) -> Analysis {
         let peak = self.tracker.peak_open_connections() as u64;
@@ -283,6 +331,9 @@ impl Engine {
         }
     }
 }
+
+/// Exchanges held for [`Engine::drain_exchanges`] between two calls.
+pub const LIVE_EXCHANGES: usize = 1 << 20;
 
 /// Keeps the `keep` connections that lost the most time (then the longest),
 /// the last of them being the least of those kept; order otherwise arbitrary.
@@ -504,6 +555,9 @@ pub(crate) struct Diagnoser {
     delayed_acks: FxHashMap<SocketAddr, (&'static str, Vec<i64>, u64)>,
     duplicates: u64,
     scratch: Vec<Occurrence>,
+    /// Completed exchanges not yet drained (with [`Options::live`]).
+    live_exchanges: Vec<(SocketAddr, i64)>,
+    live_overflow: u64,
 }
 
 impl Diagnoser {
@@ -523,6 +577,8 @@ impl Diagnoser {
             delayed_acks: FxHashMap::default(),
             duplicates: 0,
             scratch: Vec::new(),
+            live_exchanges: Vec::new(),
+            live_overflow: 0,
         }
     }
 
@@ -770,6 +826,13 @@ impl Analyzer for Diagnoser {
         state.latency.on_exchange(conn, ex);
         let d = ex.duration_ns();
         self.exchange_hist.record(d);
+        if self.options.live {
+            if self.live_exchanges.len() < LIVE_EXCHANGES {
+                self.live_exchanges.push((conn.server.addr, d));
+            } else {
+                self.live_overflow += 1;
+            }
+        }
         let split = state.claims.split(conn, ex).unwrap_or([0; budget::PARTS]);
         let bucket = Histogram::bucket(d);
         let sums = &mut self.bucket_budgets[bucket.min(Histogram::BUCKETS - 1) / BUDGET_BUCKET];

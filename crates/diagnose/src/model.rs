@@ -300,3 +300,30 @@ pub struct Finding {
     pub details: serde_json::Value,
     pub ladder: Option<Ladder>,
 }
+
+/// What the engine has found so far ([`crate::Engine::progress`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct Progress {
+    pub frames: u64,
+    pub tcp_packets: u64,
+    pub bytes_on_wire: u64,
+    pub open_connections: u64,
+    pub closed_connections: u64,
+    /// Complete request/response exchanges so far, and the time they took.
+    pub exchanges: u64,
+    pub exchange_time_ms: f64,
+    /// Ordered by time lost, largest first.
+    pub findings: Vec<LiveFinding>,
+    pub exchanges_not_kept: u64,
+}
+
+/// A finding as it stands while traffic is still flowing.
+#[derive(Debug, Clone, Serialize)]
+pub struct LiveFinding {
+    pub kind: &'static str,
+    pub culprit: Culprit,
+    pub connections: u64,
+    pub occurrences: u64,
+    pub typical_delay_ms: f64,
+    pub total_delay_ms: f64,
+}

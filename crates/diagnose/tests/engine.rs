@@ -280,3 +280,59 @@ fn no_nagle_when_the_ack_is_prompt() {
         a.findings
     );
 }
+
+/// A live view reads the engine while frames still arrive: the Nagle finding
+/// shows before the capture ends, and every completed exchange is drained once.
+#[test]
+fn progress_and_drained_exchanges_while_frames_arrive() {
+    let frames = frames("nginx-nodelay-off.server.pcap");
+    let mut e = Engine::new(Options {
+        live: true,
+        ..Options::default()
+    });
+    let half = frames.len() / 2;
+    let mut drained = 0u64;
+    let mut servers = std::collections::BTreeSet::new();
+    for (ts, data, orig) in &frames[..half] {
+        e.push(*ts, LinkType::Ethernet, data, *orig);
+    }
+    let mid = e.progress();
+    assert_eq!(mid.frames, half as u64);
+    assert!(mid.open_connections > 0, "connections still open mid-way");
+    let nagle = mid
+        .findings
+        .iter()
+        .find(|f| f.kind == "nagle_delayed_ack")
+        .expect("the Nagle stall shows before the capture ends");
+    assert_eq!(nagle.culprit.role, "server");
+    assert!(nagle.typical_delay_ms > 30.0 && nagle.typical_delay_ms < 60.0);
+    for (server, ns) in e.drain_exchanges() {
+        servers.insert(server.to_string());
+        assert!(ns > 0);
+        drained += 1;
+    }
+    assert_eq!(drained, mid.exchanges);
+    assert_eq!(e.drain_exchanges().count(), 0, "drained once");
+    for (ts, data, orig) in &frames[half..] {
+        e.push(*ts, LinkType::Ethernet, data, *orig);
+    }
+    drained += e.drain_exchanges().count() as u64;
+    let end = e.progress();
+    assert_eq!(drained, end.exchanges);
+    assert!(end.findings[0].total_delay_ms > nagle.total_delay_ms);
+    let a = e.finish();
+    assert!(a.capture.exchanges >= end.exchanges);
+    assert_eq!(servers.len(), 1);
+    assert!(a.findings[0].culprit.endpoint == *servers.iter().next().unwrap());
+}
+
+/// Without `live`, nothing is kept for draining (files do not pay for it).
+#[test]
+fn exchanges_are_not_kept_unless_live() {
+    let mut e = Engine::new(Options::default());
+    for (ts, data, orig) in &frames("nginx-nodelay-off.server.pcap") {
+        e.push(*ts, LinkType::Ethernet, data, *orig);
+    }
+    assert!(e.progress().exchanges > 0);
+    assert_eq!(e.drain_exchanges().count(), 0);
+}

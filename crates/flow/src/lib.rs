@@ -212,6 +212,10 @@ impl<A: Analyzer> Tracker<A> {
         &self.analyzer
     }
 
+    pub fn analyzer_mut(&mut self) -> &mut A {
+        &mut self.analyzer
+    }
+
     /// Connections currently held in memory.
     pub fn open_connections(&self) -> usize {
         self.table.len()
