@@ -196,6 +196,7 @@ impl Engine {
                 occurrences: a.occurrences,
                 typical_delay_ms: round3(a.delays.quantile_ms(0.5)),
                 total_delay_ms: round3(a.total_ns as f64 / 1e6),
+                share_of_time: 0.0,
             })
             .collect();
         findings.sort_by(|a, b| {
@@ -204,7 +205,29 @@ impl Engine {
                 .then(a.kind.cmp(b.kind))
                 .then(a.culprit.endpoint.cmp(&b.culprit.endpoint))
         });
+        // Shares as `finish` computes them: of the exchanges' time, or of
+        // the capture's span when there is no exchange.
+        let exchange_ns = d.exchange_hist.sum_ns();
+        let denominator = if exchange_ns > 0 {
+            exchange_ns as f64
+        } else {
+            self.first_ts
+                .map_or(0, |first| self.last_ts.since(first))
+                .max(0) as f64
+        };
+        for f in &mut findings {
+            f.share_of_time = if denominator > 0.0 {
+                round3((f.total_delay_ms * 1e6 / denominator).min(1.0))
+            } else {
+                0.0
+            };
+        }
+        let min_share = d.options.min_share;
+        let (findings, minor_findings): (Vec<LiveFinding>, Vec<LiveFinding>) = findings
+            .into_iter()
+            .partition(|f| f.share_of_time >= min_share);
         Progress {
+            minor_findings,
             frames: self.frames,
             tcp_packets: self.tcp_packets,
             bytes_on_wire: self.bytes_on_wire,

@@ -312,8 +312,10 @@ pub struct Progress {
     /// Complete request/response exchanges so far, and the time they took.
     pub exchanges: u64,
     pub exchange_time_ms: f64,
-    /// Ordered by time lost, largest first.
+    /// Ordered by time lost, largest first; those under
+    /// [`crate::Options::min_share`] of the time are in `minor_findings`.
     pub findings: Vec<LiveFinding>,
+    pub minor_findings: Vec<LiveFinding>,
     pub exchanges_not_kept: u64,
 }
 
@@ -326,4 +328,6 @@ pub struct LiveFinding {
     pub occurrences: u64,
     pub typical_delay_ms: f64,
     pub total_delay_ms: f64,
+    /// Of the exchanges' time so far (of the capture's span without exchanges).
+    pub share_of_time: f64,
 }
