@@ -19,9 +19,9 @@ use tcpdoctor_diagnose::{Engine, Options};
 use tcpdoctor_report::TextOptions;
 
 /// Exit status: analysed (findings or not, unless --fail-on-finding).
-const EXIT_OK: u8 = 0;
+pub(crate) const EXIT_OK: u8 = 0;
 /// Exit status: analysed, --fail-on-finding given, and a finding was reported.
-const EXIT_FINDING: u8 = 1;
+pub(crate) const EXIT_FINDING: u8 = 1;
 /// Exit status: usage error, or the input could not be read as a capture.
 const EXIT_INPUT: u8 = 2;
 
@@ -121,7 +121,7 @@ struct AnalyzeArgs {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
-enum Format {
+pub(crate) enum Format {
     Text,
     Json,
 }
