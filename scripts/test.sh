@@ -15,16 +15,23 @@ command -v ip      >/dev/null || need_pkgs+=(iproute2)
 command -v python3 >/dev/null || need_pkgs+=(python3)
 command -v iptables >/dev/null || need_pkgs+=(iptables)
 command -v java    >/dev/null || need_pkgs+=(default-jdk-headless)
+command -v curl    >/dev/null || need_pkgs+=(curl)
+command -v prometheus >/dev/null || need_pkgs+=(prometheus)
+command -v setpriv >/dev/null || need_pkgs+=(util-linux)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "missing: ${need_pkgs[*]} (run as root to install them)" >&2; exit 2
   fi
   export DEBIAN_FRONTEND=noninteractive
+  # The tests run their own nginx and Prometheus: keep the packaged services
+  # from starting (invoke-rc.d asks policy-rc.d; 101 means "not now").
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
-  # Debian starts the packaged nginx; the tests run their own.
-  if command -v systemctl >/dev/null && systemctl is-active -q nginx 2>/dev/null; then systemctl stop nginx || true; fi
-  pkill -x nginx 2>/dev/null || true
 fi
 cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
 cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
@@ -42,6 +49,7 @@ if [ "$(id -u)" -eq 0 ]; then
   bash tests/e2e/diagnose.sh target/release/tcpdoctor
   bash tests/e2e/load.sh target/release/tcpdoctor
   bash tests/e2e/probe.sh target/release/tcpdoctor
+  bash tests/e2e/watch.sh target/release/tcpdoctor
   bash tests/e2e/lab.sh target/release/tcpdoctor
 else
   echo "end-to-end test needs root (network namespaces): skipped" >&2
