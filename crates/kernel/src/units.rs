@@ -1,0 +1,100 @@
+//! Sizes, rates and durations as a person reads them. Sizes are binary
+//! (1 KB = 1024 bytes), as the kernel's buffer sizes are; rates are decimal
+//! bits per second, as links are sold.
+
+/// `65535` → "64 KB", `6291456` → "6 MB", `87380` → "85.3 KB", `900` → "900 B".
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KB", "MB", "GB", "TB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{} {}", short(v), UNITS[unit])
+}
+
+/// Bits per second: "6.6 Mbit/s", "13 Gbit/s", "655 kbit/s".
+pub fn rate(bits_per_s: f64) -> String {
+    let (v, unit) = if bits_per_s >= 1e9 {
+        (bits_per_s / 1e9, "Gbit/s")
+    } else if bits_per_s >= 1e6 {
+        (bits_per_s / 1e6, "Mbit/s")
+    } else if bits_per_s >= 1e3 {
+        (bits_per_s / 1e3, "kbit/s")
+    } else {
+        (bits_per_s, "bit/s")
+    };
+    format!("{} {unit}", short(v))
+}
+
+/// Seconds: "200 ms", "1.5 s", "15 min 25 s", "2 h".
+pub fn duration(seconds: f64) -> String {
+    if seconds < 1.0 {
+        return format!("{} ms", short(seconds * 1000.0));
+    }
+    if seconds < 120.0 {
+        return format!("{} s", short(seconds));
+    }
+    let total = seconds.round() as u64;
+    let (h, m, s) = (total / 3600, total % 3600 / 60, total % 60);
+    match (h, m, s) {
+        (0, m, 0) => format!("{m} min"),
+        (0, m, s) => format!("{m} min {s} s"),
+        (h, 0, _) => format!("{h} h"),
+        (h, m, _) => format!("{h} h {m} min"),
+    }
+}
+
+/// Three significant digits at most, no trailing zeros: 6.5536 → "6.55",
+/// 52.4 → "52.4", 524.3 → "524", 4.0 → "4".
+pub fn short(v: f64) -> String {
+    let s = if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    };
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(bytes(900), "900 B");
+        assert_eq!(bytes(65535), "64 KB");
+        assert_eq!(bytes(87380), "85.3 KB");
+        assert_eq!(bytes(6_291_456), "6 MB");
+        assert_eq!(bytes(212_992), "208 KB");
+        assert_eq!(bytes(1 << 30), "1 GB");
+    }
+
+    #[test]
+    fn rates() {
+        assert_eq!(rate(65535.0 * 8.0 / 0.010), "52.4 Mbit/s");
+        assert_eq!(rate(8192.0 * 8.0 / 0.1), "655 kbit/s");
+        assert_eq!(rate(16.0e9), "16 Gbit/s");
+        assert_eq!(rate(12.0), "12 bit/s");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration(0.2), "200 ms");
+        assert_eq!(duration(1.5), "1.5 s");
+        assert_eq!(duration(127.0), "2 min 7 s");
+        assert_eq!(duration(924.6), "15 min 25 s");
+        assert_eq!(duration(7200.0), "2 h");
+        assert_eq!(duration(600.0), "10 min");
+    }
+}
