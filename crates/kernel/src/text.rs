@@ -86,12 +86,7 @@ pub fn render(r: &Report, o: TextOptions) -> String {
     }
     for rt in &r.routes {
         let fam = if rt.family == "inet6" { "-6 " } else { "" };
-        let table = if rt.table == "main" {
-            String::new()
-        } else {
-            format!("  [table {}]", rt.table)
-        };
-        let _ = writeln!(out, "  {fam}{}{table}", rt.spec);
+        let _ = writeln!(out, "  {fam}{}", rt.spec);
         findings(&mut out, &rt.findings, o);
     }
 

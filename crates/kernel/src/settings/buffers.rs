@@ -273,13 +273,14 @@ fn tcp_window_scaling(_: &Ctx<'_>, v: &str) -> Verdict {
     )
 }
 
-fn tcp_wmem(ctx: &Ctx<'_>, v: &str) -> Verdict {
+fn tcp_wmem(_: &Ctx<'_>, v: &str) -> Verdict {
     let Some((min, start, max)) = triple(v) else {
         return Verdict::ok_because("not three numbers: left unjudged");
     };
     // A send buffer holds data until it is acknowledged, with per-packet
     // overhead: Linux sizes it at twice the congestion window (tcp_sndbuf_expand).
-    let w = window::window(max.max(0) as u64, 0.5, ctx.scaling());
+    // Window scaling bounds the peer's window, not this buffer: judged there.
+    let w = window::window(max.max(0) as u64, 0.5, true);
     let text = format!(
         "at most ≈ {} in flight per connection (about half of the {} max buffer): {}.",
         bytes(w),
