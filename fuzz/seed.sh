@@ -4,13 +4,21 @@
 #            and short heads of each (first records/blocks) that mutate faster.
 #   decode:  single frames, prefixed with the link selector byte
 #            (1 = Ethernet, 4 = Linux SLL; see fuzz_targets/decode.rs).
+#   netlink: the recorded rtnetlink dumps of crates/kernel/fixtures, prefixed
+#            with the dump selector byte (0 routes, 1 interfaces, 2 qdiscs).
 # Usage: fuzz/seed.sh   (from anywhere; idempotent)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 cap="$here/corpus/capture"
 dec="$here/corpus/decode"
-mkdir -p "$cap" "$dec"
+net="$here/corpus/netlink"
+mkdir -p "$cap" "$dec" "$net"
+
+for pair in 0:route4 0:route6 1:link 2:qdisc; do
+    sel=${pair%%:*} name=${pair#*:}
+    { printf "\\$(printf %03o "$sel")"; cat "$root/crates/kernel/fixtures/$name.bin"; } > "$net/$name"
+done
 
 for f in "$root"/fixtures/*.pcap*; do
     [ -f "$f" ] || continue
