@@ -13,6 +13,7 @@
 #   - the text report shows the warnings and their fixes;
 #   - as an unprivileged user (setpriv nobody) the report is the same;
 #   - --fail-on-warn exits 1 there, 0 for a clean namespace.
+# KEEP_OUTPUT=DIR keeps the reports (before.txt: text before the route fix, ns.json, ns.txt, host.json).
 # Needs root, iproute2 (ip, tc), python3, util-linux (setpriv).
 # Usage: tests/e2e/sysctl.sh [TCPDOCTOR]
 set -euo pipefail
@@ -111,6 +112,7 @@ chmod 755 "$WORK" "$WORK/tcpdoctor"
 TDX=$WORK/tcpdoctor
 
 nsx "$TDX" sysctl --format json > "$WORK/ns.json"
+nsx "$TDX" sysctl > "$WORK/before.txt"
 "$TDX" sysctl --format json > "$WORK/host.json"
 ip netns exec "$CLEAN" "$TDX" sysctl --format json > "$WORK/clean.json"
 nsx setpriv --reuid=nobody --regid=nogroup --clear-groups "$TDX" sysctl --format json > "$WORK/nobody.json"
@@ -319,4 +321,9 @@ set -e
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d["summary"]["warn"] == 0 else 1)' "$WORK/clean.json" \
   && { [ "$rc_clean" = 0 ] || fail "--fail-on-warn exited $rc_clean without warnings"; }
 echo "--fail-on-warn: $rc_bad with warnings, $rc_clean in a fresh namespace"
+if [ -n "${KEEP_OUTPUT:-}" ]; then
+  mkdir -p "$KEEP_OUTPUT"
+  cp "$WORK/before.txt" "$WORK/ns.json" "$WORK/ns.txt" "$WORK/host.json" "$KEEP_OUTPUT/"
+  echo "reports kept in $KEEP_OUTPUT"
+fi
 echo "sysctl e2e: all checks passed"

@@ -13,7 +13,7 @@ Examples:
   sudo ip netns exec web tcpdoctor sysctl             the namespace `web` (a container's, a lab's)
   sudo nsenter -n -t PID tcpdoctor sysctl             the namespace of process PID
   tcpdoctor sysctl --format json | jq '.settings[] | select(.severity != \"ok\")'
-  tcpdoctor sysctl --format json | jq -r '.settings[], .routes[].findings[], .qdiscs[].findings[] | .fix // empty'
+  tcpdoctor sysctl --format json | jq -r '.. | .fix? // empty'        every fix, one per line
   tcpdoctor sysctl --format json | jq '.routes[] | select(.metrics.initcwnd)'
 
 It reads, for the network namespace it runs in (not the host's, unless it runs there):

@@ -179,14 +179,19 @@ fn buffer_cap(ctx: &Ctx<'_>, v: &str, option: &str, examples: &str, autotuned: &
     } else {
         0.5
     };
-    let w = window::window(buffer, share, ctx.scaling());
-    let text = format!(
+    // Judged as if window scaling were on: without it every window is 64 KB
+    // whatever the buffer, and that is tcp_window_scaling's finding.
+    let w = window::window(buffer, share, true);
+    let mut text = format!(
         "an application that sets {option} ({examples}) gets at most {} of buffer, ≈ {} {}: {}; and it gives up autotuning ({autotuned}).",
         bytes(buffer),
         bytes(w),
         if option == "SO_RCVBUF" { "of window" } else { "in flight" },
         at_rtts(w)
     );
+    if !ctx.scaling() && w > UNSCALED_MAX {
+        text.push_str(" (64 KB at most here while tcp_window_scaling is 0.)");
+    }
     if w < LONG_FAT_WINDOW {
         return Verdict::note(text, Some(SUGGESTED_MAX.to_string()));
     }
@@ -457,6 +462,19 @@ mod tests {
         );
         let big = one([("net.core.rmem_max", "4194304")], "net.core.rmem_max");
         assert_eq!(big.severity, Severity::Ok);
+    }
+
+    #[test]
+    fn rmem_max_is_not_blamed_for_window_scaling_off() {
+        let s = one(
+            [
+                ("net.core.rmem_max", "4194304"),
+                ("net.ipv4.tcp_window_scaling", "0"),
+            ],
+            "net.core.rmem_max",
+        );
+        assert_eq!(s.severity, Severity::Ok);
+        assert!(s.judgement.expect("j").contains("64 KB at most here"));
     }
 
     #[test]
