@@ -36,7 +36,7 @@ fail() { echo "sysctl e2e FAIL: $*" >&2; exit 1; }
 nsx() { ip netns exec "$NS" "$@"; }
 
 [ "$(id -u)" -eq 0 ] || fail "needs root (network namespaces)"
-for c in ip tc python3 setpriv sysctl; do
+for c in ip tc python3 setpriv; do
   command -v "$c" >/dev/null || fail "$c is missing"
 done
 [ -x "$TD" ] || fail "no tcpdoctor at $TD"
