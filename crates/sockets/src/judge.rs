@@ -193,7 +193,7 @@ fn limited(s: &Socket, out: &mut Vec<Flag>) {
         let share = rwnd as f64 / busy as f64;
         if share >= LIMITED_SHARE && rwnd >= LIMITED_MIN_US {
             let wnd = t.snd_wnd.map(u64::from);
-            let now = match wnd {
+            let mut now = match wnd {
                 Some(w) => format!(
                     "; it advertises {} now{}",
                     bytes(w),
@@ -206,6 +206,9 @@ fn limited(s: &Socket, out: &mut Vec<Flag>) {
                 ),
                 None => String::new(),
             };
+            if let Some(d) = t.delivery_rate_bytes_per_sec.filter(|&d| d > 0) {
+                now += &format!(" (delivering ~{}/s)", bytes(d));
+            }
             out.push(Flag {
                 kind: FlagKind::RwndLimited,
                 message: format!(

@@ -497,15 +497,35 @@ fn read_all_options(sockets: &mut [Socket], notes: &mut Vec<Note>) {
             }
         }
     }
-    if denied > 0 {
-        let e = why.map(|e| e.to_string()).unwrap_or_default();
+    // Sockets a descriptor refers to whose owner stayed hidden (/proc/PID/fd
+    // not readable): their options cannot be asked for either.
+    let hidden = sockets
+        .iter()
+        .filter(|s| s.inode != 0 && s.process.is_none())
+        .count() as u32;
+    if denied > 0 || hidden > 0 {
+        let mut parts = Vec::new();
+        if hidden > 0 {
+            parts.push(format!(
+                "{hidden} whose process is hidden (/proc/PID/fd needs root)"
+            ));
+        }
+        if denied > 0 {
+            let e = why.map(|e| e.to_string()).unwrap_or_default();
+            parts.push(format!(
+                "{denied} in {denied_procs} processes where pidfd_getfd was refused ({e}: needs \
+                 root or CAP_SYS_PTRACE)"
+            ));
+        }
         notes.push(Note {
             what: "options",
-            count: denied,
+            count: denied + hidden,
             reason: format!(
-                "socket options (TCP_NODELAY, TCP_CORK, SO_RCVBUF…) of {denied} sockets in \
-                 {denied_procs} processes need root or CAP_SYS_PTRACE to read \
-                 (pidfd_getfd: {e}): options null; the buffer sizes are still under memory"
+                "the socket options (TCP_NODELAY, TCP_CORK, SO_RCVBUF…) of {} sockets: {}; their \
+                 options are null, so Nagle cannot be judged there (run as root); buffer sizes \
+                 are still under memory",
+                denied + hidden,
+                parts.join(", ")
             ),
         });
     }
