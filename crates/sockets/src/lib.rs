@@ -23,11 +23,11 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 
-use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 pub mod judge;
 pub mod netlink;
+mod owners;
 pub mod procfs;
 mod sys;
 #[cfg(test)]
@@ -290,13 +290,38 @@ pub struct Snapshot {
     pub context: Context,
 }
 
-/// Takes a snapshot: dump, owners, options, flags.
+/// Takes a snapshot: dump, owners, options, flags. The `/proc` listing runs
+/// while the kernel dumps the sockets, and the owners and options are read
+/// on two threads for many sockets (`owners.rs`): each part is system calls,
+/// and 10,000 sockets are ~100,000 of them.
 pub fn snapshot(query: &Query) -> io::Result<Snapshot> {
     let mut notes = Vec::new();
     let mut sockets = Vec::new();
-    dump(query, &mut sockets, &mut notes)?;
-    owners(&mut sockets, query.pid, &mut notes);
-    read_all_options(&mut sockets, &mut notes);
+    let proc_dir = procfs::open_proc();
+    let (dumped, listed) = std::thread::scope(|scope| {
+        let lister = proc_dir
+            .as_ref()
+            .ok()
+            .map(|dir| scope.spawn(move || procfs::list(dir)));
+        let dumped = dump(query, &mut sockets, &mut notes);
+        let listed = match lister {
+            Some(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            None => Err(io::Error::other("no /proc")),
+        };
+        (dumped, listed)
+    });
+    dumped?;
+    match (&proc_dir, listed) {
+        (Ok(dir), Ok(list)) => {
+            let found = owners::walk(dir, &list, &sockets, query.pid);
+            owners::apply(&mut sockets, found, &list, &mut notes);
+        }
+        (Err(e), _) => notes.push(no_proc(e, sockets.len())),
+        (_, Err(e)) => notes.push(no_proc(&e, sockets.len())),
+    }
+    if let Some(pid) = query.pid {
+        sockets.retain(|s| s.holders().any(|p| p.pid == pid));
+    }
     let context = Context::of_namespace();
     for s in &mut sockets {
         s.flags = judge::flags(s, &context);
@@ -307,6 +332,14 @@ pub fn snapshot(query: &Query) -> io::Result<Snapshot> {
         could_not_read: notes,
         context,
     })
+}
+
+fn no_proc(e: &io::Error, sockets: usize) -> Note {
+    Note {
+        what: "process",
+        count: sockets as u32,
+        reason: format!("/proc could not be read ({e}): no process, no options"),
+    }
 }
 
 /// Reply buffer: a dump datagram is at most 32 KiB (the kernel caps
@@ -371,190 +404,4 @@ fn read_dump(
             }
         }
     }
-}
-
-/// Fills in `process`, `also_held_by` and `fd`; keeps only the sockets of
-/// `pid` when given.
-fn owners(sockets: &mut Vec<Socket>, pid: Option<u32>, notes: &mut Vec<Note>) {
-    let mut index = FxHashMap::with_capacity_and_hasher(sockets.len(), Default::default());
-    for (i, s) in sockets.iter().enumerate() {
-        if s.inode != 0 {
-            index.insert(s.inode, i);
-        }
-    }
-    let holders = match procfs::scan(&index, sockets.len()) {
-        Ok(h) => h,
-        Err(e) => {
-            notes.push(Note {
-                what: "process",
-                count: sockets.len() as u32,
-                reason: format!("/proc could not be read: {e}"),
-            });
-            if pid.is_some() {
-                sockets.clear();
-            }
-            return;
-        }
-    };
-    if holders.unreadable > 0 {
-        notes.push(Note {
-            what: "process",
-            count: holders.unreadable,
-            reason: format!(
-                "the descriptors of {} of {} processes are readable only by their owner or root \
-                 (/proc/PID/fd): their sockets show process null (run as root)",
-                holders.unreadable, holders.processes
-            ),
-        });
-    }
-    let mut commands: FxHashMap<u32, Option<ShortName>> = FxHashMap::default();
-    let mut command = |pid: u32| -> Process {
-        let command = *commands.entry(pid).or_insert_with(|| procfs::command(pid));
-        Process { pid, command }
-    };
-    let mut more = holders.more.iter().peekable();
-    for (i, (s, first)) in sockets.iter_mut().zip(&holders.first).enumerate() {
-        let Some(first) = first else { continue };
-        let mut all = vec![];
-        while let Some(&&(j, h)) = more.peek() {
-            if j != i {
-                break;
-            }
-            all.push(h);
-            more.next();
-        }
-        if all.is_empty() {
-            s.process = Some(command(first.pid));
-            s.fd = Some(first.fd);
-            continue;
-        }
-        all.push(*first);
-        let doer = pick_doer(&all);
-        s.process = Some(command(doer.pid));
-        s.fd = Some(doer.fd);
-        all.sort_by_key(|h| h.pid);
-        s.also_held_by = all
-            .iter()
-            .filter(|h| h.pid != doer.pid)
-            .map(|h| command(h.pid))
-            .collect();
-    }
-    if let Some(pid) = pid {
-        sockets.retain(|s| s.holders().any(|p| p.pid == pid));
-    }
-}
-
-/// Of the processes sharing a socket, the one most likely doing its I/O:
-/// a child of another holder (nginx's worker rather than its master, a
-/// forked server's child rather than the parent that only listened), else
-/// the lowest pid.
-fn pick_doer(all: &[procfs::Holder]) -> procfs::Holder {
-    let mut best = all.iter().min_by_key(|h| h.pid).copied().unwrap_or(all[0]);
-    for h in all {
-        if let Some(ppid) = procfs::parent(h.pid) {
-            if all.iter().any(|o| o.pid == ppid) {
-                best = *h;
-                break;
-            }
-        }
-    }
-    best
-}
-
-/// Reads the options of every socket that has a holder, one pidfd per
-/// process.
-fn read_all_options(sockets: &mut [Socket], notes: &mut Vec<Note>) {
-    let mut order: Vec<(u32, usize)> = sockets
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| Some((s.process?.pid, i)))
-        .collect();
-    order.sort_unstable();
-    let (mut denied, mut denied_procs, mut why) = (0u32, 0u32, None::<io::Error>);
-    let mut at = 0;
-    while at < order.len() {
-        let pid = order[at].0;
-        let end = at + order[at..].iter().take_while(|(p, _)| *p == pid).count();
-        let group = &order[at..end];
-        at = end;
-        let Ok(pidfd) = sys::pidfd_open(pid) else {
-            // Exited since the scan.
-            continue;
-        };
-        for (k, &(_, i)) in group.iter().enumerate() {
-            let s = &mut sockets[i];
-            let Some(fd) = s.fd else { continue };
-            match options_of(&pidfd, fd, s.inode, s.congestion) {
-                Ok(o) => s.options = o,
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES)) => {
-                    denied += (group.len() - k) as u32;
-                    denied_procs += 1;
-                    why.get_or_insert(e);
-                    break;
-                }
-                // The descriptor was closed since the scan.
-                Err(_) => {}
-            }
-        }
-    }
-    // Sockets a descriptor refers to whose owner stayed hidden (/proc/PID/fd
-    // not readable): their options cannot be asked for either.
-    let hidden = sockets
-        .iter()
-        .filter(|s| s.inode != 0 && s.process.is_none())
-        .count() as u32;
-    if denied > 0 || hidden > 0 {
-        let mut parts = Vec::new();
-        if hidden > 0 {
-            parts.push(format!(
-                "{hidden} whose process is hidden (/proc/PID/fd needs root)"
-            ));
-        }
-        if denied > 0 {
-            let e = why.map(|e| e.to_string()).unwrap_or_default();
-            parts.push(format!(
-                "{denied} in {denied_procs} processes where pidfd_getfd was refused ({e}: needs \
-                 root or CAP_SYS_PTRACE)"
-            ));
-        }
-        notes.push(Note {
-            what: "options",
-            count: denied + hidden,
-            reason: format!(
-                "the socket options (TCP_NODELAY, TCP_CORK, SO_RCVBUF…) of {} sockets: {}; their \
-                 options are null, so Nagle cannot be judged there (run as root); buffer sizes \
-                 are still under memory",
-                denied + hidden,
-                parts.join(", ")
-            ),
-        });
-    }
-}
-
-/// The options of descriptor `fd` of the process behind `pidfd`, if it
-/// still is socket `inode` (`Ok(None)` when the number was reused).
-fn options_of(
-    pidfd: &OwnedFd,
-    fd: u32,
-    inode: u32,
-    congestion: Option<ShortName>,
-) -> io::Result<Option<SockOptions>> {
-    let dup = sys::pidfd_getfd(pidfd, fd)?;
-    // Descriptor numbers are reused: check it is still the socket we mean.
-    let file = std::fs::File::from(dup);
-    if std::os::unix::fs::MetadataExt::ino(&file.metadata()?) != u64::from(inode) {
-        return Ok(None);
-    }
-    let dup = OwnedFd::from(file);
-    let tcp = |name| sys::getsockopt_int(&dup, libc::IPPROTO_TCP, name);
-    let sol = |name| sys::getsockopt_int(&dup, libc::SOL_SOCKET, name);
-    Ok(Some(SockOptions {
-        tcp_nodelay: tcp(libc::TCP_NODELAY)? != 0,
-        tcp_cork: tcp(libc::TCP_CORK)? != 0,
-        tcp_quickack: tcp(libc::TCP_QUICKACK)? != 0,
-        so_rcvbuf: sol(libc::SO_RCVBUF)?.max(0) as u32,
-        so_sndbuf: sol(libc::SO_SNDBUF)?.max(0) as u32,
-        tcp_notsent_lowat: tcp(libc::TCP_NOTSENT_LOWAT)? as u32,
-        congestion,
-    }))
 }

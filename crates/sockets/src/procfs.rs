@@ -1,54 +1,49 @@
 //! Which process holds which socket: every `/proc/PID/fd/N` whose link reads
-//! `socket:[INODE]`, matched against the inodes of the dump. Directories are
-//! read with `getdents64` into one reused buffer and links with `readlinkat`
-//! into a stack buffer, so the scan allocates nothing per descriptor (it is
-//! the part of `sockets` that grows with every descriptor of the machine).
-//! The record parsers are pure functions over bytes.
+//! `socket:[INODE]`. Done in two steps so that the expensive one runs in
+//! parallel: [`list`] reads every process's descriptor numbers with
+//! `getdents64` into one reused buffer (cheap, and done while the netlink
+//! dump runs), then [`socket_inode`] reads each link with `readlinkat` into a
+//! stack buffer, from several threads. Nothing is allocated per descriptor
+//! but its 8-byte entry in the list. The record parsers are pure functions
+//! over bytes.
 
 use std::ffi::CStr;
 use std::io;
-use std::os::fd::AsFd;
-
-use rustc_hash::FxHashMap;
+use std::os::fd::{AsFd, OwnedFd};
 
 use crate::sys;
 
 /// One holder of a socket: a process and its descriptor number.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Holder {
     pub pid: u32,
     pub fd: u32,
 }
 
-/// What the scan found.
+/// Every descriptor of every process we may look at.
 #[derive(Debug, Default)]
-pub struct Holders {
-    /// Per socket (index into the dump): the first holder found.
-    pub first: Vec<Option<Holder>>,
-    /// Further holders, as (socket index, holder): a socket shared across
-    /// `fork()` (nginx master and worker for a listener) or passed over a
-    /// Unix socket.
-    pub more: Vec<(usize, Holder)>,
+pub struct FdList {
+    /// (pid, fd), grouped by process.
+    pub fds: Vec<Holder>,
     /// Processes whose descriptors we may not list (not ours, no root).
     pub unreadable: u32,
     /// Processes seen.
     pub processes: u32,
 }
 
-/// Scans `/proc` for descriptors of the sockets in `index` (inode → socket
-/// index; `count` sockets).
-pub fn scan(index: &FxHashMap<u32, usize>, count: usize) -> io::Result<Holders> {
-    let mut out = Holders {
-        first: vec![None; count],
-        ..Holders::default()
-    };
-    let proc_dir = sys::open_dir(None, c"/proc")?;
+/// `/proc`, the directory every later lookup is relative to.
+pub fn open_proc() -> io::Result<OwnedFd> {
+    sys::open_dir(None, c"/proc")
+}
+
+/// Lists the descriptors of every process (links only: `DT_LNK`).
+pub fn list(proc_dir: &OwnedFd) -> io::Result<FdList> {
+    let mut out = FdList::default();
     let mut proc_buf = vec![0u8; 32 * 1024];
     let mut fd_buf = vec![0u8; 64 * 1024];
     let mut path = [0u8; 32];
-    let mut link = [0u8; 40];
     loop {
-        let n = sys::getdents(&proc_dir, &mut proc_buf)?;
+        let n = sys::getdents(proc_dir, &mut proc_buf)?;
         if n == 0 {
             break;
         }
@@ -57,7 +52,7 @@ pub fn scan(index: &FxHashMap<u32, usize>, count: usize) -> io::Result<Holders> 
                 continue;
             };
             out.processes += 1;
-            let Some(fd_path) = fd_dir_path(pid, &mut path) else {
+            let Some(fd_path) = path_of(&mut path, format_args!("{pid}/fd")) else {
                 continue;
             };
             let fd_dir = match sys::open_dir(Some(proc_dir.as_fd()), fd_path) {
@@ -75,45 +70,38 @@ pub fn scan(index: &FxHashMap<u32, usize>, count: usize) -> io::Result<Holders> 
                     if kind != DT_LNK && kind != DT_UNKNOWN {
                         continue;
                     }
-                    let Some(fd) = number(name.to_bytes()) else {
-                        continue;
-                    };
-                    let Ok(len) = sys::readlink_at(&fd_dir, name, &mut link) else {
-                        continue;
-                    };
-                    let Some(inode) = socket_inode(&link[..len]) else {
-                        continue;
-                    };
-                    if let Some(&i) = index.get(&inode) {
-                        let h = Holder { pid, fd };
-                        match out.first[i] {
-                            None => out.first[i] = Some(h),
-                            // Several descriptors of one process: one is enough.
-                            Some(f) if f.pid == pid => {}
-                            Some(_) => out.more.push((i, h)),
-                        }
+                    if let Some(fd) = number(name.to_bytes()) {
+                        out.fds.push(Holder { pid, fd });
                     }
                 }
             }
         }
     }
-    // A process holding one socket under several descriptors counts once.
-    out.more.sort_unstable_by_key(|&(i, h)| (i, h.pid, h.fd));
-    out.more.dedup_by_key(|&mut (i, h)| (i, h.pid));
     Ok(out)
+}
+
+/// The inode of the socket that descriptor `h.fd` of process `h.pid` is, or
+/// `None` when it is not a socket (or is gone).
+pub fn socket_inode(proc_dir: &OwnedFd, h: Holder) -> Option<u32> {
+    let mut path = [0u8; 32];
+    let mut link = [0u8; 40];
+    let path = path_of(&mut path, format_args!("{}/fd/{}", h.pid, h.fd))?;
+    let len = sys::readlink_at(proc_dir, path, &mut link).ok()?;
+    parse_socket_link(&link[..len])
+}
+
+/// `args` NUL-terminated in `buf`.
+fn path_of<'a>(buf: &'a mut [u8; 32], args: std::fmt::Arguments<'_>) -> Option<&'a CStr> {
+    use std::io::Write;
+    let mut w = &mut buf[..];
+    w.write_fmt(args).ok()?;
+    w.write_all(b"\0").ok()?;
+    let used = 32 - w.len();
+    CStr::from_bytes_with_nul(&buf[..used]).ok()
 }
 
 const DT_UNKNOWN: u8 = 0;
 const DT_LNK: u8 = 10;
-
-/// `PID/fd` NUL-terminated in `buf`, relative to `/proc`.
-fn fd_dir_path(pid: u32, buf: &mut [u8; 32]) -> Option<&CStr> {
-    use std::io::Write;
-    let mut w = &mut buf[..];
-    write!(w, "{pid}/fd\0").ok()?;
-    let used = 32 - w.len();
-    CStr::from_bytes_with_nul(&buf[..used]).ok()
-}
 
 /// The records of a `getdents64` buffer (`struct linux_dirent64`: `d_ino`
 /// u64, `d_off` i64, `d_reclen` u16, `d_type` u8, `d_name` NUL-terminated),
@@ -150,7 +138,7 @@ pub fn number(b: &[u8]) -> Option<u32> {
 }
 
 /// The inode of a `socket:[12345]` link target.
-pub fn socket_inode(link: &[u8]) -> Option<u32> {
+pub fn parse_socket_link(link: &[u8]) -> Option<u32> {
     number(link.strip_prefix(b"socket:[")?.strip_suffix(b"]")?)
 }
 

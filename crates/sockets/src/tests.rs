@@ -469,11 +469,11 @@ fn proc_records_parse() {
     // A record running past the buffer ends the listing.
     assert_eq!(procfs::dirents(&buf[..buf.len() - 1]).count(), 1);
 
-    assert_eq!(procfs::socket_inode(b"socket:[123456]"), Some(123_456));
-    assert_eq!(procfs::socket_inode(b"socket:[]"), None);
-    assert_eq!(procfs::socket_inode(b"pipe:[123]"), None);
+    assert_eq!(procfs::parse_socket_link(b"socket:[123456]"), Some(123_456));
+    assert_eq!(procfs::parse_socket_link(b"socket:[]"), None);
+    assert_eq!(procfs::parse_socket_link(b"pipe:[123]"), None);
     assert_eq!(
-        procfs::socket_inode(b"socket:[99999999999]"),
+        procfs::parse_socket_link(b"socket:[99999999999]"),
         None,
         "above u32"
     );
