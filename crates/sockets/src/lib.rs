@@ -27,7 +27,7 @@ use serde::Serialize;
 
 pub mod judge;
 pub mod netlink;
-mod owners;
+pub(crate) mod owners;
 pub mod procfs;
 mod sys;
 #[cfg(test)]
@@ -313,7 +313,7 @@ pub fn snapshot(query: &Query) -> io::Result<Snapshot> {
     dumped?;
     match (&proc_dir, listed) {
         (Ok(dir), Ok(list)) => {
-            let found = owners::walk(dir, &list, &sockets, query.pid);
+            let found = owners::walk(dir, &list, &sockets, query.pid, owners::PARALLEL_FROM);
             owners::apply(&mut sockets, found, &list, &mut notes);
         }
         (Err(e), _) => notes.push(no_proc(e, sockets.len())),

@@ -19,10 +19,11 @@ use rustc_hash::FxHashMap;
 use crate::procfs::{self, FdList, Holder};
 use crate::{sys, Note, Process, ShortName, SockOptions, Socket};
 
-/// Descriptors taken per grab from the shared counter.
+/// Descriptors taken per grab from the shared counter: at most this many,
+/// and small enough that the threads share even a short list.
 const CHUNK: usize = 256;
 /// Descriptors from which a second thread joins in.
-const PARALLEL_FROM: usize = 2048;
+pub const PARALLEL_FROM: usize = 2048;
 
 /// What the pass found.
 #[derive(Default)]
@@ -51,8 +52,14 @@ impl Found {
 
 /// Matches every listed descriptor against the dump's sockets and reads
 /// the options of each socket found (only through `only_pid`'s descriptors
-/// when given).
-pub fn walk(proc_dir: &OwnedFd, list: &FdList, sockets: &[Socket], only_pid: Option<u32>) -> Found {
+/// when given); a second thread joins in from `parallel_from` descriptors.
+pub fn walk(
+    proc_dir: &OwnedFd,
+    list: &FdList,
+    sockets: &[Socket],
+    only_pid: Option<u32>,
+    parallel_from: usize,
+) -> Found {
     let mut index: FxHashMap<u32, u32> =
         FxHashMap::with_capacity_and_hasher(sockets.len(), Default::default());
     for (i, s) in sockets.iter().enumerate() {
@@ -65,14 +72,15 @@ pub fn walk(proc_dir: &OwnedFd, list: &FdList, sockets: &[Socket], only_pid: Opt
     }
     let claimed: Vec<AtomicBool> = sockets.iter().map(|_| AtomicBool::new(false)).collect();
     let next = AtomicUsize::new(0);
+    let chunk_len = (list.fds.len() / 64).clamp(8, CHUNK);
     let work = || {
         let mut found = Found::default();
         // The pidfd of the process whose descriptors are being read (they
         // come grouped by process).
         let mut pidfd: Option<(u32, Option<OwnedFd>)> = None;
         loop {
-            let start = next.fetch_add(CHUNK, Ordering::Relaxed);
-            let Some(chunk) = list.fds.get(start..(start + CHUNK).min(list.fds.len())) else {
+            let start = next.fetch_add(chunk_len, Ordering::Relaxed);
+            let Some(chunk) = list.fds.get(start..(start + chunk_len).min(list.fds.len())) else {
                 break;
             };
             if chunk.is_empty() {
@@ -116,7 +124,7 @@ pub fn walk(proc_dir: &OwnedFd, list: &FdList, sockets: &[Socket], only_pid: Opt
         }
         found
     };
-    if list.fds.len() < PARALLEL_FROM {
+    if list.fds.len() < parallel_from {
         return work();
     }
     std::thread::scope(|scope| {

@@ -563,3 +563,45 @@ fn a_live_snapshot_finds_our_own_socket_and_its_options() {
     .expect("snapshot");
     assert!(none.sockets.is_empty());
 }
+
+/// The two-thread pass finds the same owners and options as one thread.
+#[test]
+fn the_parallel_pass_agrees_with_the_sequential_one() {
+    use std::net::{TcpListener, TcpStream};
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let mut keep = Vec::new();
+    for i in 0..40 {
+        let c = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        c.set_nodelay(i % 2 == 0).expect("nodelay");
+        keep.push(c);
+        keep.push(listener.accept().expect("accept").0);
+    }
+    let query = Query {
+        port: Some(port),
+        ..Query::default()
+    };
+    let mut sockets = Vec::new();
+    dump(&query, &mut sockets, &mut Vec::new()).expect("dump");
+    assert_eq!(sockets.len(), 81);
+    let dir = procfs::open_proc().expect("/proc");
+    let list = procfs::list(&dir).expect("list");
+    let mut results = Vec::new();
+    for parallel_from in [usize::MAX, 0] {
+        let mut s = sockets.clone();
+        let found = owners::walk(&dir, &list, &s, None, parallel_from);
+        owners::apply(&mut s, found, &list, &mut Vec::new());
+        let view: Vec<_> = s.iter().map(|s| (s.inode, s.process, s.options)).collect();
+        assert!(
+            view.iter().all(|(_, p, o)| p.is_some() && o.is_some()),
+            "{view:?}"
+        );
+        results.push(view);
+    }
+    assert_eq!(results[0], results[1]);
+    let nodelay = results[0]
+        .iter()
+        .filter(|(_, _, o)| o.is_some_and(|o| o.tcp_nodelay))
+        .count();
+    assert_eq!(nodelay, 20, "the 20 clients that set TCP_NODELAY");
+}

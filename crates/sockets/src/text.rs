@@ -148,10 +148,12 @@ pub fn render(snap: &Snapshot, opts: TextOptions, w: &mut impl Write) -> io::Res
     let flagged = snap.sockets.iter().filter(|s| !s.flags.is_empty()).count();
     writeln!(
         w,
-        "{} TCP sockets ({}) in {} groups; {} flagged",
+        "{} TCP socket{} ({}) in {} group{}; {} flagged",
         snap.sockets.len(),
+        if snap.sockets.len() == 1 { "" } else { "s" },
         count_list(states.iter().map(|(s, n)| (s.name(), *n))),
         groups.len(),
+        if groups.len() == 1 { "" } else { "s" },
         flagged
     )?;
     for g in &groups {
@@ -351,7 +353,11 @@ fn summary(g: &Group<'_>, w: &mut impl Write) -> io::Result<()> {
         )?;
     }
     if retrans > 0 {
-        write!(w, "; {retrans} retransmissions")?;
+        write!(
+            w,
+            "; {retrans} retransmission{}",
+            if retrans == 1 { "" } else { "s" }
+        )?;
     }
     if read > 0 {
         write!(w, "; TCP_NODELAY off on {nodelay_off} of {read}")?;

@@ -10,17 +10,23 @@ use crate::{Format, EXIT_FINDING, EXIT_OK};
 
 pub const HELP: &str = "\
 Examples:
-  sudo tcpdoctor sockets --port 8080          does this nginx set TCP_NODELAY? (the seed question)
+  sudo tcpdoctor sockets --port 8080          does this nginx set TCP_NODELAY?
   tcpdoctor sockets --state listen            listeners, their accept queues and buffers
   sudo tcpdoctor sockets --pid 4242 --format json | jq '.sockets[] | select(.flags != [])'
   sudo ip netns exec web tcpdoctor sockets    the sockets of another network namespace
   tcpdoctor sockets --fail-on-flag --port 443 || echo 'something costs latency'
 
-Answering the seed question (nginx with `tcp_nodelay off;`, 4 wrk connections):
+Answering the seed question (nginx with `tcp_nodelay off;` under wrk -c 100):
   $ sudo tcpdoctor sockets --port 8080
-  nginx (pid 5217, also held by pid 5216) listening on 10.83.0.2:8080: accept queue 0/511, ...
-    4 sockets: 4 established; rtt 0.05 – 0.09 ms (median 0.06); cwnd 10; TCP_NODELAY off on 4 of 4
-    ! nagle_on on 4 of 5 sockets: Nagle on (TCP_NODELAY off) on a request/response socket: ...
+  101 TCP sockets (100 established, 1 listen) in 1 group; 100 flagged
+
+  nginx pid 17959 (also held by pid 17950) listening on 10.83.5.2:8080: accept queue 0/511, ...
+    100 sockets: 100 established; rtt 20 ms – 21 ms (median 20 ms); cwnd 138; TCP_NODELAY off
+    on 100 of 100
+    ! nagle_on on 100 of 100 connections: Nagle on (TCP_NODELAY off) on a request/response
+      socket: data both ways (...); right now 618 B written and not sent behind 1
+      unacknowledged segment. A message written in two parts (headers, then body) has its
+      second part held until the first is ACKed, and the peer delays that ACK (~40 ms ...)
       fix: nginx: `tcp_nodelay on;` (the default; http, server or location block)
 
 What it reads: every TCP socket (IPv4 and IPv6) of the current network namespace from one
@@ -43,10 +49,10 @@ Flags, each with the mechanism, the numbers and the fix:
                      small messages both ways, the traffic Nagle + delayed ACK stalls (~40 ms)
   rwnd_limited       >= 20% of busy time (and >= 10 ms) waiting for the peer's receive window
   sndbuf_limited     >= 20% of busy time blocked on a full send buffer with the network idle
-  small_rcvbuf       receive buffer below net.ipv4.tcp_rmem's default: SO_RCVBUF was set (autotuning
-                     off) and pins the window; a sender moves at most that per round trip
+  small_rcvbuf       receive buffer below net.ipv4.tcp_rmem's default: SO_RCVBUF was set
+                     (autotuning off) and pins the window; a sender moves that much per round trip
   retransmissions    >= 1% of bytes retransmitted, or loss / an RTO being recovered now
-  accept_queue_full  a listener's accept queue at its backlog: handshakes dropped, clients wait 1 s+
+  accept_queue_full  a listener's accept queue at its backlog: handshakes dropped, clients wait 1 s
 
 Privileges: the dump (tcp_info, buffers, queues) needs none. The owning process needs root for
 other users' processes (/proc/PID/fd); the options need root or CAP_SYS_PTRACE (pidfd_getfd).

@@ -191,6 +191,19 @@ mod tests {
         assert_eq!(modern.busy_us, Some(1234));
         assert_eq!(modern.rtt_us, 250);
         assert_eq!(modern.snd_wnd, None);
+        assert_eq!(modern.bytes_sent, None);
+        let mut b = vec![0u8; 236];
+        b[2] = 3;
+        b[144..148].copy_from_slice(&714u32.to_ne_bytes());
+        b[156..160].copy_from_slice(&567u32.to_ne_bytes());
+        b[200..208].copy_from_slice(&269_654u64.to_ne_bytes());
+        b[228..232].copy_from_slice(&65_536u32.to_ne_bytes());
+        let full = TcpInfo::parse(&b).expect("236 bytes parse");
+        assert_eq!(full.retransmits, 3);
+        assert_eq!(full.notsent_bytes, Some(714));
+        assert_eq!(full.data_segs_out, Some(567));
+        assert_eq!(full.bytes_sent, Some(269_654));
+        assert_eq!(full.snd_wnd, Some(65_536));
     }
 
     #[test]
@@ -222,5 +235,11 @@ mod tests {
         assert!((5000..=5001).contains(&acked), "bytes_acked {acked}");
         assert_eq!(info.bytes_received, Some(2));
         assert!(info.segs_out.expect("segs_out") >= 2);
+        // Everything written was sent: nothing held back, and at least the
+        // 5000 bytes went out in data segments.
+        assert_eq!(info.notsent_bytes, Some(0));
+        assert!(info.bytes_sent.expect("bytes_sent") >= 5000);
+        assert!(info.data_segs_out.expect("data_segs_out") >= 1);
+        assert_eq!(info.data_segs_in, Some(1), "the 2-byte answer");
     }
 }
