@@ -8,15 +8,18 @@
 #   tcpdoctor sockets                the same plus socket options (pidfd_getfd), flags, groups
 #   tcpdoctor sockets --format json
 # Before timing, the JSON is checked: every socket listed, with its process and options.
+# ROUNDS (3) hyperfine runs rotate the order of the three; the report gives the median of the
+# rounds' medians and the CPU time (user + system) of each, and the ratios to ss.
 # Goal: tcpdoctor's wall time <= ss's. Needs root, python3, hyperfine, ss.
 #   sudo bash bench/sockets-vs-ss.sh
-#   CONNS=2000 RUNS=20 sudo -E bash bench/sockets-vs-ss.sh
+#   CONNS=2000 RUNS=20 ROUNDS=5 sudo -E bash bench/sockets-vs-ss.sh
 # Results: bench/results/sockets-vs-ss.txt (override with OUT=...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TD=$(readlink -f "${TCPDOCTOR:-target/release/tcpdoctor}")
 CONNS=${CONNS:-5000}
 RUNS=${RUNS:-10}
+ROUNDS=${ROUNDS:-3}
 OUT=${OUT:-bench/results/sockets-vs-ss.txt}
 NS=${PREFIX:-tdbs$$}
 [ -x "$TD" ] || cargo build --release --locked
@@ -104,29 +107,50 @@ print(f"tcpdoctor --format json checked: {len(est)} established sockets, each wi
 PY
 cat "$WORK/check.txt"
 
-ip netns exec "$NS" hyperfine -N --warmup 2 --min-runs "$RUNS" --export-json "$WORK/hf.json" \
-  -n "ss -tinp" "ss -tinp" \
-  -n "tcpdoctor sockets" "$TD sockets" \
-  -n "tcpdoctor sockets --format json" "$TD sockets --format json" | tee "$WORK/hf.txt"
+# Rounds with the order of the three rotated: on a shared 2-core machine the load drifts
+# over a run, and hyperfine times one command's runs back to back.
+CMDS=("ss -tinp" "$TD sockets" "$TD sockets --format json")
+NAMES=("ss -tinp" "tcpdoctor sockets" "tcpdoctor sockets --format json")
+for r in $(seq "$ROUNDS"); do
+  args=()
+  for k in 0 1 2; do
+    j=$(( (k + r - 1) % 3 ))
+    args+=(-n "${NAMES[$j]}" "${CMDS[$j]}")
+  done
+  echo "round $r of $ROUNDS"
+  ip netns exec "$NS" hyperfine -N --warmup 2 --min-runs "$RUNS" --export-json "$WORK/hf-$r.json" "${args[@]}" \
+    | tee -a "$WORK/hf.txt"
+done
 
 {
-  echo "tcpdoctor sockets vs ss -tinp, $(date -u +%Y-%m-%dT%H:%MZ), $(uname -r), $(nproc) cores"
+  echo "tcpdoctor sockets vs ss -tinp, $(date -u +%Y-%m-%dT%H:%MZ), $(uname -r), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "$((2 * CONNS)) established loopback TCP sockets (+1 listener) in one namespace, 2 python3 processes"
   cat "$WORK/check.txt"
+  echo "hyperfine -N --warmup 2 --min-runs $RUNS, output to /dev/null, $ROUNDS rounds in rotated order"
   echo
   sed 's/\x1b\[[0-9;]*m//g' "$WORK/hf.txt"
   echo
-  python3 - "$WORK/hf.json" <<'PY'
-import json, sys
-r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
-ss = r["ss -tinp"]
+  python3 - "$WORK" "$ROUNDS" <<'PY'
+import json, statistics, sys
+work, rounds = sys.argv[1], int(sys.argv[2])
+med, cpu = {}, {}
+for r in range(1, rounds + 1):
+    for x in json.load(open(f"{work}/hf-{r}.json"))["results"]:
+        med.setdefault(x["command"], []).append(x["median"])
+        cpu.setdefault(x["command"], []).append(x["user"] + x["system"])
+ss_wall, ss_cpu = statistics.median(med["ss -tinp"]), statistics.median(cpu["ss -tinp"])
+print(f"median of the rounds' medians (wall), and CPU (user + system, mean per run):")
+for name in med:
+    w, c = statistics.median(med[name]), statistics.median(cpu[name])
+    rounds_ms = " ".join(f"{m * 1e3:.0f}" for m in med[name])
+    print(f"  {name:34s} wall {w * 1e3:6.1f} ms (rounds: {rounds_ms})  cpu {c * 1e3:6.1f} ms")
 for name in ("tcpdoctor sockets", "tcpdoctor sockets --format json"):
-    t = r[name]
-    ratio = t["median"] / ss["median"]
-    print(f"{name}: median {t['median']*1e3:.1f} ms vs ss -tinp {ss['median']*1e3:.1f} ms: "
-          f"ratio {ratio:.2f} (goal <= 1.00) {'MET' if ratio <= 1.0 else 'NOT MET'}")
+    w, c = statistics.median(med[name]), statistics.median(cpu[name])
+    ratio = w / ss_wall
+    print(f"{name}: wall ratio to ss -tinp {ratio:.2f} (goal <= 1.00: {'MET' if ratio <= 1.0 else 'NOT MET'}), "
+          f"cpu ratio {c / ss_cpu:.2f}")
 PY
 } > "$OUT"
 echo
-tail -2 "$OUT"
+tail -6 "$OUT"
 echo "written: $OUT"
