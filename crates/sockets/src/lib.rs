@@ -7,10 +7,12 @@
 //!   with `tcp_info`, its congestion control, socket memory (`SO_RCVBUF` and
 //!   `SO_SNDBUF` as the kernel applies them: readable without root) and
 //!   shutdown state.
-//! - The owning process comes from `/proc/PID/fd` (`procfs.rs`).
-//! - The socket options (`TCP_NODELAY`, `TCP_CORK`, …) are read from a
-//!   duplicate of the owner's descriptor (`pidfd_getfd`, Linux 5.6): root or
-//!   `CAP_SYS_PTRACE` for other users' processes.
+//! - The owning process comes from `/proc/PID/fd` (`procfs.rs`), and the
+//!   socket options (`TCP_NODELAY`, `TCP_CORK`, …) from a duplicate of the
+//!   owner's descriptor (`pidfd_getfd`, Linux 5.6: root or `CAP_SYS_PTRACE`
+//!   for other users' processes), both in one pass on two threads
+//!   (`owners.rs`). Every system call is in `sys.rs`, the crate's only
+//!   `unsafe` code.
 //! - `judge.rs` turns these into flags (Nagle on a request/response socket,
 //!   time limited by the peer's window or our send buffer, a pinned small
 //!   receive buffer, retransmissions, a full accept queue) with the
@@ -235,11 +237,6 @@ impl Socket {
             }
         }
         s
-    }
-
-    /// Whether either end uses `port`.
-    pub fn uses_port(&self, port: u16) -> bool {
-        self.local.port() == port || self.remote.port() == port
     }
 
     /// Every process holding it.
