@@ -48,7 +48,7 @@ Flags, each with the mechanism, the numbers and the fix:
                      least 2 data segments sent, and sent segments below the MSS on average:
                      small messages both ways, the traffic Nagle + delayed ACK stalls (~40 ms)
   rwnd_limited       >= 20% of busy time (and >= 10 ms) waiting for the peer's receive window
-  sndbuf_limited     >= 20% of busy time blocked on a full send buffer with the network idle
+  sndbuf_limited     >= 20% of busy time blocked on a full send buffer while the network had room
   small_rcvbuf       receive buffer below net.ipv4.tcp_rmem's default: SO_RCVBUF was set
                      (autotuning off) and pins the window; a sender moves that much per round trip
   retransmissions    >= 1% of bytes retransmitted, or loss / an RTO being recovered now
