@@ -6,6 +6,7 @@
 #            (1 = Ethernet, 4 = Linux SLL; see fuzz_targets/decode.rs).
 #   netlink: the recorded rtnetlink dumps of crates/kernel/fixtures, prefixed
 #            with the dump selector byte (0 routes, 1 interfaces, 2 qdiscs).
+#   sock_diag: the netlink dumps recorded in crates/sockets/fixtures, and their heads.
 # Usage: fuzz/seed.sh   (from anywhere; idempotent)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -13,7 +14,24 @@ root=$(dirname "$here")
 cap="$here/corpus/capture"
 dec="$here/corpus/decode"
 net="$here/corpus/netlink"
-mkdir -p "$cap" "$dec" "$net"
+diag="$here/corpus/sock_diag"
+mkdir -p "$cap" "$dec" "$net" "$diag"
+
+# sock_diag: the recorded netlink dumps, whole and cut after 1 and 3 messages.
+python3 - "$root/crates/sockets/fixtures" "$diag" <<'PY'
+import glob, os, struct, sys
+src, out = sys.argv[1:3]
+for path in sorted(glob.glob(os.path.join(src, "*.bin"))):
+    buf = open(path, "rb").read()
+    name = os.path.basename(path)
+    open(os.path.join(out, name), "wb").write(buf)
+    off, n = 0, 0
+    while off + 16 <= len(buf):
+        off += (struct.unpack_from("=I", buf, off)[0] + 3) & ~3
+        n += 1
+        if n in (1, 3):
+            open(os.path.join(out, f"head{n}-{name}"), "wb").write(buf[:off])
+PY
 
 for pair in 0:route4 0:route6 1:link 2:qdisc; do
     sel=${pair%%:*} name=${pair#*:}

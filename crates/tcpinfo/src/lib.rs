@@ -17,6 +17,12 @@ use serde::Serialize;
 pub struct TcpInfo {
     /// `TCP_ESTABLISHED` = 1, … (`linux/tcp_states.h`).
     pub state: u8,
+    /// Congestion-avoidance state: 0 open, 1 disorder, 2 CWR, 3 recovery, 4 loss.
+    pub ca_state: u8,
+    /// Retransmissions of the current timeout (0 unless an RTO is being
+    /// recovered), and the timer's exponential backoff.
+    pub retransmits: u8,
+    pub backoff: u8,
     /// Retransmission timeout now.
     pub rto_us: u32,
     /// Delayed-ACK timeout now (the "ack timeout").
@@ -29,6 +35,14 @@ pub struct TcpInfo {
     /// Smoothed round-trip time and its variation.
     pub rtt_us: u32,
     pub rttvar_us: u32,
+    /// Milliseconds since the last data sent, data received and ACK received.
+    pub last_data_sent_ms: u32,
+    pub last_data_recv_ms: u32,
+    pub last_ack_recv_ms: u32,
+    /// The window this end is willing to advertise at most right now
+    /// (grows with receive autotuning), and the MSS it advertised.
+    pub rcv_ssthresh: u32,
+    pub advmss: u32,
     /// Congestion window, in segments.
     pub snd_cwnd: u32,
     pub snd_ssthresh: u32,
@@ -37,10 +51,18 @@ pub struct TcpInfo {
     pub rcv_space: u32,
     /// Retransmissions over the connection's life.
     pub total_retrans: u32,
+    pub pacing_rate_bytes_per_sec: Option<u64>,
     pub bytes_acked: Option<u64>,
     pub bytes_received: Option<u64>,
     pub segs_out: Option<u32>,
     pub segs_in: Option<u32>,
+    /// Bytes written by the application and not yet sent (what
+    /// TCP_NOTSENT_LOWAT bounds).
+    pub notsent_bytes: Option<u32>,
+    /// Segments that carried data, each way (GSO/TSO super-segments counted
+    /// per MSS, as the kernel does).
+    pub data_segs_in: Option<u32>,
+    pub data_segs_out: Option<u32>,
     pub min_rtt_us: Option<u32>,
     pub delivery_rate_bytes_per_sec: Option<u64>,
     /// Time with data in flight, and the parts of it the sender was limited
@@ -48,6 +70,8 @@ pub struct TcpInfo {
     pub busy_us: Option<u64>,
     pub rwnd_limited_us: Option<u64>,
     pub sndbuf_limited_us: Option<u64>,
+    /// Bytes sent, retransmissions included.
+    pub bytes_sent: Option<u64>,
     pub bytes_retrans: Option<u64>,
     /// The peer's advertised window and our own, in bytes.
     pub snd_wnd: Option<u32>,
@@ -83,6 +107,9 @@ impl TcpInfo {
         }
         Some(TcpInfo {
             state: b[0],
+            ca_state: b[1],
+            retransmits: b[2],
+            backoff: b[4],
             rto_us: u32_at(8)?,
             ato_us: u32_at(12)?,
             snd_mss: u32_at(16)?,
@@ -91,20 +118,30 @@ impl TcpInfo {
             lost: u32_at(32)?,
             rtt_us: u32_at(68)?,
             rttvar_us: u32_at(72)?,
+            last_data_sent_ms: u32_at(44)?,
+            last_data_recv_ms: u32_at(52)?,
+            last_ack_recv_ms: u32_at(56)?,
+            rcv_ssthresh: u32_at(64)?,
+            advmss: u32_at(84)?,
             snd_ssthresh: u32_at(76)?,
             snd_cwnd: u32_at(80)?,
             rcv_rtt_us: u32_at(92)?,
             rcv_space: u32_at(96)?,
             total_retrans: u32_at(100)?,
+            pacing_rate_bytes_per_sec: u64_at(104),
             bytes_acked: u64_at(120),
             bytes_received: u64_at(128),
             segs_out: u32_at(136),
             segs_in: u32_at(140),
+            notsent_bytes: u32_at(144),
+            data_segs_in: u32_at(152),
+            data_segs_out: u32_at(156),
             min_rtt_us: u32_at(148),
             delivery_rate_bytes_per_sec: u64_at(160),
             busy_us: u64_at(168),
             rwnd_limited_us: u64_at(176),
             sndbuf_limited_us: u64_at(184),
+            bytes_sent: u64_at(200),
             bytes_retrans: u64_at(208),
             snd_wnd: u32_at(228),
             rcv_wnd: u32_at(232),
@@ -154,6 +191,19 @@ mod tests {
         assert_eq!(modern.busy_us, Some(1234));
         assert_eq!(modern.rtt_us, 250);
         assert_eq!(modern.snd_wnd, None);
+        assert_eq!(modern.bytes_sent, None);
+        let mut b = vec![0u8; 236];
+        b[2] = 3;
+        b[144..148].copy_from_slice(&714u32.to_ne_bytes());
+        b[156..160].copy_from_slice(&567u32.to_ne_bytes());
+        b[200..208].copy_from_slice(&269_654u64.to_ne_bytes());
+        b[228..232].copy_from_slice(&65_536u32.to_ne_bytes());
+        let full = TcpInfo::parse(&b).expect("236 bytes parse");
+        assert_eq!(full.retransmits, 3);
+        assert_eq!(full.notsent_bytes, Some(714));
+        assert_eq!(full.data_segs_out, Some(567));
+        assert_eq!(full.bytes_sent, Some(269_654));
+        assert_eq!(full.snd_wnd, Some(65_536));
     }
 
     #[test]
@@ -185,5 +235,11 @@ mod tests {
         assert!((5000..=5001).contains(&acked), "bytes_acked {acked}");
         assert_eq!(info.bytes_received, Some(2));
         assert!(info.segs_out.expect("segs_out") >= 2);
+        // Everything written was sent: nothing held back, and at least the
+        // 5000 bytes went out in data segments.
+        assert_eq!(info.notsent_bytes, Some(0));
+        assert!(info.bytes_sent.expect("bytes_sent") >= 5000);
+        assert!(info.data_segs_out.expect("data_segs_out") >= 1);
+        assert_eq!(info.data_segs_in, Some(1), "the 2-byte answer");
     }
 }
