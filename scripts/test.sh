@@ -49,6 +49,7 @@ if [ "$(id -u)" -eq 0 ]; then
   bash tests/e2e/diagnose.sh target/release/tcpdoctor
   bash tests/e2e/load.sh target/release/tcpdoctor
   bash tests/e2e/probe.sh target/release/tcpdoctor
+  bash tests/e2e/sockets.sh target/release/tcpdoctor
   bash tests/e2e/sysctl.sh target/release/tcpdoctor
   bash tests/e2e/watch.sh target/release/tcpdoctor
   bash tests/e2e/lab.sh target/release/tcpdoctor
