@@ -221,16 +221,30 @@ impl fmt::Display for Prim {
     }
 }
 
-/// The canonical text: every `and` / `or` in parentheses, so that it parses
-/// back to the same expression whatever the precedence rules.
+/// The canonical text, which parses back to the same expression. `and` and
+/// `or` have equal precedence and group left to right, so only an operand on
+/// the right of one, or under `not`, needs parentheses: the text nests no
+/// deeper than any text that parses to the same expression.
 impl fmt::Display for Expr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Expr::All => Ok(()),
             Expr::Prim(p) => write!(f, "{p}"),
-            Expr::Not(e) => write!(f, "not {e}"),
-            Expr::And(a, b) => write!(f, "({a} and {b})"),
-            Expr::Or(a, b) => write!(f, "({a} or {b})"),
+            Expr::Not(e) => write!(f, "not {}", Grouped(e)),
+            Expr::And(a, b) => write!(f, "{a} and {}", Grouped(b)),
+            Expr::Or(a, b) => write!(f, "{a} or {}", Grouped(b)),
+        }
+    }
+}
+
+/// An expression in parentheses if it is an `and` or an `or`.
+struct Grouped<'a>(&'a Expr);
+
+impl fmt::Display for Grouped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Expr::And(..) | Expr::Or(..) => write!(f, "({})", self.0),
+            e => write!(f, "{e}"),
         }
     }
 }

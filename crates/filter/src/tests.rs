@@ -408,6 +408,15 @@ fn canonical_text_parses_back() {
         let f = Filter::parse(text).unwrap();
         assert_eq!(Filter::parse(&f.to_string()).unwrap(), f, "{text} -> {f}");
     }
+    let f = Filter::parse("not (tcp or udp and port 53) and (ip or ip6 and not icmp)").unwrap();
+    assert_eq!(
+        f.to_string(),
+        "not (tcp or udp and port 53) and (ip or ip6 and not icmp)"
+    );
+    // As deep as the parser allows: the canonical text is no deeper.
+    let deep = format!("{}port 80 or !80 or !0", "!".repeat(100));
+    let f = Filter::parse(&deep).unwrap();
+    assert_eq!(Filter::parse(&f.to_string()).unwrap(), f);
 }
 
 // ---------------------------------------------------------------------------
