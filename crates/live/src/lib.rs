@@ -235,7 +235,9 @@ impl Capture {
         Duration::from_millis(u64::from(RETIRE_MS) * 2 + 10)
     }
 
-    /// The next frame, waiting up to `timeout` for one; `None` if none came.
+    /// The next frame, waiting up to `timeout` for one; `None` if none came
+    /// (or a signal interrupted the wait). The clock is read only when the
+    /// ring is empty and `timeout` is not zero.
     pub fn next_frame(&mut self, timeout: Duration) -> io::Result<Option<Frame<'_>>> {
         let mut deadline = None;
         let found = loop {
@@ -243,6 +245,9 @@ impl Capture {
                 break f;
             }
             // The ring is empty: wait for the kernel to hand a block over.
+            if timeout.is_zero() {
+                return Ok(None);
+            }
             let now = Instant::now();
             let until = *deadline.get_or_insert(now + timeout);
             if now >= until {
@@ -252,10 +257,14 @@ impl Capture {
                 .as_nanos()
                 .div_ceil(1_000_000)
                 .min(i32::MAX as u128) as i32;
-            if sys::wait(&self.fd, ms)? {
-                if let Some(e) = sys::take_error(&self.fd)? {
-                    return Err(e);
+            match sys::wait(&self.fd, ms)? {
+                sys::Wait::Ready => {
+                    if let Some(e) = sys::take_error(&self.fd)? {
+                        return Err(e);
+                    }
                 }
+                sys::Wait::TimedOut => {}
+                sys::Wait::Interrupted => return Ok(None),
             }
         };
         let data = self

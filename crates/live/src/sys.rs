@@ -203,10 +203,18 @@ pub fn packet_statistics(fd: &OwnedFd) -> io::Result<(u32, u32, u32)> {
     Ok((st.tp_packets, st.tp_drops, st.tp_freeze_q_cnt))
 }
 
-/// Waits up to `timeout_ms` for the ring to have a block for us. `Ok(true)`
-/// if it may have one, or the socket has an error pending (see
-/// [`take_error`]); `Ok(false)` on timeout or a signal.
-pub fn wait(fd: &OwnedFd, timeout_ms: i32) -> io::Result<bool> {
+/// What [`wait`] saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// The ring may have a block for us, or an error is pending (see [`take_error`]).
+    Ready,
+    TimedOut,
+    /// A signal arrived (Ctrl-C): the caller may want to look at its flags.
+    Interrupted,
+}
+
+/// Waits up to `timeout_ms` for the ring to have a block for us.
+pub fn wait(fd: &OwnedFd, timeout_ms: i32) -> io::Result<Wait> {
     let mut p = libc::pollfd {
         fd: fd.as_raw_fd(),
         events: libc::POLLIN | libc::POLLERR,
@@ -214,8 +222,9 @@ pub fn wait(fd: &OwnedFd, timeout_ms: i32) -> io::Result<bool> {
     };
     // SAFETY: one valid pollfd, count 1.
     match check(unsafe { libc::poll(&mut p, 1, timeout_ms) }) {
-        Ok(n) => Ok(n > 0),
-        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(false),
+        Ok(0) => Ok(Wait::TimedOut),
+        Ok(_) => Ok(Wait::Ready),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(Wait::Interrupted),
         Err(e) => Err(e),
     }
 }

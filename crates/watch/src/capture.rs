@@ -5,7 +5,8 @@
 //! One thread does everything: the engine costs well under a microsecond a
 //! frame, and the kernel's ring absorbs bursts while an interval is
 //! reported. The clock is looked at every 64 frames and whenever the ring is
-//! empty, so a busy interface cannot hold an interval back.
+//! empty (not once per frame), so a busy interface cannot hold an interval
+//! back.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -107,19 +108,31 @@ impl Session {
         let mut next_tick = start + interval;
         let end = self.config.duration.map(|d| start + d);
         let mut since_clock = 0u32;
+        // How long to wait for a frame: zero while frames keep coming (no
+        // clock read per frame), until the next tick once the ring is empty.
+        let mut wait = Duration::ZERO;
         loop {
-            let wait = next_tick
-                .saturating_duration_since(Instant::now())
-                .min(Duration::from_millis(100));
-            if let Some(f) = self.capture.next_frame(wait)? {
-                if let Some(w) = self.writer.as_mut() {
-                    w.write_packet(f.ts, f.data, f.orig_len)?;
+            match self.capture.next_frame(wait)? {
+                Some(f) => {
+                    wait = Duration::ZERO;
+                    if let Some(w) = self.writer.as_mut() {
+                        w.write_packet(f.ts, f.data, f.orig_len)?;
+                    }
+                    self.watcher.push(f.ts, link, f.data, f.orig_len);
+                    since_clock += 1;
+                    if since_clock < 64 {
+                        continue;
+                    }
                 }
-                self.watcher.push(f.ts, link, f.data, f.orig_len);
-                since_clock += 1;
-                if since_clock < 64 {
-                    continue;
+                None if wait.is_zero() => {
+                    wait = next_tick
+                        .saturating_duration_since(Instant::now())
+                        .min(Duration::from_millis(100));
+                    if !wait.is_zero() {
+                        continue;
+                    }
                 }
+                None => wait = Duration::ZERO,
             }
             since_clock = 0;
             let now = Instant::now();
