@@ -110,7 +110,9 @@ for round in $(seq "$ROUNDS"); do
 done
 python3 - "$WORK/report" <<'PY' | tee -a "$WORK/report"
 import statistics, sys
-rows = [l.split() for l in open(sys.argv[1]) if l.split() and l.split()[0] in ("tcpdump", "watch", "pipeline")]
+# Data rows only: tool, round number, five figures (the header also starts with "tcpdump").
+rows = [l.split() for l in open(sys.argv[1])
+        if len(l.split()) == 7 and l.split()[0] in ("tcpdump", "watch", "pipeline") and l.split()[1].isdigit()]
 med = {}
 for tool in ("tcpdump", "watch", "pipeline"):
     r = [x for x in rows if x[0] == tool]

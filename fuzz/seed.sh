@@ -7,15 +7,17 @@
 #   netlink: the recorded rtnetlink dumps of crates/kernel/fixtures, prefixed
 #            with the dump selector byte (0 routes, 1 interfaces, 2 qdiscs).
 #   sock_diag: the netlink dumps recorded in crates/sockets/fixtures, and their heads.
+#   filter:  filter expressions, some followed by NUL and an Ethernet frame.
 # Usage: fuzz/seed.sh   (from anywhere; idempotent)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 cap="$here/corpus/capture"
 dec="$here/corpus/decode"
+flt="$here/corpus/filter"
 net="$here/corpus/netlink"
 diag="$here/corpus/sock_diag"
-mkdir -p "$cap" "$dec" "$net" "$diag"
+mkdir -p "$cap" "$dec" "$net" "$diag" "$flt"
 
 # sock_diag: the recorded netlink dumps, whole and cut after 1 and 3 messages.
 python3 - "$root/crates/sockets/fixtures" "$diag" <<'PY'
@@ -46,10 +48,10 @@ for f in "$root"/fixtures/*.pcap*; do
 done
 cp "$root/examples/nginx-nagle.pcap" "$cap/"
 
-python3 - "$root" "$cap" "$dec" <<'PY'
+python3 - "$root" "$cap" "$dec" "$flt" <<'PY'
 import glob, os, struct, sys
 
-root, cap, dec = sys.argv[1:4]
+root, cap, dec, flt = sys.argv[1:5]
 
 def pcap_records(buf):
     """(linktype, endian, [(record_header, frame)]) of a classic pcap."""
@@ -115,5 +117,16 @@ def frames(path, selector, count):
 
 n = frames(os.path.join(root, "fixtures", "client-write-write.router.pcap"), 1, 50)
 m = frames(os.path.join(root, "fixtures", "nginx-nodelay-on.client.pcap"), 4, 10)
-print(f"seeded {len(os.listdir(cap))} capture inputs, {n} Ethernet + {m} SLL decode frames")
+# filter: expressions (the grammar's corners), alone and with a real frame.
+exprs = [
+    "tcp port 8080 and host 10.0.0.2", "not (udp or icmp) and src net 10.0.0.0/8",
+    "ip6 and dst host 2001:db8::1 or portrange 1-1023", "src and dst net fe80::/10",
+    "tcp dst port 80 or 8080", "host 10.0.0.1 and not 10.0.0.2", "!(icmp || icmp6) && ip",
+    "udp src or dst portrange 5000-6000", "ip6 net 2001:db8::/32", "sctp", "port eighty and (",
+]
+_, _, recs = pcap_records(open(os.path.join(root, "examples", "nginx-nagle.pcap"), "rb").read())
+for i, e in enumerate(exprs):
+    open(os.path.join(flt, f"expr-{i:02}"), "wb").write(e.encode())
+    open(os.path.join(flt, f"expr-frame-{i:02}"), "wb").write(e.encode() + b"\0" + recs[i * 7][1])
+print(f"seeded {len(os.listdir(cap))} capture inputs, {n} Ethernet + {m} SLL decode frames, {len(os.listdir(flt))} filter inputs")
 PY

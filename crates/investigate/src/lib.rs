@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use tcpdoctor_capture::write::PcapWriter;
 use tcpdoctor_diagnose::model::Analysis;
 use tcpdoctor_diagnose::{Engine, Options};
-use tcpdoctor_live::{Capture, Stats};
+use tcpdoctor_live::{Capture, Filter, Stats};
 use tcpdoctor_load::http::{Fed, Parser};
 use tcpdoctor_load::{build_request, Live, RequestSpec, Target};
 use tcpdoctor_probe::{Method, PingConfig, PingStats};
@@ -398,7 +398,15 @@ struct Running {
 
 fn start_capture(plan: &Plan, server: SocketAddr) -> io::Result<Running> {
     let (interface, local) = route::egress(server)?;
-    let mut cap = Capture::open(&interface, plan.snaplen)?;
+    // The kernel keeps only the connection's packets; the exact check (our
+    // address too) is below.
+    let filter = Filter::parse(&format!(
+        "host {} and tcp port {}",
+        server.ip(),
+        server.port()
+    ))
+    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("filter: {e}")))?;
+    let mut cap = Capture::open(&interface, plan.snaplen, Some(&filter))?;
     let link = cap.link_type();
     let mut writer = match &plan.write {
         Some(path) => {
@@ -426,7 +434,7 @@ fn start_capture(plan: &Plan, server: SocketAddr) -> io::Result<Running> {
                 if drain_until.is_some_and(|t| Instant::now() >= t) {
                     break;
                 }
-                let frame = cap.next_frame(Duration::from_millis(50))?;
+                let frame = cap.next_frame(cap.delivery_delay())?;
                 let Some(f) = frame else {
                     if drain_until.is_some() {
                         break;

@@ -317,7 +317,7 @@ fn start_capture(
     let (ready_tx, ready_rx) = mpsc::channel::<Result<()>>();
     let st = stop.clone();
     let reader = ns::spawn_in(ns_name, "lab-capture", move || {
-        let mut cap = match Capture::open(iface, snaplen) {
+        let mut cap = match Capture::open(iface, snaplen, None) {
             Ok(c) => {
                 let _ = ready_tx.send(Ok(()));
                 c
@@ -333,8 +333,10 @@ fn start_capture(
         let mut packets = 0u64;
         loop {
             let stopping = st.load(Ordering::Relaxed);
+            // Once stopping, read until the ring has handed over everything
+            // captured so far (its last block comes when the kernel retires it).
             let wait = if stopping {
-                Duration::ZERO
+                cap.delivery_delay()
             } else {
                 Duration::from_millis(20)
             };

@@ -44,10 +44,14 @@ tcpdoctor_kernel_drops_total, tcpdoctor_exchanges_total, tcpdoctor_exchange_dura
 (histogram per server), tcpdoctor_time_lost_seconds_total and
 tcpdoctor_finding_occurrences_total (per kind, culprit, role), tcpdoctor_open_connections.
 
-Filter: host A, src host A, dst host A, net 10.0.0.0/8, port N, src port N, dst port N, tcp,
-udp, ip, ip6, joined with and / or / not and parentheses, as in tcpdump.
+Filter, as in tcpdump: host A, src host A, dst host A (IPv4 or IPv6), net 10.0.0.0/8 (and src/dst
+net), port N, src port N, dst port N, portrange N-M, tcp port N, udp, sctp, icmp, icmp6, ip, ip6,
+joined with and (&&), or (||), not (!) and parentheses. As in tcpdump, `and` and `or` bind equally,
+left to right, and a bare value repeats the previous qualifiers (`port 80 or 443`). Addresses and
+ports are numbers (no name lookups); VLAN tags are looked through.
 Interface `any` captures on every interface of the network namespace (each packet once per
-interface it crosses, as tcpdump -i any).
+interface it crosses, as tcpdump -i any); its frames, and those of interfaces without an Ethernet
+header (tun, WireGuard), are raw IP (--write then writes a raw-IP pcap).
 
 Needs root or CAP_NET_RAW. Exit status: 0 done; 1 --fail-on-finding was given and a finding
 was reported; 2 usage error: no such interface, a filter that does not parse, an address for

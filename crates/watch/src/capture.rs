@@ -5,7 +5,8 @@
 //! One thread does everything: the engine costs well under a microsecond a
 //! frame, and the kernel's ring absorbs bursts while an interval is
 //! reported. The clock is looked at every 64 frames and whenever the ring is
-//! empty, so a busy interface cannot hold an interval back.
+//! empty (not once per frame), so a busy interface cannot hold an interval
+//! back.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -15,9 +16,13 @@ use std::time::{Duration, Instant};
 
 use tcpdoctor_capture::write::PcapWriter;
 use tcpdoctor_diagnose::model::Analysis;
-use tcpdoctor_live::Capture;
+use tcpdoctor_live::{Capture, Filter};
 
 use crate::{Interval, KernelCounters, Metrics, Watcher};
+
+/// The longest the watch keeps reading, once it is over, what the kernel
+/// had already captured.
+const DRAIN: Duration = Duration::from_millis(200);
 
 /// What to watch, and for how long.
 #[derive(Debug, Clone)]
@@ -58,14 +63,13 @@ impl Session {
     /// Opens the capture (and the pcap file): every error of the
     /// configuration shows here, before anything runs.
     pub fn open(config: Config, metrics: Option<Metrics>) -> io::Result<Session> {
-        // SHIM until the ring and filter land in tcpdoctor-live.
-        if config.filter.is_some() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "filter: not yet",
-            ));
-        }
-        let capture = Capture::open(&config.interface, config.snaplen)?;
+        let filter = match &config.filter {
+            Some(text) => Some(Filter::parse(text).map_err(|e| {
+                io::Error::new(io::ErrorKind::InvalidInput, format!("filter: {e}"))
+            })?),
+            None => None,
+        };
+        let capture = Capture::open(&config.interface, config.snaplen, filter.as_ref())?;
         let writer = match &config.write {
             Some(path) => {
                 let f = File::create(path)
@@ -104,19 +108,31 @@ impl Session {
         let mut next_tick = start + interval;
         let end = self.config.duration.map(|d| start + d);
         let mut since_clock = 0u32;
+        // How long to wait for a frame: zero while frames keep coming (no
+        // clock read per frame), until the next tick once the ring is empty.
+        let mut wait = Duration::ZERO;
         loop {
-            let wait = next_tick
-                .saturating_duration_since(Instant::now())
-                .min(Duration::from_millis(100));
-            if let Some(f) = self.capture.next_frame(wait)? {
-                if let Some(w) = self.writer.as_mut() {
-                    w.write_packet(f.ts, f.data, f.orig_len)?;
+            match self.capture.next_frame(wait)? {
+                Some(f) => {
+                    wait = Duration::ZERO;
+                    if let Some(w) = self.writer.as_mut() {
+                        w.write_packet(f.ts, f.data, f.orig_len)?;
+                    }
+                    self.watcher.push(f.ts, link, f.data, f.orig_len);
+                    since_clock += 1;
+                    if since_clock < 64 {
+                        continue;
+                    }
                 }
-                self.watcher.push(f.ts, link, f.data, f.orig_len);
-                since_clock += 1;
-                if since_clock < 64 {
-                    continue;
+                None if wait.is_zero() => {
+                    wait = next_tick
+                        .saturating_duration_since(Instant::now())
+                        .min(Duration::from_millis(100));
+                    if !wait.is_zero() {
+                        continue;
+                    }
                 }
+                None => wait = Duration::ZERO,
             }
             since_clock = 0;
             let now = Instant::now();
@@ -135,6 +151,18 @@ impl Session {
             if stop.load(Ordering::Relaxed) || end.is_some_and(|e| now >= e) {
                 break;
             }
+        }
+        // What the kernel captured before the end but has not handed over
+        // yet (a quiet link's last ring block), read for a bounded time.
+        let drain_end = Instant::now() + DRAIN;
+        while Instant::now() < drain_end {
+            let Some(f) = self.capture.next_frame(self.capture.delivery_delay())? else {
+                break;
+            };
+            if let Some(w) = self.writer.as_mut() {
+                w.write_packet(f.ts, f.data, f.orig_len)?;
+            }
+            self.watcher.push(f.ts, link, f.data, f.orig_len);
         }
         let kernel = self.kernel()?;
         if let Some(w) = self.writer.take() {

@@ -135,12 +135,13 @@ impl Metrics {
         Arc::clone(&self.registry)
     }
 
-    /// The registry in the OpenMetrics text format.
+    /// The registry in the OpenMetrics text format, histogram buckets with
+    /// their `le` label last.
     pub fn encode(registry: &Registry) -> String {
         let mut out = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, registry);
-        out
+        le_last(&out)
     }
 
     /// Adds one interval: its frames, drops, completed exchanges (server,
@@ -196,5 +197,49 @@ impl Metrics {
         }
         self.open
             .set(i64::try_from(progress.open_connections).unwrap_or(i64::MAX));
+    }
+}
+
+/// prometheus-client writes a bucket's `le` label first
+/// (`x_bucket{le="0.1",server="a"}`); Prometheus' own client libraries write
+/// it last (`x_bucket{server="a",le="0.1"}`), the order people and scripts
+/// look for. Both are the same series to a scraper.
+fn le_last(text: &str) -> String {
+    const LE: &str = "_bucket{le=\"";
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let moved = line.find(LE).and_then(|i| {
+            let le_start = i + "_bucket{".len();
+            // le="VALUE": a number or +Inf, no quote inside.
+            let value_end = le_start + 4 + line[le_start + 4..].find('"')?;
+            let rest = line[value_end + 1..].strip_prefix(',')?;
+            let close = rest.find('}')?;
+            Some(format!(
+                "{}{},{}{}",
+                &line[..le_start],
+                &rest[..close],
+                &line[le_start..=value_end],
+                &rest[close..]
+            ))
+        });
+        match moved {
+            Some(l) => out.push_str(&l),
+            None => out.push_str(line),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::le_last;
+
+    #[test]
+    fn bucket_le_label_goes_last() {
+        let text = "# TYPE x histogram\nx_sum{server=\"a:1\"} 2.0\nx_bucket{le=\"0.1\",server=\"a:1\"} 1\nx_bucket{le=\"+Inf\",server=\"[::1]:80\"} 3\nx_bucket{le=\"1.0\"} 1\n# EOF\n";
+        assert_eq!(
+            le_last(text),
+            "# TYPE x histogram\nx_sum{server=\"a:1\"} 2.0\nx_bucket{server=\"a:1\",le=\"0.1\"} 1\nx_bucket{server=\"[::1]:80\",le=\"+Inf\"} 3\nx_bucket{le=\"1.0\"} 1\n# EOF\n"
+        );
     }
 }

@@ -172,6 +172,12 @@ fn metrics_count_time_lost_once_per_finding() {
         count_line.ends_with(&format!(" {exchanges}")),
         "{count_line}"
     );
+    assert!(
+        text.lines().any(|l| l
+            .starts_with("tcpdoctor_exchange_duration_seconds_bucket{server=\"10.")
+            && l.contains(",le=\"+Inf\"}")),
+        "{text}"
+    );
     assert!(text.ends_with("# EOF\n"));
 }
 
