@@ -373,7 +373,8 @@ pub fn all() -> Vec<Case> {
         },
         Case {
             name: "server-delay-inside-response",
-            summary: "the server flushes chunked headers at once, then computes the body for 300 ms \
+            summary:
+                "the server flushes chunked headers at once, then computes the body for 300 ms \
                       (5 keep-alive requests, 35 ms RTT)",
             expected: Some(("server_delay", "server")),
             detail: Some(("where", "inside_response")),

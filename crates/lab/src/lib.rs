@@ -339,9 +339,8 @@ fn run_case(
     let needs_line = |s: &Setup| !s.one_way.is_zero() || s.loss > 0.0;
     let line = needs_line(before) || after.is_some_and(needs_line);
     let mut topo = Topology::build(line, before.one_way)?;
-    let wrk =
-        (a.peer.with_wrk() && case.headline == Headline::Latency && ext::installed("wrk"))
-            .then_some((case.wrk_connections, 2));
+    let wrk = (a.peer.with_wrk() && case.headline == Headline::Latency && ext::installed("wrk"))
+        .then_some((case.wrk_connections, 2));
     let opts = |write: Option<PathBuf>| PhaseOptions {
         vantage,
         snaplen: a.snaplen,
@@ -586,9 +585,7 @@ fn print(case: &Case, before: &Setup, o: &Outcome, a: &RunArgs) -> Result<bool> 
             out,
             "check      {exp} found first, but still found after the fix ✗"
         )?,
-        (Some(_), false, _) => {
-            writeln!(out, "check      expected {exp} first: not reproduced ✗")?
-        }
+        (Some(_), false, _) => writeln!(out, "check      expected {exp} first: not reproduced ✗")?,
         (None, true, _) => writeln!(out, "check      healthy: nothing costing 5% of the time ✓")?,
         (None, false, _) => writeln!(
             out,

@@ -628,7 +628,9 @@ mod tests {
         assert_eq!(&h[end..], b"body");
         assert_eq!(content_length(&h[..end]), Some(12));
         assert_eq!(content_length(b"GET / HTTP/1.1\r\n\r\n"), None);
-        assert!(is_chunked(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"));
+        assert!(is_chunked(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        ));
         assert!(!is_chunked(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n"));
     }
 

@@ -124,7 +124,13 @@ impl IdleState {
     /// A pause after which the sender's data had all been acknowledged.
     #[cold]
     #[inline(never)]
-    fn pause(&mut self, conn: &Connection, seg: &Segment<'_>, prev: &DirState, claims: &mut Claims) {
+    fn pause(
+        &mut self,
+        conn: &Connection,
+        seg: &Segment<'_>,
+        prev: &DirState,
+        claims: &mut Claims,
+    ) {
         let d = seg.dir;
         let Some(ex) = conn.current_exchange() else {
             return;

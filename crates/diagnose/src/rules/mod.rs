@@ -121,7 +121,7 @@ pub enum Detail {
         /// Exchanges that opened their connection (a handshake round trip each), and its time.
         handshakes: u64,
         handshake_ns: i64,
-        /// Exchanges whose wait for the response held a round trip.
+        /// Exchanges whose wait for the response held (at least half) a round trip.
         requests: u64,
         /// Further flights of responses larger than the congestion window.
         flights: u64,

@@ -110,9 +110,7 @@ pub fn client_delay(
     }
     let mut frames = Vec::with_capacity(4);
     let mut notes = Vec::with_capacity(3);
-    if let (true, Some(ack), Some(first)) =
-        (before > 0, conn.handshake.ack, ex.request_first)
-    {
+    if let (true, Some(ack), Some(first)) = (before > 0, conn.handshake.ack, ex.request_first) {
         frames.extend([ack.frame, first.frame]);
         notes.push((ack.frame, "handshake complete".to_string()));
         notes.push((
@@ -173,9 +171,9 @@ pub struct LatencyState {
 
 impl LatencyState {
     pub fn on_exchange(&mut self, conn: &Connection, ex: &Exchange, split: &Split) {
-        if conn.path_rtt_ns().is_none() {
+        let Some(rtt) = conn.path_rtt_ns() else {
             return;
-        }
+        };
         let (hs, net, flights) = (
             split[index(Part::Setup)],
             split[index(Part::Network)],
@@ -185,7 +183,8 @@ impl LatencyState {
         self.request_ns += net;
         self.flight_ns += flights;
         self.handshakes += u64::from(hs > 0);
-        self.requests += u64::from(net > 0);
+        // Captured at the server, the request's round trip is outside the exchange.
+        self.requests += u64::from(net > 0 && net * 2 >= rtt);
         self.total_ns += ex.duration_ns();
         self.exchanges += 1;
         if self.first.is_none() {
