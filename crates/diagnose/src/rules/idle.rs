@@ -142,7 +142,7 @@ impl IdleState {
             Dir::ClientToServer if ex.response_first.is_none() => ex.request_first,
             Dir::ClientToServer => None,
         };
-        if !started.is_some_and(|m| m.frame <= prev.last_frame) {
+        if started.is_none_or(|m| m.frame > prev.last_frame) {
             return;
         }
         // Another rule explained this very pause (Nagle, a window, loss).
