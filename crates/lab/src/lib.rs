@@ -395,7 +395,7 @@ fn diagnose_case(case: &Case, before: &Setup, a: &RunArgs) -> Result<u8> {
     let ok = match case.expected {
         Some((_, role)) => findings
             .first()
-            .is_some_and(|f| is_expected(&case, f) && f.culprit.role == role),
+            .is_some_and(|f| is_expected(case, f) && f.culprit.role == role),
         None => outcome.analysis.is_some() && findings.iter().all(|f| f.share_of_time < 0.05),
     };
     let mut out = io::stdout().lock();
@@ -404,7 +404,7 @@ fn diagnose_case(case: &Case, before: &Setup, a: &RunArgs) -> Result<u8> {
             let mut doc = tcpdoctor_investigate::report::to_json(&outcome)?;
             if let Value::Object(m) = &mut doc {
                 m.insert("case".into(), json!(case.name));
-                m.insert("expected".into(), expected_json(&case));
+                m.insert("expected".into(), expected_json(case));
                 m.insert("reproduced".into(), json!(ok));
             }
             writeln!(out, "{doc}")?;
@@ -419,7 +419,7 @@ fn diagnose_case(case: &Case, before: &Setup, a: &RunArgs) -> Result<u8> {
                 ns::name("s")
             )?;
             tcpdoctor_investigate::report::text(&outcome, &mut out)?;
-            let exp = expected_text(&case);
+            let exp = expected_text(case);
             writeln!(
                 out,
                 "\nexpected {exp}: {}",
