@@ -17,6 +17,12 @@
 //! then computes the body, a stream) or the client's inside a request (the
 //! headers written, the body still being produced).
 //!
+//! Pacing (BBR, fq) also spaces a sender's segments without any ACK; it
+//! only spaces data the sender already has, which leaves as whole segments.
+//! So only a pause after a segment that ended a write — shorter than a whole
+//! number of segments — is looked at: the end of what the application had
+//! written so far.
+//!
 //! A pause whose data did follow an ACK is left to the rules that name why it
 //! was held (Nagle, congestion or receive window), or to the transfer.
 //! Positions are seen at the capture point: an ACK seen there reaches the
