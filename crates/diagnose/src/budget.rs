@@ -103,6 +103,12 @@ impl Claims {
         self.list.push((part, a, b));
     }
 
+    /// Whether the latest claim ends at `to`: a rule explained the interval
+    /// that ends there (rules claim a pause when the segment ending it arrives).
+    pub fn ends_at(&self, to: Timestamp) -> bool {
+        self.list.last().is_some_and(|c| c.2 == to.nanos())
+    }
+
     /// The exchange's budget; claims that end before its end are consumed.
     pub fn split(&mut self, conn: &Connection, ex: &Exchange) -> Option<Split> {
         let (start, end) = (ex.start()?.ts.nanos(), ex.end()?.ts.nanos());
@@ -203,7 +209,7 @@ impl Claims {
 }
 
 /// A part's place in a [`Split`]: [`Part::ALL`] lists the parts in declaration order.
-fn index(p: Part) -> usize {
+pub fn index(p: Part) -> usize {
     p as usize
 }
 

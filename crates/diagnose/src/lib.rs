@@ -452,6 +452,7 @@ pub struct ConnState {
     congestion: rules::congestion::CongestionState,
     loss: LossState,
     latency: LatencyState,
+    idle: rules::idle::IdleState,
     kinds_seen: u32,
     time_lost_ns: i64,
     exchanges: u64,
@@ -554,6 +555,13 @@ pub(crate) struct Aggregate {
     count: u64,
     /// Kind-specific flag count: unanswered setups, unreopened windows, losses upstream of the capture.
     flagged: u64,
+    /// Server or client time inside the message (the rest of `total_ns` was before it).
+    inside_ns: i64,
+    /// Round trips: handshakes (and their time), requests, further flights.
+    handshakes: u64,
+    handshake_ns: i64,
+    requests: u64,
+    flights: u64,
 }
 
 pub(crate) struct Diagnoser {
@@ -656,6 +664,11 @@ impl Diagnoser {
             rtt_ns_min: None,
             count: 0,
             flagged: 0,
+            inside_ns: 0,
+            handshakes: 0,
+            handshake_ns: 0,
+            requests: 0,
+            flights: 0,
         });
         if first_in_conn {
             agg.connections += 1;
@@ -733,13 +746,24 @@ impl Diagnoser {
                 agg.count += u64::from(syn_retries + synack_retries);
                 agg.flagged += u64::from(!answered);
             }
-            Detail::Timing { rtt_ns } => agg.rtt_ns_min = min_opt(agg.rtt_ns_min, rtt_ns),
+            Detail::Timing { rtt_ns, inside_ns } => {
+                agg.rtt_ns_min = min_opt(agg.rtt_ns_min, rtt_ns);
+                agg.inside_ns += inside_ns;
+            }
             Detail::Latency {
                 rtt_ns,
-                round_trips,
+                handshakes,
+                handshake_ns,
+                requests,
+                flights,
+                exchanges,
             } => {
                 agg.rtt_ns_min = min_opt(agg.rtt_ns_min, Some(rtt_ns));
-                agg.count += round_trips;
+                agg.count += exchanges;
+                agg.handshakes += handshakes;
+                agg.handshake_ns += handshake_ns;
+                agg.requests += requests;
+                agg.flights += flights;
             }
             Detail::ZeroWindow { probes, reopened } => {
                 agg.count += u64::from(probes);
@@ -834,19 +858,24 @@ impl Analyzer for Diagnoser {
         if !self.scratch.is_empty() {
             self.record_scratch(conn, state);
         }
+        // Last: it leaves alone the pauses the rules above explained.
+        state.idle.on_segment(conn, seg, &mut state.claims);
     }
 
     fn exchange(&mut self, conn: &Connection, state: &mut ConnState, ex: &Exchange) {
-        if let Some(o) = rules::timing::client_delay(conn, ex) {
+        let (inside, longest) = state.idle.take_exchange();
+        let (c, s) = (Dir::ClientToServer.index(), Dir::ServerToClient.index());
+        if let Some(o) = rules::timing::client_delay(conn, ex, inside[c], longest[c]) {
             self.record(conn, state, o);
         }
         if !ex.is_complete() {
             return;
         }
-        if let Some(o) = rules::timing::server_delay(conn, ex) {
+        let split = state.claims.split(conn, ex).unwrap_or([0; budget::PARTS]);
+        if let Some(o) = rules::timing::server_delay(conn, ex, &split, inside[s], longest[s]) {
             self.record(conn, state, o);
         }
-        state.latency.on_exchange(conn, ex);
+        state.latency.on_exchange(conn, ex, &split);
         let d = ex.duration_ns();
         self.exchange_hist.record(d);
         if self.options.live {
@@ -856,7 +885,6 @@ impl Analyzer for Diagnoser {
                 self.live_overflow += 1;
             }
         }
-        let split = state.claims.split(conn, ex).unwrap_or([0; budget::PARTS]);
         let bucket = Histogram::bucket(d);
         let sums = &mut self.bucket_budgets[bucket.min(Histogram::BUCKETS - 1) / BUDGET_BUCKET];
         for (s, v) in sums.iter_mut().zip(&split) {
@@ -905,8 +933,9 @@ impl Analyzer for Diagnoser {
         state.window.on_close(conn, &mut out);
         state.zero_window.on_close(conn, &mut out);
         state.loss.on_close(conn, &mut out);
-        state.latency.on_close(conn, &mut out);
         state.congestion.on_close(conn, &mut out);
+        let congestion = out.iter().any(|o| o.kind == Kind::CongestionLimited);
+        state.latency.on_close(conn, congestion, &mut out);
         rules::setup::on_close(conn, &mut out);
         for o in out.drain(..) {
             self.record(conn, state, o);

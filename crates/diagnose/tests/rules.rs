@@ -264,6 +264,132 @@ fn network_latency_fires_when_round_trips_dominate() {
     assert!(kinds(&near.run()).is_empty());
 }
 
+/// Captured at the client across a 35 ms path: a GET, the server's 119-byte
+/// headers one round trip later, the client's delayed ACK of them 40 ms
+/// after, and the 1412-byte body `body_after_us` after the headers (five
+/// keep-alive requests).
+fn headers_then_body(body_after_us: i64) -> Analysis {
+    let mut sim = Sim::default();
+    sim.c(0, 0, 0, SYN, 0)
+        .s(35_000, 0, 1, SYN | ACK, 0)
+        .c(35_050, 1, 1, ACK, 0);
+    let (mut cs, mut ss, mut t) = (1u32, 1u32, 35_100);
+    for _ in 0..5 {
+        sim.c(t, cs, ss, PSH, 80);
+        cs += 80;
+        sim.s(t + 35_000, ss, cs, PSH, 119);
+        ss += 119;
+        sim.c(t + 75_000, cs, ss, ACK, 0);
+        let body = t + 35_000 + body_after_us;
+        sim.s(body, ss, cs, PSH, 1412);
+        ss += 1412;
+        sim.c(body + 40, cs, ss, ACK, 0);
+        t = body + 100;
+    }
+    sim.run()
+}
+
+#[test]
+fn server_time_inside_a_response_is_the_servers_not_transfer() {
+    let a = headers_then_body(300_000);
+    assert_eq!(kinds(&a), ["server_delay"]);
+    let f = &a.findings[0];
+    assert_eq!(f.culprit.role, "server");
+    assert_eq!(f.details["where"], "inside_response");
+    assert!(
+        (f.typical_delay_ms - 300.0).abs() < 1.0,
+        "{}",
+        f.typical_delay_ms
+    );
+    // The body's pause is evidence: the headers and the body.
+    assert!(f.evidence[0].frames.len() >= 2, "{:?}", f.evidence[0]);
+    let m = &a.capture.latency_budget.as_ref().unwrap().median;
+    assert!(m.parts_ms.get("server").unwrap() >= 299.0, "{m:?}");
+    assert!(m.parts_ms.get("transfer").unwrap_or(0.0) < 1.0, "{m:?}");
+}
+
+#[test]
+fn data_released_by_the_delayed_ack_is_nagle_not_server_time() {
+    // The body leaves as the delayed ACK reaches the server: Nagle held it.
+    let a = headers_then_body(75_000);
+    assert_eq!(kinds(&a)[0], "nagle_delayed_ack", "{:?}", kinds(&a));
+    assert!(!kinds(&a).contains(&"server_delay"), "{:?}", kinds(&a));
+    let m = &a.capture.latency_budget.as_ref().unwrap().median;
+    assert!(m.parts_ms.get("server").unwrap_or(0.0) < 1.0, "{m:?}");
+    // The body before the headers were acknowledged: not provably the
+    // server's (its headers were still in flight), left as transfer.
+    let b = headers_then_body(20_000);
+    assert!(!kinds(&b).contains(&"server_delay"), "{:?}", kinds(&b));
+}
+
+#[test]
+fn a_pause_waiting_for_the_window_is_not_server_time() {
+    // The client's window closes after the headers and reopens 300 ms later.
+    let mut sim = Sim::default();
+    sim.handshake();
+    sim.c(2_000, 1, 1, PSH, 100)
+        .s(3_000, 1, 101, PSH, 119)
+        .seg(3_500, true, 101, 120, ACK, 0, 0)
+        .seg(303_500, true, 101, 120, ACK, 0, 65000)
+        .s(304_000, 120, 101, PSH, 1412)
+        .c(305_000, 101, 1532, ACK, 0);
+    let a = sim.run();
+    assert!(!kinds(&a).contains(&"server_delay"), "{:?}", kinds(&a));
+}
+
+#[test]
+fn client_time_inside_a_request_is_the_clients() {
+    // POST headers, the server's ACK, the 100-byte body 200 ms later.
+    let mut sim = Sim::default();
+    sim.handshake();
+    sim.c(2_000, 1, 1, PSH, 150)
+        .s(3_000, 1, 151, ACK, 0)
+        .c(202_000, 151, 1, PSH, 100)
+        .s(203_000, 1, 251, PSH, 500)
+        .c(204_000, 251, 501, ACK, 0);
+    let a = sim.run();
+    assert_eq!(kinds(&a), ["client_delay"]);
+    assert_eq!(a.findings[0].details["where"], "inside_request");
+    assert!((a.findings[0].typical_delay_ms - 200.0).abs() < 1.0);
+    let m = &a.capture.latency_budget.as_ref().unwrap().median;
+    assert!(m.parts_ms.get("client_idle").unwrap() >= 199.0, "{m:?}");
+}
+
+#[test]
+fn network_latency_counts_each_connections_handshake() {
+    // Five connections of one request each, 100 ms round trip, the server
+    // takes 35 ms: round trips are 85% of the time (one handshake and one
+    // request/response per exchange), though one RTT is only 43%.
+    let mut sim = Sim::default();
+    for i in 0..5u16 {
+        let t = i64::from(i) * 400_000;
+        let port = 40_000 + i;
+        let mut seg = |us: i64, client: bool, seq: u32, ack: u32, flags: u16, len: usize| {
+            sim.seg(us, client, seq, ack, flags, len, 65000);
+            let last = sim.frames.last_mut().unwrap();
+            // The client's port: bytes 34..36 (source) or 36..38 (destination).
+            let at = if client { 34 } else { 36 };
+            last.1[at..at + 2].copy_from_slice(&port.to_be_bytes());
+        };
+        seg(t, true, 0, 0, SYN, 0);
+        seg(t + 50_000, false, 0, 1, SYN | ACK, 0);
+        seg(t + 100_000, true, 1, 1, ACK, 0);
+        seg(t + 100_050, true, 1, 1, PSH, 100);
+        seg(t + 150_000, false, 1, 101, ACK, 0);
+        seg(t + 185_000, false, 1, 101, PSH, 300);
+        seg(t + 235_000, true, 101, 301, ACK, 0);
+        seg(t + 235_100, true, 101, 301, FIN, 0);
+        seg(t + 285_000, false, 301, 102, FIN, 0);
+        seg(t + 335_000, true, 102, 302, ACK, 0);
+    }
+    let a = sim.run();
+    assert_eq!(kinds(&a), ["network_latency"], "{:?}", a.findings);
+    let f = &a.findings[0];
+    assert_eq!(f.details["cause"], "new_connections");
+    assert_eq!(f.details["handshake_round_trips"], 5);
+    assert!(f.share_of_time > 0.8, "{}", f.share_of_time);
+}
+
 #[test]
 fn a_mirrored_copy_is_a_duplicate_not_a_retransmission() {
     let mut sim = Sim::default();

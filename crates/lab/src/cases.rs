@@ -38,6 +38,8 @@ pub enum Peer {
     Nginx,
     /// The JDK's com.sun.net.httpserver (with wrk as the client when installed).
     Jdk,
+    /// A Python server (fixtures/src/http_server.py; the built-in client).
+    Python,
 }
 
 impl Peer {
@@ -46,7 +48,23 @@ impl Peer {
             Peer::Builtin => "builtin",
             Peer::Nginx => "nginx",
             Peer::Jdk => "jdk",
+            Peer::Python => "python",
         }
+    }
+
+    /// The program a real peer needs.
+    pub fn program(self) -> Option<&'static str> {
+        match self {
+            Peer::Builtin => None,
+            Peer::Nginx => Some("nginx"),
+            Peer::Jdk => Some("java"),
+            Peer::Python => Some("python3"),
+        }
+    }
+
+    /// Whether wrk is the client when it is installed (the seed cases' load).
+    pub fn with_wrk(self) -> bool {
+        matches!(self, Peer::Nginx | Peer::Jdk)
     }
 }
 
@@ -101,6 +119,9 @@ pub struct Case {
     pub summary: &'static str,
     /// The finding it must produce first: (kind, culprit role). None: healthy.
     pub expected: Option<(&'static str, &'static str)>,
+    /// A detail the expected finding must carry, `details[key] == value`
+    /// (and that must be gone after the fix): which variety of the kind.
+    pub detail: Option<(&'static str, &'static str)>,
     pub headline: Headline,
     pub vantage: Vantage,
     pub setup: Setup,
@@ -122,6 +143,7 @@ pub fn all() -> Vec<Case> {
             summary:
                 "server writes headers then body with Nagle on; keep-alive client delays its ACKs",
             expected: Some(("nagle_delayed_ack", "server")),
+            detail: None,
             headline: Headline::Latency,
             vantage: Vantage::Server,
             setup: Setup {
@@ -151,6 +173,7 @@ pub fn all() -> Vec<Case> {
             name: "client-write-write",
             summary: "client sends request headers and body in two writes with Nagle on",
             expected: Some(("nagle_delayed_ack", "client")),
+            detail: None,
             headline: Headline::Latency,
             vantage: Vantage::RouterServer,
             setup: Setup {
@@ -174,6 +197,7 @@ pub fn all() -> Vec<Case> {
             name: "jdk-httpserver",
             summary: "JDK HttpServer (sun.net.httpserver.nodelay=false) answering 100-byte POSTs",
             expected: Some(("nagle_delayed_ack", "server")),
+            detail: None,
             headline: Headline::Latency,
             vantage: Vantage::Client,
             setup: Setup {
@@ -204,6 +228,7 @@ pub fn all() -> Vec<Case> {
             name: "small-receive-window",
             summary: "605 KB upload to a server with a 4 KB SO_RCVBUF across a 35 ms RTT",
             expected: Some(("receive_window_limited", "server")),
+            detail: None,
             headline: Headline::Duration,
             vantage: Vantage::Client,
             setup: Setup {
@@ -232,6 +257,7 @@ pub fn all() -> Vec<Case> {
             summary:
                 "client with an 8 KB receive buffer reads 4 KB every 250 ms of a 3 MB response",
             expected: Some(("zero_window", "client")),
+            detail: None,
             headline: Headline::Duration,
             vantage: Vantage::Server,
             setup: Setup {
@@ -260,6 +286,7 @@ pub fn all() -> Vec<Case> {
             name: "packet-loss",
             summary: "2 MiB download across a 20 ms RTT path that drops 2% of packets",
             expected: Some(("packet_loss", "network")),
+            detail: None,
             headline: Headline::Duration,
             vantage: Vantage::Client,
             setup: Setup {
@@ -279,6 +306,7 @@ pub fn all() -> Vec<Case> {
             name: "retransmission-timeout",
             summary: "2 MiB download at 16 Mbit/s; the path drops everything for 0.6 s",
             expected: Some(("retransmission_timeout", "network")),
+            detail: None,
             headline: Headline::Duration,
             vantage: Vantage::Client,
             setup: Setup {
@@ -302,6 +330,7 @@ pub fn all() -> Vec<Case> {
             name: "syn-retransmit",
             summary: "the server's firewall drops the first SYN of each of 3 connections",
             expected: Some(("syn_retransmit", "network")),
+            detail: None,
             headline: Headline::Latency,
             vantage: Vantage::Client,
             setup: Setup {
@@ -321,6 +350,7 @@ pub fn all() -> Vec<Case> {
             summary:
                 "the server thinks 300 ms before each answer (5 keep-alive requests, 35 ms RTT)",
             expected: Some(("server_delay", "server")),
+            detail: None,
             headline: Headline::Latency,
             vantage: Vantage::Client,
             setup: Setup {
@@ -342,9 +372,41 @@ pub fn all() -> Vec<Case> {
             wrk_connections: 4,
         },
         Case {
+            name: "server-delay-inside-response",
+            summary:
+                "the server flushes chunked headers at once, then computes the body for 300 ms \
+                      (5 keep-alive requests, 35 ms RTT)",
+            expected: Some(("server_delay", "server")),
+            detail: Some(("where", "inside_response")),
+            headline: Headline::Latency,
+            vantage: Vantage::Client,
+            setup: Setup {
+                one_way: Duration::from_micros(17_500),
+                server: ServerSpec {
+                    // As a Python server would: Nagle on, headers first.
+                    nodelay: false,
+                    chunked: true,
+                    think_inside: MS(300),
+                    body_bytes: 1400,
+                    ..ServerSpec::default()
+                },
+                client: ClientSpec {
+                    requests: 5,
+                    ..ClientSpec::default()
+                },
+                ..Setup::default()
+            },
+            fix: Some(("a server that has the body ready at once", |s| {
+                s.server.think_inside = Duration::ZERO
+            })),
+            peers: &[Peer::Builtin, Peer::Python],
+            wrk_connections: 4,
+        },
+        Case {
             name: "client-delay",
             summary: "the client idles 250 ms after connecting before its request (5 connections)",
             expected: Some(("client_delay", "client")),
+            detail: None,
             headline: Headline::Latency,
             vantage: Vantage::Server,
             setup: Setup {
@@ -365,6 +427,7 @@ pub fn all() -> Vec<Case> {
             name: "network-latency",
             summary: "5 small requests on one connection across a 100 ms RTT",
             expected: Some(("network_latency", "network")),
+            detail: None,
             headline: Headline::Latency,
             vantage: Vantage::Client,
             setup: Setup {
@@ -380,9 +443,38 @@ pub fn all() -> Vec<Case> {
             wrk_connections: 4,
         },
         Case {
+            name: "handshake-round-trips",
+            summary: "one request per connection (10 connections, one after the other) across a \
+                      100 ms RTT to a server that takes 35 ms",
+            expected: Some(("network_latency", "network")),
+            detail: Some(("cause", "new_connections")),
+            headline: Headline::Latency,
+            vantage: Vantage::Client,
+            setup: Setup {
+                one_way: MS(50),
+                server: ServerSpec {
+                    think: MS(35),
+                    ..ServerSpec::default()
+                },
+                client: ClientSpec {
+                    connections: 10,
+                    requests: 1,
+                    ..ClientSpec::default()
+                },
+                ..Setup::default()
+            },
+            fix: Some(("keep-alive: the 10 requests on one connection", |s| {
+                s.client.connections = 1;
+                s.client.requests = 10;
+            })),
+            peers: &[Peer::Builtin],
+            wrk_connections: 4,
+        },
+        Case {
             name: "congestion-limited",
             summary: "1 MiB on a fresh connection across a 100 ms RTT: Reno's slow start",
             expected: Some(("congestion_limited", "network")),
+            detail: None,
             headline: Headline::Duration,
             vantage: Vantage::Client,
             setup: Setup {
@@ -405,6 +497,7 @@ pub fn all() -> Vec<Case> {
             name: "healthy",
             summary: "keep-alive requests with TCP_NODELAY on a clean path: nothing to find",
             expected: None,
+            detail: None,
             headline: Headline::Latency,
             vantage: Vantage::Client,
             setup: Setup {

@@ -15,6 +15,7 @@ use crate::run::{round3, server_addr, Metrics};
 
 const SMALL_SERVER: &str = include_str!("../../../fixtures/src/SmallServer.java");
 const POST_LUA: &str = include_str!("../../../fixtures/src/post100.lua");
+const HTTP_SERVER_PY: &str = include_str!("../../../fixtures/src/http_server.py");
 
 /// A running real server.
 pub struct External {
@@ -134,6 +135,48 @@ pub fn jdk(server_ns: &str, s: &Setup) -> Result<External> {
         dir,
         post: true,
         what: "jdk",
+    })
+}
+
+/// The Python server (fixtures/src/http_server.py) in the server namespace,
+/// answering as the case's built-in server would: think time before the
+/// response, or inside it (headers first), chunked or not, Nagle as set.
+pub fn python(server_ns: &str, s: &Setup) -> Result<External> {
+    if !installed("python3") {
+        bail!("--peer python: python3 is not installed");
+    }
+    let dir = work_dir("python")?;
+    let src = dir.join("http_server.py");
+    fs::write(&src, HTTP_SERVER_PY)?;
+    let spec = &s.server;
+    let mut cmd = Command::new("python3");
+    cmd.arg(&src)
+        .arg(server_addr().ip().to_string())
+        .arg(server_addr().port().to_string())
+        .arg("--body-bytes")
+        .arg(spec.body_bytes.to_string())
+        .arg("--think-ms")
+        .arg(spec.think.as_millis().to_string())
+        .arg("--think-inside-ms")
+        .arg(spec.think_inside.as_millis().to_string());
+    if spec.chunked {
+        cmd.arg("--chunked");
+    }
+    if spec.nodelay {
+        cmd.arg("--nodelay");
+    }
+    if let Some(n) = spec.listen_rcvbuf {
+        cmd.arg("--rcvbuf").arg(n.to_string());
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(fs::File::create(dir.join("stdout.log"))?)
+        .stderr(fs::File::create(dir.join("stderr.log"))?);
+    let child = ns::spawn_process(server_ns, cmd)?;
+    Ok(External {
+        child,
+        dir,
+        post: false,
+        what: "python",
     })
 }
 

@@ -108,6 +108,32 @@ pub fn all() -> Vec<Fixture> {
             },
             CWND,
         ),
+        // One request per connection on a long path: the handshake is half
+        // the round trips; the twin reuses one connection.
+        f(
+            "handshake-keepalive.client.pcap",
+            "handshake-round-trips",
+            true,
+            Client,
+            same,
+            LATENCY,
+        ),
+        f(
+            "handshake-round-trips.client.pcap",
+            "handshake-round-trips",
+            false,
+            Client,
+            same,
+            LATENCY,
+        ),
+        f(
+            "handshake-round-trips.server.pcap",
+            "handshake-round-trips",
+            false,
+            Server,
+            same,
+            LATENCY,
+        ),
         f(
             "healthy-keepalive.router.pcap",
             "healthy",
@@ -217,6 +243,49 @@ pub fn all() -> Vec<Fixture> {
             same,
             RTO,
         ),
+        // A Python server flushing chunked headers, then computing the body;
+        // the twin has the body ready at once.
+        Fixture {
+            peer: Peer::Python,
+            ..f(
+                "server-body-ready.client.pcap",
+                "server-delay-inside-response",
+                true,
+                Client,
+                same,
+                LATENCY,
+            )
+        },
+        Fixture {
+            peer: Peer::Python,
+            ..f(
+                "server-delay-inside.client.pcap",
+                "server-delay-inside-response",
+                false,
+                Client,
+                same,
+                SERVER_DELAY,
+            )
+        },
+        f(
+            "server-delay-inside.router.pcap",
+            "server-delay-inside-response",
+            false,
+            RouterServer,
+            same,
+            SERVER_DELAY,
+        ),
+        Fixture {
+            peer: Peer::Python,
+            ..f(
+                "server-delay-inside.server.pcap",
+                "server-delay-inside-response",
+                false,
+                Server,
+                same,
+                SERVER_DELAY,
+            )
+        },
         f(
             "server-delay.client.pcap",
             "server-delay",

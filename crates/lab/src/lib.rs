@@ -217,7 +217,7 @@ fn list(format: Format) -> Result<u8> {
                 json!({
                     "case": c.name,
                     "summary": c.summary,
-                    "expected": c.expected.map(|(k, r)| json!({"kind": k, "role": r})),
+                    "expected": expected_json(c),
                     "fix": c.fix.map(|f| f.0),
                     "vantage": c.vantage,
                     "rtt_ms": c.setup.one_way.as_secs_f64() * 2e3,
@@ -229,14 +229,11 @@ fn list(format: Format) -> Result<u8> {
         return Ok(EXIT_OK);
     }
     for c in &cases {
-        let exp = c
-            .expected
-            .map(|(k, r)| format!("{k} ({r})"))
-            .unwrap_or_else(|| "no finding".into());
-        writeln!(out, "{:<24} {}", c.name, c.summary)?;
+        let exp = expected_text(c);
+        writeln!(out, "{:<30} {}", c.name, c.summary)?;
         writeln!(
             out,
-            "{:<24} expects {exp}; fix: {}",
+            "{:<30} expects {exp}; fix: {}",
             "",
             c.fix.map(|f| f.0).unwrap_or("none needed")
         )?;
@@ -342,9 +339,8 @@ fn run_case(
     let needs_line = |s: &Setup| !s.one_way.is_zero() || s.loss > 0.0;
     let line = needs_line(before) || after.is_some_and(needs_line);
     let mut topo = Topology::build(line, before.one_way)?;
-    let wrk =
-        (a.peer != Peer::Builtin && case.headline == Headline::Latency && ext::installed("wrk"))
-            .then_some((case.wrk_connections, 2));
+    let wrk = (a.peer.with_wrk() && case.headline == Headline::Latency && ext::installed("wrk"))
+        .then_some((case.wrk_connections, 2));
     let opts = |write: Option<PathBuf>| PhaseOptions {
         vantage,
         snaplen: a.snaplen,
@@ -397,9 +393,9 @@ fn diagnose_case(case: &Case, before: &Setup, a: &RunArgs) -> Result<u8> {
         .map(|an| an.findings.as_slice())
         .unwrap_or_default();
     let ok = match case.expected {
-        Some((kind, role)) => findings
+        Some((_, role)) => findings
             .first()
-            .is_some_and(|f| f.kind == kind && f.culprit.role == role),
+            .is_some_and(|f| is_expected(case, f) && f.culprit.role == role),
         None => outcome.analysis.is_some() && findings.iter().all(|f| f.share_of_time < 0.05),
     };
     let mut out = io::stdout().lock();
@@ -408,10 +404,7 @@ fn diagnose_case(case: &Case, before: &Setup, a: &RunArgs) -> Result<u8> {
             let mut doc = tcpdoctor_investigate::report::to_json(&outcome)?;
             if let Value::Object(m) = &mut doc {
                 m.insert("case".into(), json!(case.name));
-                m.insert(
-                    "expected".into(),
-                    json!(case.expected.map(|(k, r)| json!({"kind": k, "role": r}))),
-                );
+                m.insert("expected".into(), expected_json(case));
                 m.insert("reproduced".into(), json!(ok));
             }
             writeln!(out, "{doc}")?;
@@ -426,10 +419,7 @@ fn diagnose_case(case: &Case, before: &Setup, a: &RunArgs) -> Result<u8> {
                 ns::name("s")
             )?;
             tcpdoctor_investigate::report::text(&outcome, &mut out)?;
-            let exp = case
-                .expected
-                .map(|(k, r)| format!("{k} ({r})"))
-                .unwrap_or_else(|| "no finding".into());
+            let exp = expected_text(case);
             writeln!(
                 out,
                 "\nexpected {exp}: {}",
@@ -453,25 +443,52 @@ fn fixed_name(p: &Path) -> PathBuf {
     p.with_file_name(name)
 }
 
+/// Whether `f` is the case's expected finding: its kind, and the detail
+/// that names the variety when the case has one (its culprit is checked apart).
+fn is_expected(case: &Case, f: &Finding) -> bool {
+    case.expected.is_some_and(|(kind, _)| f.kind == kind)
+        && case
+            .detail
+            .is_none_or(|(key, value)| f.details.get(key).and_then(|v| v.as_str()) == Some(value))
+}
+
+/// `{"kind", "role"}` and, for a case that names a variety, `"details": {key: value}`.
+fn expected_json(case: &Case) -> Value {
+    let Some((kind, role)) = case.expected else {
+        return Value::Null;
+    };
+    let mut v = json!({"kind": kind, "role": role});
+    if let Some((key, value)) = case.detail {
+        v["details"] = json!({ key: value });
+    }
+    v
+}
+
+/// `kind (role)`, with the variety: `kind (role, key value)`.
+fn expected_text(case: &Case) -> String {
+    match (case.expected, case.detail) {
+        (Some((k, r)), Some((key, value))) => format!("{k} ({r}, {key} {value})"),
+        (Some((k, r)), None) => format!("{k} ({r})"),
+        _ => "no finding".into(),
+    }
+}
+
 /// Whether the before phase shows the case's expected finding first (healthy:
 /// nothing costing 5% or more).
 fn expected_first(case: &Case, p: &Phase) -> bool {
     match case.expected {
-        Some((kind, role)) => p
+        Some((_, role)) => p
             .analysis
             .findings
             .first()
-            .is_some_and(|f| f.kind == kind && f.culprit.role == role),
+            .is_some_and(|f| is_expected(case, f) && f.culprit.role == role),
         None => p.analysis.findings.iter().all(|f| f.share_of_time < 0.05),
     }
 }
 
 /// Whether the expected finding is gone after the fix.
 fn expected_gone(case: &Case, p: &Phase) -> bool {
-    match case.expected {
-        Some((kind, _)) => p.analysis.findings.iter().all(|f| f.kind != kind),
-        None => true,
-    }
+    p.analysis.findings.iter().all(|f| !is_expected(case, f))
 }
 
 fn print(case: &Case, before: &Setup, o: &Outcome, a: &RunArgs) -> Result<bool> {
@@ -494,7 +511,7 @@ fn print(case: &Case, before: &Setup, o: &Outcome, a: &RunArgs) -> Result<bool> 
         let doc = json!({
             "case": case.name,
             "summary": case.summary,
-            "expected": case.expected.map(|(k, r)| json!({"kind": k, "role": r})),
+            "expected": expected_json(case),
             "peer": a.peer,
             "network": {
                 "rtt_asked_ms": before.one_way.as_secs_f64() * 2e3,
@@ -557,19 +574,18 @@ fn print(case: &Case, before: &Setup, o: &Outcome, a: &RunArgs) -> Result<bool> 
         )?;
     }
     writeln!(out)?;
+    let exp = expected_text(case);
     match (case.expected, first, gone) {
-        (Some((k, r)), true, Some(true)) => writeln!(
+        (Some(_), true, Some(true)) => writeln!(
             out,
-            "check      {k} ({r}) found first, and gone after the fix ✓"
+            "check      {exp} found first, and gone after the fix ✓"
         )?,
-        (Some((k, r)), true, None) => writeln!(out, "check      {k} ({r}) found first ✓")?,
-        (Some((k, r)), true, Some(false)) => writeln!(
+        (Some(_), true, None) => writeln!(out, "check      {exp} found first ✓")?,
+        (Some(_), true, Some(false)) => writeln!(
             out,
-            "check      {k} ({r}) found first, but still found after the fix ✗"
+            "check      {exp} found first, but still found after the fix ✗"
         )?,
-        (Some((k, r)), false, _) => {
-            writeln!(out, "check      expected {k} ({r}) first: not reproduced ✗")?
-        }
+        (Some(_), false, _) => writeln!(out, "check      expected {exp} first: not reproduced ✗")?,
         (None, true, _) => writeln!(out, "check      healthy: nothing costing 5% of the time ✓")?,
         (None, false, _) => writeln!(
             out,
@@ -769,11 +785,7 @@ fn fixtures(a: &FixturesArgs) -> Result<u8> {
             bail!("fixture {} names no case", fx.file);
         };
         let file = fixtures::path(&a.dir, fx);
-        let real = match fx.peer {
-            Peer::Nginx => ext::installed("nginx"),
-            Peer::Jdk => ext::installed("java"),
-            Peer::Builtin => true,
-        };
+        let real = fx.peer.program().is_none_or(ext::installed);
         let peer = if real { fx.peer } else { Peer::Builtin };
         let wrk = fx.wrk.filter(|_| real && ext::installed("wrk"));
         let line = !setup.one_way.is_zero() || setup.loss > 0.0;

@@ -33,6 +33,11 @@ pub struct ServerSpec {
     pub body_bytes: usize,
     /// Time between the whole request read and the response.
     pub think: Duration,
+    /// Time between writing the status line and headers and writing the body
+    /// (a framework that flushes the headers first, then computes the body).
+    pub think_inside: Duration,
+    /// The body with `Transfer-Encoding: chunked` (one chunk, then the last).
+    pub chunked: bool,
     /// SO_RCVBUF on the listening socket (inherited by accepted ones).
     pub listen_rcvbuf: Option<usize>,
 }
@@ -44,6 +49,8 @@ impl Default for ServerSpec {
             split_write: false,
             body_bytes: 615,
             think: Duration::ZERO,
+            think_inside: Duration::ZERO,
+            chunked: false,
             listen_rcvbuf: None,
         }
     }
@@ -113,25 +120,37 @@ struct Response {
     nodelay: bool,
     split: bool,
     think: Duration,
+    think_inside: Duration,
 }
 
 impl Response {
     fn new(spec: &ServerSpec) -> Response {
+        let framing = if spec.chunked {
+            "Transfer-Encoding: chunked".to_string()
+        } else {
+            format!("Content-Length: {}", spec.body_bytes)
+        };
         let head = format!(
             "HTTP/1.1 200 OK\r\nServer: tcpdoctor-lab\r\nContent-Type: text/html\r\n\
-             Content-Length: {}\r\nConnection: keep-alive\r\n\r\n",
-            spec.body_bytes
+             {framing}\r\nConnection: keep-alive\r\n\r\n"
         )
         .into_bytes();
-        let body: Vec<u8> = (0..spec.body_bytes)
+        let mut body: Vec<u8> = (0..spec.body_bytes)
             .map(|i| b'a' + (i % 26) as u8)
             .collect();
+        if spec.chunked {
+            let mut chunked = format!("{:x}\r\n", body.len()).into_bytes();
+            chunked.append(&mut body);
+            chunked.extend_from_slice(b"\r\n0\r\n\r\n");
+            body = chunked;
+        }
         Response {
             head,
             body,
             nodelay: spec.nodelay,
             split: spec.split_write,
             think: spec.think,
+            think_inside: spec.think_inside,
         }
     }
 }
@@ -223,7 +242,11 @@ fn serve(mut s: TcpStream, resp: &Response, stop: &AtomicBool) -> io::Result<()>
         if !resp.think.is_zero() {
             thread::sleep(resp.think);
         }
-        if resp.split {
+        if !resp.think_inside.is_zero() {
+            s.write_all(&resp.head)?;
+            thread::sleep(resp.think_inside);
+            s.write_all(&resp.body)?;
+        } else if resp.split {
             s.write_all(&resp.head)?;
             s.write_all(&resp.body)?;
         } else {
@@ -483,6 +506,10 @@ fn read_response(s: &mut TcpStream, buf: &mut [u8], slow: Option<SlowRead>) -> i
         }
         have += n;
     };
+    if is_chunked(&buf[..head_end]) {
+        let mut rest = buf[head_end..have].to_vec();
+        return Ok(head_end as u64 + read_chunked(s, &mut rest)?);
+    }
     let len = content_length(&buf[..head_end])
         .ok_or_else(|| io::Error::other("response without Content-Length"))?;
     let mut left = len.saturating_sub(have - head_end);
@@ -505,6 +532,61 @@ fn read_response(s: &mut TcpStream, buf: &mut [u8], slow: Option<SlowRead>) -> i
         }
     }
     Ok((head_end + len) as u64)
+}
+
+fn is_chunked(head: &[u8]) -> bool {
+    String::from_utf8_lossy(head).lines().any(|l| {
+        l.split_once(':').is_some_and(|(k, v)| {
+            k.trim().eq_ignore_ascii_case("transfer-encoding")
+                && v.trim().to_ascii_lowercase().ends_with("chunked")
+        })
+    })
+}
+
+/// Reads a chunked body (RFC 9112 §7.1) whose first bytes are in `pending`;
+/// returns its size on the wire.
+fn read_chunked(s: &mut TcpStream, pending: &mut Vec<u8>) -> io::Result<u64> {
+    let mut consumed = 0u64;
+    let mut scratch = [0u8; 16384];
+    let mut more = |s: &mut TcpStream, pending: &mut Vec<u8>| -> io::Result<()> {
+        let n = s.read(&mut scratch)?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "connection closed in a chunked body",
+            ));
+        }
+        pending.extend_from_slice(&scratch[..n]);
+        Ok(())
+    };
+    loop {
+        let line_end = loop {
+            if let Some(p) = pending.windows(2).position(|w| w == b"\r\n") {
+                break p;
+            }
+            more(s, pending)?;
+        };
+        let line = String::from_utf8_lossy(&pending[..line_end]).to_string();
+        let size_text = line.split(';').next().unwrap_or("").trim();
+        let size = usize::from_str_radix(size_text, 16)
+            .map_err(|_| io::Error::other(format!("bad chunk size {size_text:?}")))?;
+        if size == 0 {
+            // The last chunk, then trailers up to an empty line.
+            let end = loop {
+                if let Some(p) = find_head_end(&pending[line_end..]) {
+                    break line_end + p;
+                }
+                more(s, pending)?;
+            };
+            return Ok(consumed + end as u64);
+        }
+        let need = line_end + 2 + size + 2;
+        while pending.len() < need {
+            more(s, pending)?;
+        }
+        pending.drain(..need);
+        consumed += need as u64;
+    }
 }
 
 /// The handshake round trip from the client's namespace: the time connect()
@@ -546,5 +628,26 @@ mod tests {
         assert_eq!(&h[end..], b"body");
         assert_eq!(content_length(&h[..end]), Some(12));
         assert_eq!(content_length(b"GET / HTTP/1.1\r\n\r\n"), None);
+        assert!(is_chunked(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        ));
+        assert!(!is_chunked(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n"));
+    }
+
+    #[test]
+    fn chunked_bodies_are_read_to_their_last_chunk() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let writer = thread::spawn(move || {
+            let (mut s, _) = listener.accept().expect("accept");
+            s.write_all(b"5\r\nhello\r\n3;x=y\r\nabc").expect("write");
+            thread::sleep(Duration::from_millis(20));
+            s.write_all(b"\r\n0\r\n\r\nNEXT").expect("write");
+        });
+        let mut c = TcpStream::connect(addr).expect("connect");
+        let mut pending = b"".to_vec();
+        let n = read_chunked(&mut c, &mut pending).expect("read");
+        assert_eq!(n, 27);
+        writer.join().expect("writer");
     }
 }

@@ -237,6 +237,7 @@ fn start_server(server_ns: &str, s: &Setup, peer: Peer) -> Result<Running> {
         }
         Peer::Nginx => Running::External(ext::nginx(server_ns, s)?),
         Peer::Jdk => Running::External(ext::jdk(server_ns, s)?),
+        Peer::Python => Running::External(ext::python(server_ns, s)?),
     })
 }
 

@@ -147,11 +147,23 @@ fn cause(f: &Finding, a: &Analysis) -> String {
         "syn_retransmit" => {
             format!("connection setup waits ~{typ} for a SYN or SYN-ACK retry")
         }
+        "server_delay" if f.details.get("where").and_then(|w| w.as_str()) == Some("inside_response") => {
+            format!(
+                "{ep} ({role}) sends the start of each response (the headers) at once and the rest ~{typ} \
+                 later, with nothing left to acknowledge (application time inside the response)"
+            )
+        }
         "server_delay" => format!(
             "{ep} ({role}) takes ~{typ} to start each response after the request has arrived (application time)"
         ),
         "client_delay" => {
             format!("the client {ep} waits ~{typ} before sending what it controls")
+        }
+        "network_latency" if f.details.get("cause").and_then(|c| c.as_str()) == Some("new_connections") => {
+            format!(
+                "most requests open a connection of their own and wait for two round trips (the handshake's \
+                 and their own), ~{typ} per connection"
+            )
         }
         "network_latency" => format!("the round trip itself is ~{typ} of each exchange"),
         "congestion_limited" => {

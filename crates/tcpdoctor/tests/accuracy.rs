@@ -139,6 +139,8 @@ fn the_median_budget_is_led_by_the_cause() {
         ("zero-window.server.pcap", "window_wait", 0.8),
         ("rto.client.pcap", "retransmission_wait", 0.3),
         ("server-delay.client.pcap", "server", 0.85),
+        ("server-delay-inside.client.pcap", "server", 0.85),
+        ("server-delay-inside.server.pcap", "server", 0.95),
         ("client-delay.server.pcap", "client_idle", 0.9),
         ("syn-retransmit.client.pcap", "syn_retry_wait", 0.9),
         ("network-latency.client.pcap", "network", 0.9),

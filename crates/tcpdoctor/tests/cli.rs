@@ -187,6 +187,67 @@ fn default_receive_buffer_upload_is_quiet() {
 }
 
 #[test]
+fn server_time_inside_a_response_is_the_servers_at_every_vantage_point() {
+    // A server flushing chunked headers, then computing the body for 300 ms.
+    for file in [
+        "server-delay-inside.client.pcap",
+        "server-delay-inside.server.pcap",
+        "server-delay-inside.router.pcap",
+    ] {
+        let v = analyze_json(&fixture(file));
+        let f = findings(&v)[0];
+        assert_eq!(f["kind"], "server_delay", "{file}");
+        assert_eq!(f["culprit"]["endpoint"], "10.71.2.2:8080", "{file}");
+        assert_eq!(f["details"]["where"], "inside_response", "{file}");
+        let typical = f["typical_delay_ms"].as_f64().unwrap();
+        assert!((295.0..320.0).contains(&typical), "{file}: {typical}");
+        // The budget says server, not transfer.
+        let m = &v["capture"]["latency_budget"]["median"];
+        let server = m["parts_ms"]["server"].as_f64().unwrap();
+        let transfer = m["parts_ms"]["transfer"].as_f64().unwrap_or(0.0);
+        assert!(server >= 295.0 && transfer < 5.0, "{file}: {m}");
+    }
+    // Its twin has the body ready at once: only the round trips are left.
+    let v = analyze_json(&fixture("server-body-ready.client.pcap"));
+    let all: Vec<&str> = kinds(&v)
+        .into_iter()
+        .chain(
+            v["minor_findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f["kind"].as_str().unwrap()),
+        )
+        .collect();
+    assert_eq!(all, ["network_latency"]);
+}
+
+#[test]
+fn one_request_per_connection_pays_a_handshake_round_trip_each() {
+    for file in [
+        "handshake-round-trips.client.pcap",
+        "handshake-round-trips.server.pcap",
+    ] {
+        let v = analyze_json(&fixture(file));
+        let f = findings(&v)[0];
+        assert_eq!(f["kind"], "network_latency", "{file}");
+        assert_eq!(f["details"]["cause"], "new_connections", "{file}");
+        assert_eq!(f["details"]["handshake_round_trips"], 10, "{file}");
+        assert!(f["fix"].as_str().unwrap().starts_with("Reuse connections"));
+    }
+    // At the client both round trips of each exchange are in view.
+    let v = analyze_json(&fixture("handshake-round-trips.client.pcap"));
+    assert_eq!(findings(&v)[0]["details"]["request_round_trips"], 10);
+    assert!(findings(&v)[0]["share_of_time"].as_f64().unwrap() > 0.8);
+    // The twin reuses one connection: the round trips remain, the handshakes do not.
+    let v = analyze_json(&fixture("handshake-keepalive.client.pcap"));
+    let f = findings(&v)[0];
+    assert_eq!(f["kind"], "network_latency");
+    assert_eq!(f["details"]["cause"], "round_trips");
+    assert_eq!(f["details"]["handshake_round_trips"], 1);
+}
+
+#[test]
 fn stdin_gives_the_same_answer_as_the_file() {
     let path = root().join("examples/nginx-nagle.pcap");
     let bytes = std::fs::read(&path).unwrap();

@@ -2,6 +2,7 @@
 //! [`Occurrence`]s; the engine aggregates them into findings.
 
 pub mod congestion;
+pub mod idle;
 pub mod nagle;
 pub mod receive_window;
 pub mod retransmission;
@@ -112,10 +113,19 @@ pub enum Detail {
     },
     Timing {
         rtt_ns: Option<i64>,
+        /// Of the delay, the pauses inside the message (the rest was before it).
+        inside_ns: i64,
     },
     Latency {
         rtt_ns: i64,
-        round_trips: u64,
+        /// Exchanges that opened their connection (a handshake round trip each), and its time.
+        handshakes: u64,
+        handshake_ns: i64,
+        /// Exchanges whose wait for the response held (at least half) a round trip.
+        requests: u64,
+        /// Further flights of responses larger than the congestion window.
+        flights: u64,
+        exchanges: u64,
     },
     ZeroWindow {
         probes: u32,

@@ -1,0 +1,187 @@
+//! Who is idle inside a message, and why: the sending application's own time.
+//!
+//! Inside a request or a response, a pause between two data segments of the
+//! sender is one of two things. Either TCP held the data — Nagle (RFC 896)
+//! until the small segment outstanding is acknowledged, the congestion window
+//! (RFC 5681) until ACKs open it, the receive window (RFC 9293 §3.8.6) until
+//! the receiver's update, a loss until the retransmission is acknowledged — or
+//! the sending application had not written it yet.
+//!
+//! Everything TCP holds is released by an ACK reaching the sender. So when
+//! all of the sender's data was acknowledged, the receiver's window had room
+//! for a segment and nothing was sent again, and the next data still did not
+//! follow that ACK at once, TCP held nothing at any moment of the pause (held
+//! data would have left on that ACK, or on an earlier one, and then it would
+//! not be the next data): the whole pause is the application's. That is the
+//! server's time inside a response (a framework that flushes the headers and
+//! then computes the body, a stream) or the client's inside a request (the
+//! headers written, the body still being produced).
+//!
+//! Pacing (BBR, fq) also spaces a sender's segments without any ACK; it
+//! only spaces data the sender already has, which leaves as whole segments.
+//! So only a pause after a segment that ended a write — shorter than a whole
+//! number of segments — is looked at: the end of what the application had
+//! written so far.
+//!
+//! A pause whose data did follow an ACK is left to the rules that name why it
+//! was held (Nagle, congestion or receive window), or to the transfer.
+//! Positions are seen at the capture point: an ACK seen there reaches the
+//! sender, and the data it releases comes back, the capture point's round
+//! trip to the sender later ([`Connection::distance_to`]), whatever the
+//! vantage point.
+
+use tcpdoctor_flow::{Connection, Dir, SegKind, Segment, Seq};
+use tcpdoctor_wire::Timestamp;
+
+use crate::budget::{Claims, Part};
+
+/// Pauses shorter than this are not counted: scheduling, pacing.
+pub const MIN_PAUSE_NS: i64 = 1_000_000;
+/// Slack for the sender to react to an ACK, beyond the round trip to it
+/// (as the Nagle rule allows: 2 ms, plus a quarter of the round trip for jitter).
+const REACT_SLACK_NS: i64 = 2_000_000;
+
+/// One sending direction since its last new data.
+#[derive(Debug, Default, Clone, Copy)]
+struct DirState {
+    /// The sender's last new data: capture time (ns; 0 before any), frame,
+    /// relative sequence number just past it.
+    last_ns: i64,
+    last_frame: u64,
+    last_end: u32,
+    /// The last new data ended a write: shorter than a full segment (or than
+    /// a whole number of them). A sender with more queued sends full segments;
+    /// a pause after one is the congestion window, pacing or loss.
+    last_partial: bool,
+    /// When the receiver's ACK of everything up to `last_end` was seen (0: not yet).
+    acked_ns: i64,
+    /// Since the last new data: the sender sent something again, the receiver
+    /// closed its window below a segment, or the receiver sent data (a new message).
+    spoiled: bool,
+}
+
+/// The longest pause counted in an exchange: (ns, frame before it, frame after it).
+pub type Pause = (i64, u64, u64);
+
+/// Per connection: the application time found inside the exchange in progress.
+#[derive(Debug, Default)]
+pub struct IdleState {
+    dirs: [DirState; 2],
+    /// Application time inside the exchange in progress, per sending direction.
+    inside_ns: [i64; 2],
+    longest: [Pause; 2],
+}
+
+impl IdleState {
+    pub fn on_segment(&mut self, conn: &Connection, seg: &Segment<'_>, claims: &mut Claims) {
+        let d = seg.dir;
+        // As the receiver of the other direction.
+        let other = &mut self.dirs[d.reverse().index()];
+        if other.last_ns != 0 {
+            if seg.len > 0 || seg.flags.rst() {
+                other.spoiled = true;
+            } else if seg.flags.ack() && !seg.flags.syn() {
+                if other.acked_ns == 0 && Seq(seg.ack) >= Seq(other.last_end) {
+                    other.acked_ns = seg.ts.nanos();
+                }
+                if seg.window < conn.smss(d.reverse()) {
+                    other.spoiled = true;
+                }
+            }
+        }
+        if seg.len == 0 {
+            return;
+        }
+        let st = &mut self.dirs[d.index()];
+        match seg.kind {
+            SegKind::NewData => {}
+            SegKind::Retransmission | SegKind::KeepAliveOrProbe => {
+                st.spoiled = true;
+                return;
+            }
+            _ => return,
+        }
+        let prev = *st;
+        let smss = conn.smss(d);
+        // With the peer's MSS unknown (no handshake), only a segment below
+        // the guess is surely short.
+        let mss_known = conn.half(d.reverse()).mss.is_some();
+        *st = DirState {
+            last_ns: seg.ts.nanos(),
+            last_frame: seg.frame,
+            last_end: seg.seq.wrapping_add(seg.len),
+            last_partial: seg.len < smss || (mss_known && seg.len % smss != 0),
+            acked_ns: 0,
+            spoiled: false,
+        };
+        // The common case: data following data, or a pause TCP may explain.
+        if prev.last_ns == 0
+            || prev.spoiled
+            || !prev.last_partial
+            || prev.acked_ns == 0
+            || prev.last_end != seg.seq
+            || seg.ts.nanos() - prev.last_ns < MIN_PAUSE_NS
+        {
+            return;
+        }
+        self.pause(conn, seg, &prev, claims);
+    }
+
+    /// A pause after which the sender's data had all been acknowledged.
+    #[cold]
+    #[inline(never)]
+    fn pause(
+        &mut self,
+        conn: &Connection,
+        seg: &Segment<'_>,
+        prev: &DirState,
+        claims: &mut Claims,
+    ) {
+        let d = seg.dir;
+        let Some(ex) = conn.current_exchange() else {
+            return;
+        };
+        // Inside one message of the exchange in progress: the response, or
+        // the request before any response.
+        let started = match d {
+            Dir::ServerToClient => ex.response_first,
+            Dir::ClientToServer if ex.response_first.is_none() => ex.request_first,
+            Dir::ClientToServer => None,
+        };
+        if started.is_none_or(|m| m.frame > prev.last_frame) {
+            return;
+        }
+        // Another rule explained this very pause (Nagle, a window, loss).
+        if claims.ends_at(seg.ts) {
+            return;
+        }
+        let Some(to_sender) = conn.distance_to(d).or(conn.path_rtt_ns()) else {
+            return;
+        };
+        // Data released by the ACK of everything leaves as it reaches the sender.
+        let released_by = prev.acked_ns + to_sender + REACT_SLACK_NS + to_sender / 4;
+        let now = seg.ts.nanos();
+        if now <= released_by {
+            return;
+        }
+        let part = match d {
+            Dir::ServerToClient => Part::Server,
+            Dir::ClientToServer => Part::ClientIdle,
+        };
+        claims.claim(part, Timestamp::from_nanos(prev.last_ns), seg.ts);
+        let pause = now - prev.last_ns;
+        self.inside_ns[d.index()] += pause;
+        if pause > self.longest[d.index()].0 {
+            self.longest[d.index()] = (pause, prev.last_frame, seg.frame);
+        }
+    }
+
+    /// The application time found inside the exchange that just ended, per
+    /// sending direction, and its longest pause; starts the next exchange.
+    pub fn take_exchange(&mut self) -> ([i64; 2], [Pause; 2]) {
+        let r = (self.inside_ns, self.longest);
+        self.inside_ns = [0; 2];
+        self.longest = [(0, 0, 0); 2];
+        r
+    }
+}
