@@ -57,6 +57,17 @@ fn value(i: usize) -> f64 {
     lo as f64 + width as f64 / 2.0
 }
 
+/// The lowest value of bucket `i` (of [`Histogram::BUCKETS`]; `BUCKETS` gives
+/// the top of the last), in microseconds.
+pub fn bucket_low_us(i: usize) -> f64 {
+    if i < SUB {
+        return i as f64;
+    }
+    let p = (i / SUB) as u32 - 1 + SUB_BITS;
+    let mant = (i % SUB) as u64 + SUB as u64;
+    (mant << (p - SUB_BITS)) as f64
+}
+
 impl Histogram {
     pub fn record(&mut self, ns: i64) {
         let ns = ns.max(0);

@@ -250,10 +250,17 @@ impl Engine {
 
     /// Closes every open connection and builds the result.
     pub fn finish(self) -> Analysis {
+        self.finish_with_distribution().0
+    }
+
+    /// [`Engine::finish`], and the exchange-latency distribution for charts:
+    /// the non-empty bins, each with the budget of its exchanges (summed).
+    pub fn finish_with_distribution(self) -> (Analysis, Vec<LatencyBin>) {
         let peak = self.tracker.peak_open_connections() as u64;
         let d = self.tracker.finish();
         let mut d = d;
         let latency_budget = budget_summary(&mut d);
+        let bins = latency_bins(&d);
         let first = self.first_ts.unwrap_or_default();
         let exchange_total_ns = d.exchange_hist.sum_ns();
         let capture_ns = self.last_ts.since(first);
@@ -345,14 +352,36 @@ impl Engine {
             }),
             warnings: self.warnings,
         };
-        Analysis {
+        let analysis = Analysis {
             minor_findings,
             schema: 1,
             capture,
             connections,
             findings,
-        }
+        };
+        (analysis, bins)
     }
+}
+
+/// The exchange-latency histogram in groups of [`BUDGET_BUCKET`] buckets
+/// (about 6% wide), empty groups left out, each with its budget sums.
+fn latency_bins(d: &Diagnoser) -> Vec<LatencyBin> {
+    let h = &d.exchange_hist;
+    let mut bins = Vec::new();
+    for (g, sums) in d.bucket_budgets.iter().enumerate() {
+        let range = g * BUDGET_BUCKET..((g + 1) * BUDGET_BUCKET).min(Histogram::BUCKETS);
+        let count: u64 = range.clone().map(|b| h.bucket_count(b)).sum();
+        if count == 0 {
+            continue;
+        }
+        bins.push(LatencyBin {
+            low_ms: histogram::bucket_low_us(range.start) / 1e3,
+            high_ms: histogram::bucket_low_us(range.end) / 1e3,
+            count,
+            parts_ms: text::budget_parts(sums, 1.0),
+        });
+    }
+    bins
 }
 
 /// Exchanges held for [`Engine::drain_exchanges`] between two calls.

@@ -226,6 +226,17 @@ pub struct ExchangeSummary {
     pub frames: [Option<u64>; 5],
 }
 
+/// One bin of the exchange-latency distribution
+/// ([`crate::Engine::finish_with_distribution`]); not part of the JSON document.
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyBin {
+    pub low_ms: f64,
+    pub high_ms: f64,
+    pub count: u64,
+    /// Where these exchanges' time went, summed over them.
+    pub parts_ms: BudgetParts,
+}
+
 /// A value per direction, named by who sends.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Directions<T> {
