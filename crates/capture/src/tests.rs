@@ -160,3 +160,24 @@ proptest! {
         let _ = read_all(&b);
     }
 }
+
+#[test]
+fn pcapng_comment_round_trip() {
+    let mut w = PcapNgWriter::new(Vec::new()).unwrap();
+    let eth = w.add_interface(LinkType::Ethernet, 65535, 9).unwrap();
+    for (i, comment) in [None, Some("tcpdoctor: held ✓"), Some("abcd")]
+        .into_iter()
+        .enumerate()
+    {
+        let data = vec![i as u8; 61 + i];
+        w.write_packet_with_comment(eth, 1_000 + i as u64, &data, 1514, comment)
+            .unwrap();
+    }
+    let bytes = w.into_inner();
+    assert_eq!(bytes.len() % 4, 0);
+    let (pkts, err) = read_all(&bytes);
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(pkts.len(), 3);
+    assert_eq!(pkts[1].1, 62);
+    assert_eq!(pkts[2].0, 1_002);
+}

@@ -86,8 +86,32 @@ impl<W: Write> PcapNgWriter<W> {
         data: &[u8],
         orig_len: u32,
     ) -> io::Result<()> {
+        self.write_packet_with_comment(iface, units, data, orig_len, None)
+    }
+
+    /// [`PcapNgWriter::write_packet`] with an `opt_comment` (UTF-8; Wireshark
+    /// shows it as `frame.comment`). Options are padded to 32 bits and end
+    /// with `opt_endofopt`. A comment longer than 65,535 bytes is cut at a
+    /// character boundary.
+    pub fn write_packet_with_comment(
+        &mut self,
+        iface: u32,
+        units: u64,
+        data: &[u8],
+        orig_len: u32,
+        comment: Option<&str>,
+    ) -> io::Result<()> {
         let padded = (data.len() + 3) & !3;
-        let len = (32 + padded) as u32;
+        let comment = comment.map(|c| {
+            let mut end = c.len().min(usize::from(u16::MAX));
+            while !c.is_char_boundary(end) {
+                end -= 1;
+            }
+            &c.as_bytes()[..end]
+        });
+        // opt_comment (code 1, length, value padded) then opt_endofopt.
+        let options = comment.map_or(0, |c| 4 + ((c.len() + 3) & !3) + 4);
+        let len = (32 + padded + options) as u32;
         self.out.write_all(&6u32.to_le_bytes())?;
         self.out.write_all(&len.to_le_bytes())?;
         self.out.write_all(&iface.to_le_bytes())?;
@@ -96,7 +120,14 @@ impl<W: Write> PcapNgWriter<W> {
         self.out.write_all(&(data.len() as u32).to_le_bytes())?;
         self.out.write_all(&orig_len.to_le_bytes())?;
         self.out.write_all(data)?;
-        self.out.write_all(&vec![0u8; padded - data.len()])?;
+        self.out.write_all(&[0u8; 3][..padded - data.len()])?;
+        if let Some(c) = comment {
+            self.out.write_all(&1u16.to_le_bytes())?;
+            self.out.write_all(&(c.len() as u16).to_le_bytes())?;
+            self.out.write_all(c)?;
+            self.out.write_all(&[0u8; 3][..((c.len() + 3) & !3) - c.len()])?;
+            self.out.write_all(&[0u8; 4])?;
+        }
         self.out.write_all(&len.to_le_bytes())
     }
 
