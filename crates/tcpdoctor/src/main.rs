@@ -4,6 +4,7 @@
 use std::io::{self, BufWriter, Write};
 
 mod diagnose;
+mod html;
 mod input;
 mod load;
 mod probe;
@@ -118,6 +119,17 @@ struct AnalyzeArgs {
     /// Exit with status 1 when any finding is reported (for scripts and CI).
     #[arg(long)]
     fail_on_finding: bool,
+    /// Also write a self-contained HTML report (verdict, latency budget and
+    /// distribution, a ladder per finding, time-sequence graphs, connections).
+    /// Time-sequence graphs need a file (a second pass reads it); from
+    /// standard input the rest is drawn.
+    #[arg(long, value_name = "REPORT.html")]
+    html: Option<String>,
+    /// Also write the capture as pcapng with a comment on each evidence frame
+    /// (Wireshark: `frame.comment`); frames and timestamps unchanged. Needs a
+    /// file, not standard input (the file is read a second time).
+    #[arg(long, value_name = "OUT.pcapng")]
+    annotate: Option<String>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -161,6 +173,9 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
     } else {
         args.file.as_str()
     };
+    if args.annotate.is_some() && args.file == "-" {
+        anyhow::bail!("--annotate needs a capture file (it is read a second time), not standard input");
+    }
     let input = Input::open(&args.file, name)?;
     if args.file == "-" {
         // `tcpdump -w - | tcpdoctor analyze -` then Ctrl-C: the interrupt reaches
@@ -204,7 +219,20 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
             engine.frames()
         ));
     }
-    let analysis = engine.finish();
+    let (analysis, bins) = engine.finish_with_distribution();
+    if args.html.is_some() || args.annotate.is_some() {
+        html::write(
+            &analysis,
+            &bins,
+            (args.file != "-").then_some(args.file.as_str()),
+            name,
+            &format,
+            &html::Outputs {
+                html: args.html.as_deref(),
+                annotate: args.annotate.as_deref(),
+            },
+        )?;
+    }
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     match args.format {

@@ -1,0 +1,497 @@
+//! SVG charts drawn as text: stacked budget bar, log-scale latency
+//! histogram, ladder diagram, time-sequence graph, bytes in flight.
+//! Every label passes through [`crate::esc`].
+
+use std::fmt::Write as _;
+
+use tcpdoctor_diagnose::model::{BudgetParts, Finding, LatencyBin, Ladder};
+use tcpdoctor_report::fmt_ms;
+
+use crate::esc;
+use crate::trace::{Point, Trace};
+
+/// A colour per budget part (kept apart from each other).
+pub fn color(part: &str) -> &'static str {
+    match part {
+        "nagle_delayed_ack" => "#d62728",
+        "window_wait" => "#ff7f0e",
+        "retransmission_wait" => "#9467bd",
+        "congestion_wait" => "#8c564b",
+        "server" => "#1f77b4",
+        "network" => "#17becf",
+        "connection_setup" => "#7f7f7f",
+        "syn_retry_wait" => "#e377c2",
+        "client_idle" => "#bcbd22",
+        "transfer" => "#2ca02c",
+        _ => "#aaaaaa",
+    }
+}
+
+/// The finding kind a budget part is the time of (as found in `findings`).
+pub fn cause_of(part: &str, findings: &[Finding]) -> String {
+    let has = |k: &str| findings.iter().any(|f| f.kind == k);
+    let pick = |ks: &[&'static str], dflt: &str| {
+        ks.iter()
+            .find(|k| has(k))
+            .map_or(dflt.to_string(), |k| k.to_string())
+    };
+    match part {
+        "nagle_delayed_ack" => "nagle_delayed_ack".into(),
+        "window_wait" => pick(&["receive_window_limited", "zero_window"], part),
+        "retransmission_wait" => pick(
+            &["retransmission_timeout", "packet_loss", "path_mtu_blackhole"],
+            part,
+        ),
+        "congestion_wait" => pick(&["congestion_limited", "slow_start_after_idle"], part),
+        "server" => pick(&["server_delay"], part),
+        "client_idle" => pick(&["client_delay"], part),
+        "network" => pick(&["network_latency"], part),
+        "syn_retry_wait" => pick(&["syn_retransmit", "listen_queue_overflow"], part),
+        _ => part.to_string(),
+    }
+}
+
+/// A horizontal bar whose parts add up to `total`, with a legend.
+pub fn budget_bar(id: &str, parts: &BudgetParts, total: f64, out: &mut String) {
+    let (w, h) = (900.0, 34.0);
+    let mut parts: Vec<(&str, f64)> = parts.iter().collect();
+    parts.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let sum: f64 = parts.iter().map(|p| p.1).sum::<f64>().max(f64::MIN_POSITIVE);
+    let _ = write!(
+        out,
+        r#"<svg id="{id}" class="chart budget" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img"><title>latency budget: {}</title>"#,
+        esc(&fmt_ms(total))
+    );
+    let mut x = 0.0;
+    for (name, v) in &parts {
+        let pw = v / sum * w;
+        let _ = write!(
+            out,
+            r#"<rect x="{x:.1}" y="0" width="{pw:.1}" height="{h}" fill="{}"><title>{} {} ({:.1}%)</title></rect>"#,
+            color(name),
+            esc(name),
+            esc(&fmt_ms(*v)),
+            v / sum * 100.0
+        );
+        if pw > 70.0 {
+            let _ = write!(
+                out,
+                r#"<text x="{:.1}" y="22" class="onbar">{}</text>"#,
+                x + 6.0,
+                esc(&fmt_ms(*v))
+            );
+        }
+        x += pw;
+    }
+    out.push_str("</svg><ul class=\"legend\">");
+    for (name, v) in &parts {
+        let _ = write!(
+            out,
+            r#"<li><span class="sw" style="background:{}"></span>{} <b>{}</b></li>"#,
+            color(name),
+            esc(name),
+            esc(&fmt_ms(*v))
+        );
+    }
+    out.push_str("</ul>");
+}
+
+/// Log-scale histogram of exchange latencies; the modes are labelled with
+/// the cause that holds most of their time.
+pub fn histogram(bins: &[LatencyBin], findings: &[Finding], out: &mut String) {
+    if bins.is_empty() {
+        return;
+    }
+    // Re-bin to 10 bins per decade.
+    const PER_DECADE: f64 = 10.0;
+    let lo = bins
+        .iter()
+        .map(|b| b.low_ms.max(0.001))
+        .fold(f64::MAX, f64::min);
+    let hi = bins.iter().map(|b| b.high_ms).fold(0.0, f64::max);
+    let d0 = (lo.log10() * PER_DECADE).floor() as i64;
+    let d1 = ((hi.log10() * PER_DECADE).ceil() as i64).max(d0 + 1);
+    let n = (d1 - d0) as usize;
+    let mut counts = vec![0u64; n];
+    let mut parts: Vec<Vec<(&'static str, f64)>> = vec![Vec::new(); n];
+    for b in bins {
+        let mid = ((b.low_ms.max(0.001)) * b.high_ms.max(0.001)).sqrt();
+        let i = (((mid.log10() * PER_DECADE).floor() as i64 - d0).max(0) as usize).min(n - 1);
+        counts[i] += b.count;
+        for (p, v) in b.parts_ms.iter() {
+            match parts[i].iter_mut().find(|(q, _)| *q == p) {
+                Some(e) => e.1 += v,
+                None => parts[i].push((p, v)),
+            }
+        }
+    }
+    let max = *counts.iter().max().unwrap_or(&1) as f64;
+    let (w, h, left, bottom, top) = (900.0, 260.0, 50.0, 40.0, 30.0);
+    let bw = (w - left - 10.0) / n as f64;
+    let x_of = |i: usize| left + i as f64 * bw;
+    let y_of = |c: f64| top + (h - top - bottom) * (1.0 - c / max);
+    let _ = write!(
+        out,
+        r#"<svg id="histogram" class="chart" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img"><title>exchange latency distribution (log scale)</title>"#
+    );
+    for (i, &c) in counts.iter().enumerate() {
+        if c == 0 {
+            continue;
+        }
+        let dominant = parts[i]
+            .iter()
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map_or("transfer", |p| p.0);
+        let (a, b) = (
+            10f64.powf((d0 + i as i64) as f64 / PER_DECADE),
+            10f64.powf((d0 + i as i64 + 1) as f64 / PER_DECADE),
+        );
+        let _ = write!(
+            out,
+            r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{}"><title>{}–{}: {c} exchanges, mostly {}</title></rect>"#,
+            x_of(i) + 1.0,
+            y_of(c as f64),
+            (bw - 2.0).max(1.0),
+            h - bottom - y_of(c as f64),
+            color(dominant),
+            esc(&fmt_ms(a)),
+            esc(&fmt_ms(b)),
+            esc(&cause_of(dominant, findings))
+        );
+    }
+    // Modes: local maxima holding at least 5% of the tallest bar, at most 4.
+    let mut modes: Vec<usize> = (0..n)
+        .filter(|&i| {
+            let c = counts[i];
+            c > 0
+                && c as f64 >= 0.05 * max
+                && (i == 0 || counts[i - 1] < c)
+                && (i + 1 == n || counts[i + 1] <= c)
+        })
+        .collect();
+    modes.sort_by(|a, b| counts[*b].cmp(&counts[*a]));
+    modes.truncate(4);
+    for i in modes {
+        let dominant = parts[i]
+            .iter()
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map_or("transfer", |p| p.0);
+        let mid = 10f64.powf((d0 as f64 + i as f64 + 0.5) / PER_DECADE);
+        let _ = write!(
+            out,
+            r#"<text class="mode" x="{:.1}" y="{:.1}" text-anchor="middle">{} · {}</text>"#,
+            (x_of(i) + bw / 2.0).clamp(left + 60.0, w - 60.0),
+            (y_of(counts[i] as f64) - 8.0).max(12.0),
+            esc(&fmt_ms(mid)),
+            esc(&cause_of(dominant, findings))
+        );
+    }
+    // Axis: decades.
+    let _ = write!(
+        out,
+        r#"<line x1="{left}" y1="{0}" x2="{1}" y2="{0}" class="axis"/>"#,
+        h - bottom,
+        w - 10.0
+    );
+    for i in 0..=n {
+        let k = d0 + i as i64;
+        if k % PER_DECADE as i64 == 0 || n <= 12 {
+            let v = 10f64.powf(k as f64 / PER_DECADE);
+            let _ = write!(
+                out,
+                r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" class="tick">{}</text>"#,
+                x_of(i),
+                h - bottom + 16.0,
+                esc(&fmt_ms(v))
+            );
+        }
+    }
+    let _ = write!(
+        out,
+        r#"<text x="{left}" y="14" class="tick">exchanges (max {max})</text><text x="{:.0}" y="{:.0}" text-anchor="end" class="tick">exchange latency (log scale)</text></svg>"#,
+        w - 10.0,
+        h - 4.0
+    );
+}
+
+/// A ladder (flow graph) of one exchange: client and server columns, one
+/// arrow per packet; packets the finding names are highlighted; hovering an
+/// arrow shows its frame.
+pub fn ladder(l: &Ladder, kind: &str, out: &mut String) {
+    let row = 34.0;
+    let (w, top) = (900.0, 40.0);
+    let (xc, xs) = (180.0, 520.0);
+    let h = top + row * l.rows.len() as f64 + 20.0;
+    let _ = write!(
+        out,
+        r#"<svg class="chart ladder" data-kind="{}" viewBox="0 0 {w} {h}" width="{w}" height="{h:.0}" role="img"><title>ladder of one exchange, connection {}</title>"#,
+        esc(kind),
+        l.connection
+    );
+    let _ = write!(
+        out,
+        r#"<text x="{xc}" y="16" text-anchor="middle" class="col">client {1}</text><text x="{xs}" y="16" text-anchor="middle" class="col">server {2}</text><line x1="{xc}" y1="24" x2="{xc}" y2="{0:.0}" class="life"/><line x1="{xs}" y1="24" x2="{xs}" y2="{0:.0}" class="life"/><text x="4" y="34" class="tick">t (ms)  frame</text>"#,
+        h - 8.0,
+        esc(&l.client),
+        esc(&l.server)
+    );
+    let mut prev_t = 0.0;
+    for (i, r) in l.rows.iter().enumerate() {
+        let y = top + row * i as f64 + 14.0;
+        let c2s = r.dir == "c>s";
+        let (x1, x2) = if c2s { (xc, xs) } else { (xs, xc) };
+        let hot = r.note.is_some();
+        let gap = r.t_ms - prev_t;
+        prev_t = r.t_ms;
+        let class = if hot { "arrow hot" } else { "arrow" };
+        let label = if r.len > 0 {
+            format!("{} len={}", r.flags, r.len)
+        } else {
+            r.flags.clone()
+        };
+        let _ = write!(
+            out,
+            r#"<g class="{class}" data-frame="{}"><title>frame {} · t={:.3} ms (+{:.3} ms) · {} · seq={} ack={} win={} len={}{}</title>"#,
+            r.frame,
+            r.frame,
+            r.t_ms,
+            gap,
+            esc(&r.flags),
+            r.seq,
+            r.ack,
+            r.window,
+            r.len,
+            r.note
+                .as_deref()
+                .map(|n| format!(" · {}", esc(n)))
+                .unwrap_or_default()
+        );
+        let _ = write!(
+            out,
+            r#"<text x="4" y="{:.1}" class="tick">{:>9.3}  {}</text><line x1="{x1}" y1="{:.1}" x2="{x2}" y2="{:.1}" marker-end="url(#{})"/><text x="{:.1}" y="{:.1}" text-anchor="middle" class="lbl">{}</text>"#,
+            y + 14.0,
+            r.t_ms,
+            r.frame,
+            y + 4.0,
+            y + 18.0,
+            if hot { "ah-hot" } else { "ah" },
+            (xc + xs) / 2.0,
+            y + 8.0,
+            esc(&label)
+        );
+        if let Some(n) = &r.note {
+            let _ = write!(
+                out,
+                r#"<text x="{:.1}" y="{:.1}" class="note">{}</text>"#,
+                xs + 14.0,
+                y + 15.0,
+                esc(n)
+            );
+        }
+        if gap >= 5.0 && i > 0 {
+            let _ = write!(
+                out,
+                r#"<text x="{:.1}" y="{:.1}" class="gap" text-anchor="end">+{}</text>"#,
+                xc - 8.0,
+                y + 15.0,
+                esc(&fmt_ms(gap))
+            );
+        }
+        out.push_str("</g>");
+    }
+    out.push_str("</svg>");
+}
+
+fn ticks(max: f64) -> Vec<f64> {
+    if max <= 0.0 {
+        return vec![0.0];
+    }
+    let raw = max / 5.0;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(mag * 10.0);
+    (0..=((max / step).floor() as usize))
+        .map(|i| i as f64 * step)
+        .collect()
+}
+
+fn human(b: f64) -> String {
+    if b >= 1e6 {
+        format!("{:.1} MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.0} KB", b / 1e3)
+    } else {
+        format!("{b:.0} B")
+    }
+}
+
+fn axes(out: &mut String, w: f64, h: f64, m: [f64; 4], tmax: f64, ymax: f64, ylabel: &str) {
+    let [l, r, t, b] = m;
+    let _ = write!(
+        out,
+        r#"<line x1="{l}" y1="{0}" x2="{1}" y2="{0}" class="axis"/><line x1="{l}" y1="{t}" x2="{l}" y2="{0}" class="axis"/>"#,
+        h - b,
+        w - r
+    );
+    for v in ticks(tmax) {
+        let x = l + v / tmax.max(1e-9) * (w - l - r);
+        let _ = write!(
+            out,
+            r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle" class="tick">{}</text>"#,
+            h - b + 14.0,
+            esc(&fmt_ms(v))
+        );
+    }
+    for v in ticks(ymax) {
+        let y = h - b - v / ymax.max(1e-9) * (h - t - b);
+        let _ = write!(
+            out,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="end" class="tick">{}</text>"#,
+            l - 4.0,
+            y + 4.0,
+            esc(&human(v))
+        );
+    }
+    let _ = write!(
+        out,
+        r#"<text x="{l}" y="12" class="tick">{}</text>"#,
+        esc(ylabel)
+    );
+}
+
+/// The time-sequence graph (sequence against time: data segments as
+/// vertical bars, retransmissions in red, the ACK line, the advertised
+/// window's right edge) and bytes in flight against the window.
+pub fn time_sequence(tr: &Trace, out: &mut String) {
+    let (w, h) = (900.0, 320.0);
+    let m = [70.0, 10.0, 20.0, 30.0];
+    let tmax = tr
+        .points
+        .iter()
+        .map(|p| match p {
+            Point::Data { t_ms, .. } | Point::Ack { t_ms, .. } => *t_ms,
+        })
+        .fold(0.0, f64::max)
+        .max(0.001);
+    let smax = tr
+        .points
+        .iter()
+        .map(|p| match p {
+            Point::Data { seq, len, .. } => seq + u64::from(*len),
+            Point::Ack { ack, window, .. } => ack + window,
+        })
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let px = |t: f64| m[0] + t / tmax * (w - m[0] - m[1]);
+    let py = |s: f64, top: f64| h - m[3] - s / top * (h - m[2] - m[3]);
+    let _ = write!(
+        out,
+        r#"<svg class="chart tseq" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img"><title>time-sequence graph, connection {} ({} {} to {})</title>"#,
+        tr.connection,
+        tr.sender_role,
+        esc(&tr.sender),
+        esc(&tr.receiver)
+    );
+    axes(out, w, h, m, tmax, smax, "sequence (bytes, relative)");
+    let (mut data, mut retx, mut ack, mut win) =
+        (String::new(), String::new(), String::new(), String::new());
+    let mut in_flight = Vec::new();
+    let (mut high, mut acked, mut window) = (0u64, 0u64, 0u64);
+    let mut max_flight = 1u64;
+    for p in &tr.points {
+        match *p {
+            Point::Data {
+                t_ms,
+                seq,
+                len,
+                retransmission,
+                ..
+            } => {
+                let d = format!(
+                    "M{:.1} {:.1}V{:.1}",
+                    px(t_ms),
+                    py(seq as f64, smax),
+                    py((seq + u64::from(len)) as f64, smax)
+                );
+                if retransmission {
+                    retx.push_str(&d);
+                } else {
+                    data.push_str(&d);
+                }
+                high = high.max(seq + u64::from(len));
+                let f = high.saturating_sub(acked);
+                max_flight = max_flight.max(f).max(window);
+                in_flight.push((t_ms, f, window));
+            }
+            Point::Ack {
+                t_ms,
+                ack: a,
+                window: wnd,
+                ..
+            } => {
+                let cmd = if ack.is_empty() { 'M' } else { 'L' };
+                let _ = write!(
+                    ack,
+                    "{cmd}{:.1} {:.1}",
+                    px(t_ms),
+                    py(a.max(acked) as f64, smax)
+                );
+                let cmd = if win.is_empty() { 'M' } else { 'L' };
+                let _ = write!(win, "{cmd}{:.1} {:.1}", px(t_ms), py((a + wnd) as f64, smax));
+                acked = acked.max(a);
+                window = wnd;
+                let f = high.saturating_sub(acked);
+                max_flight = max_flight.max(f).max(window);
+                in_flight.push((t_ms, f, window));
+            }
+        }
+    }
+    let _ = write!(
+        out,
+        r#"<path class="win" d="{win}"/><path class="ackl" d="{ack}"/><path class="data" d="{data}"/><path class="retx" d="{retx}"/>"#
+    );
+    let _ = write!(
+        out,
+        r#"<g class="key"><text x="{0}" y="{1}" class="k-data">█ data</text><text x="{2}" y="{1}" class="k-retx">█ retransmission</text><text x="{3}" y="{1}" class="k-ack">— ACK</text><text x="{4}" y="{1}" class="k-win">— window edge</text></g></svg>"#,
+        w - 420.0,
+        34.0,
+        w - 340.0,
+        w - 200.0,
+        w - 130.0
+    );
+    // Bytes in flight against the advertised window.
+    let _ = write!(
+        out,
+        r#"<svg class="chart inflight" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img"><title>bytes in flight against the advertised window, connection {}</title>"#,
+        tr.connection
+    );
+    let top = max_flight as f64 * 1.05;
+    axes(out, w, h, m, tmax, top, "bytes in flight / advertised window");
+    let (mut f, mut wline) = (String::new(), String::new());
+    for (i, (t, fl, wn)) in in_flight.iter().enumerate() {
+        let c = if i == 0 { 'M' } else { 'L' };
+        let _ = write!(f, "{c}{:.1} {:.1}", px(*t), py(*fl as f64, top));
+        let _ = write!(wline, "{c}{:.1} {:.1}", px(*t), py(*wn as f64, top));
+    }
+    let _ = write!(
+        out,
+        r#"<path class="win" d="{wline}"/><path class="flight" d="{f}"/><g class="key"><text x="{0}" y="34" class="k-flight">— in flight</text><text x="{1}" y="34" class="k-win">— advertised window</text></g></svg>"#,
+        w - 300.0,
+        w - 190.0
+    );
+    if !tr.scale_known {
+        out.push_str("<p class=\"small\">The handshake was not captured: window scale unknown, windows shown unscaled.</p>");
+    }
+    if tr.dropped > 0 {
+        let _ = write!(
+            out,
+            "<p class=\"small\">{} later packets of this connection not drawn (first {} kept).</p>",
+            tr.dropped,
+            tr.points.len()
+        );
+    }
+}
