@@ -109,8 +109,13 @@ pub fn histogram(bins: &[LatencyBin], findings: &[Finding], out: &mut String) {
         .map(|b| b.low_ms.max(0.001))
         .fold(f64::MAX, f64::min);
     let hi = bins.iter().map(|b| b.high_ms).fold(0.0, f64::max);
-    let d0 = (lo.log10() * PER_DECADE).floor() as i64;
-    let d1 = ((hi.log10() * PER_DECADE).ceil() as i64).max(d0 + 1);
+    let mut d0 = (lo.log10() * PER_DECADE).floor() as i64 - 1;
+    let mut d1 = ((hi.log10() * PER_DECADE).ceil() as i64).max(d0 + 1) + 1;
+    // At least two decades wide, so one bin is not the whole chart.
+    while d1 - d0 < 2 * PER_DECADE as i64 {
+        d0 -= 1;
+        d1 += 1;
+    }
     let n = (d1 - d0) as usize;
     let mut counts = vec![0u64; n];
     let mut parts: Vec<Vec<(&'static str, f64)>> = vec![Vec::new(); n];
@@ -177,10 +182,18 @@ pub fn histogram(bins: &[LatencyBin], findings: &[Finding], out: &mut String) {
             .max_by(|a, b| a.1.total_cmp(&b.1))
             .map_or("transfer", |p| p.0);
         let mid = 10f64.powf((d0 as f64 + i as f64 + 0.5) / PER_DECADE);
+        let cx = x_of(i) + bw / 2.0;
+        let anchor = if cx > w - 140.0 {
+            "end"
+        } else if cx < left + 140.0 {
+            "start"
+        } else {
+            "middle"
+        };
         let _ = write!(
             out,
-            r#"<text class="mode" x="{:.1}" y="{:.1}" text-anchor="middle">{} · {}</text>"#,
-            (x_of(i) + bw / 2.0).clamp(left + 60.0, w - 60.0),
+            r#"<text class="mode" x="{:.1}" y="{:.1}" text-anchor="{anchor}">{} · {}</text>"#,
+            cx,
             (y_of(counts[i] as f64) - 8.0).max(12.0),
             esc(&fmt_ms(mid)),
             esc(&cause_of(dominant, findings))
@@ -195,7 +208,7 @@ pub fn histogram(bins: &[LatencyBin], findings: &[Finding], out: &mut String) {
     );
     for i in 0..=n {
         let k = d0 + i as i64;
-        if k % PER_DECADE as i64 == 0 || n <= 12 {
+        if k % PER_DECADE as i64 == 0 {
             let v = 10f64.powf(k as f64 / PER_DECADE);
             let _ = write!(
                 out,
@@ -479,7 +492,7 @@ pub fn time_sequence(tr: &Trace, out: &mut String) {
     }
     let _ = write!(
         out,
-        r#"<path class="win" d="{wline}"/><path class="flight" d="{f}"/><g class="key"><text x="{0}" y="34" class="k-flight">— in flight</text><text x="{1}" y="34" class="k-win">— advertised window</text></g></svg>"#,
+        r#"<path class="flight" d="{f}"/><path class="win top" d="{wline}"/><g class="key"><text x="{0}" y="34" class="k-flight">— in flight</text><text x="{1}" y="34" class="k-win">— advertised window</text></g></svg>"#,
         w - 300.0,
         w - 190.0
     );

@@ -85,7 +85,7 @@ svg.chart{display:block;max-width:100%;height:auto;margin:6px 0;font-family:ui-m
 .arrow:hover line{stroke-width:4}
 path.data{stroke:#1f77b4;stroke-width:1.5;fill:none}path.retx{stroke:#d62728;stroke-width:2.5;fill:none}
 path.ackl{stroke:#2ca02c;stroke-width:1.2;fill:none}path.win{stroke:#ff7f0e;stroke-width:1.2;fill:none}
-path.flight{stroke:#1f77b4;stroke-width:1.2;fill:none}
+path.flight{stroke:#1f77b4;stroke-width:1.2;fill:none}path.win.top{stroke-width:2;stroke-dasharray:6 3}
 .k-data{fill:#1f77b4}.k-retx{fill:#d62728}.k-ack{fill:#2ca02c}.k-win{fill:#ff7f0e}.k-flight{fill:#1f77b4}
 table{border-collapse:collapse;width:100%;font-size:12px}
 th,td{padding:3px 6px;border-bottom:1px solid #eee;text-align:right;white-space:nowrap}

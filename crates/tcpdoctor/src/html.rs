@@ -16,7 +16,7 @@ use tcpdoctor_wire::{decode, LinkType};
 /// Connections drawn as time-sequence graphs, at most.
 const MAX_TRACES: usize = 4;
 /// A connection gets one when it moved at least this many bytes one way.
-const MIN_TRACE_BYTES: u64 = 4096;
+const MIN_TRACE_BYTES: u64 = 64 * 1024;
 
 /// What to produce from the second pass.
 pub struct Outputs<'a> {
