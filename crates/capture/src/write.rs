@@ -125,7 +125,8 @@ impl<W: Write> PcapNgWriter<W> {
             self.out.write_all(&1u16.to_le_bytes())?;
             self.out.write_all(&(c.len() as u16).to_le_bytes())?;
             self.out.write_all(c)?;
-            self.out.write_all(&[0u8; 3][..((c.len() + 3) & !3) - c.len()])?;
+            self.out
+                .write_all(&[0u8; 3][..((c.len() + 3) & !3) - c.len()])?;
             self.out.write_all(&[0u8; 4])?;
         }
         self.out.write_all(&len.to_le_bytes())

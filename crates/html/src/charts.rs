@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use tcpdoctor_diagnose::model::{BudgetParts, Finding, LatencyBin, Ladder};
+use tcpdoctor_diagnose::model::{BudgetParts, Finding, Ladder, LatencyBin};
 use tcpdoctor_report::fmt_ms;
 
 use crate::esc;
@@ -39,7 +39,11 @@ pub fn cause_of(part: &str, findings: &[Finding]) -> String {
         "nagle_delayed_ack" => "nagle_delayed_ack".into(),
         "window_wait" => pick(&["receive_window_limited", "zero_window"], part),
         "retransmission_wait" => pick(
-            &["retransmission_timeout", "packet_loss", "path_mtu_blackhole"],
+            &[
+                "retransmission_timeout",
+                "packet_loss",
+                "path_mtu_blackhole",
+            ],
             part,
         ),
         "congestion_wait" => pick(&["congestion_limited", "slow_start_after_idle"], part),
@@ -56,7 +60,11 @@ pub fn budget_bar(id: &str, parts: &BudgetParts, total: f64, out: &mut String) {
     let (w, h) = (900.0, 34.0);
     let mut parts: Vec<(&str, f64)> = parts.iter().collect();
     parts.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let sum: f64 = parts.iter().map(|p| p.1).sum::<f64>().max(f64::MIN_POSITIVE);
+    let sum: f64 = parts
+        .iter()
+        .map(|p| p.1)
+        .sum::<f64>()
+        .max(f64::MIN_POSITIVE);
     let _ = write!(
         out,
         r#"<svg id="{id}" class="chart budget" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img"><title>latency budget: {}</title>"#,
@@ -454,7 +462,12 @@ pub fn time_sequence(tr: &Trace, out: &mut String) {
                     py(a.max(acked) as f64, smax)
                 );
                 let cmd = if win.is_empty() { 'M' } else { 'L' };
-                let _ = write!(win, "{cmd}{:.1} {:.1}", px(t_ms), py((a + wnd) as f64, smax));
+                let _ = write!(
+                    win,
+                    "{cmd}{:.1} {:.1}",
+                    px(t_ms),
+                    py((a + wnd) as f64, smax)
+                );
                 acked = acked.max(a);
                 window = wnd;
                 let f = high.saturating_sub(acked);
@@ -483,7 +496,15 @@ pub fn time_sequence(tr: &Trace, out: &mut String) {
         tr.connection
     );
     let top = max_flight as f64 * 1.05;
-    axes(out, w, h, m, tmax, top, "bytes in flight / advertised window");
+    axes(
+        out,
+        w,
+        h,
+        m,
+        tmax,
+        top,
+        "bytes in flight / advertised window",
+    );
     let (mut f, mut wline) = (String::new(), String::new());
     for (i, (t, fl, wn)) in in_flight.iter().enumerate() {
         let c = if i == 0 { 'M' } else { 'L' };

@@ -160,7 +160,12 @@ pub fn render(a: &Analysis, x: &Extras<'_>, out: &mut impl Write) -> io::Result<
             r#"<h2>Latency budget</h2><p>Exchanges around the median take <b id="budget-total">{}</b>; where that time went:</p>"#,
             esc(&fmt_ms(b.median.total_ms))
         );
-        charts::budget_bar("budget-median", &b.median.parts_ms, b.median.total_ms, &mut s);
+        charts::budget_bar(
+            "budget-median",
+            &b.median.parts_ms,
+            b.median.total_ms,
+            &mut s,
+        );
         let _ = write!(
             s,
             r#"<p class="small">All {} exchanges, mean {}:</p>"#,
@@ -178,7 +183,9 @@ pub fn render(a: &Analysis, x: &Extras<'_>, out: &mut impl Write) -> io::Result<
     }
     s.push_str("<h2>Findings</h2>");
     if a.findings.is_empty() {
-        s.push_str("<p>None: no known mechanism cost a noticeable share (1%) of the exchanges' time.</p>");
+        s.push_str(
+            "<p>None: no known mechanism cost a noticeable share (1%) of the exchanges' time.</p>",
+        );
     }
     for (i, f) in a.findings.iter().enumerate() {
         finding(i + 1, f, x, &mut s);
@@ -253,7 +260,11 @@ fn finding(n: usize, f: &Finding, x: &Extras<'_>, s: &mut String) {
             format!("conn {} frames {}", e.connection, frames.join(","))
         })
         .collect();
-    let _ = write!(s, r#"<div class="meta">evidence: {}</div>"#, esc(&ev.join(" · ")));
+    let _ = write!(
+        s,
+        r#"<div class="meta">evidence: {}</div>"#,
+        esc(&ev.join(" · "))
+    );
     if !f.wireshark_filter.is_empty() {
         let _ = write!(
             s,

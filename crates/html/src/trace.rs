@@ -165,7 +165,8 @@ impl Recorder {
             }
             let (c, v) = (s.target.client, s.target.server);
             let from_client = same(src, c) && same(dst, v);
-            if !from_client && !(same(src, v) && same(dst, c)) {
+            let from_server = same(src, v) && same(dst, c);
+            if !(from_client || from_server) {
                 continue;
             }
             if ts.since(t0) as f64 / 1e6 > s.target.end_ms {
@@ -181,9 +182,7 @@ impl Recorder {
             }
             if from_sender {
                 let syn = seg.flags.syn();
-                let base = *s
-                    .base
-                    .get_or_insert(seg.seq.wrapping_add(u32::from(syn)));
+                let base = *s.base.get_or_insert(seg.seq.wrapping_add(u32::from(syn)));
                 if seg.payload_len == 0 {
                     continue;
                 }

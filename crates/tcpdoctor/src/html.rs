@@ -36,9 +36,11 @@ pub fn write(
     outs: &Outputs<'_>,
 ) -> anyhow::Result<()> {
     let mut recorder = match (outs.html, path) {
-        (Some(_), Some(_)) => {
-            Some(Recorder::new(tcpdoctor_html::targets(a, MAX_TRACES, MIN_TRACE_BYTES)))
-        }
+        (Some(_), Some(_)) => Some(Recorder::new(tcpdoctor_html::targets(
+            a,
+            MAX_TRACES,
+            MIN_TRACE_BYTES,
+        ))),
         _ => None,
     };
     let mut annotate = match outs.annotate {
@@ -48,7 +50,11 @@ pub fn write(
         }
         None => None,
     };
-    let comments = if annotate.is_some() { comments(a) } else { HashMap::new() };
+    let comments = if annotate.is_some() {
+        comments(a)
+    } else {
+        HashMap::new()
+    };
     let wants = recorder.as_ref().is_some_and(|r| r.wants_more()) || annotate.is_some();
     if let (Some(path), true) = (path, wants) {
         let file = File::open(path).with_context(|| path.to_string())?;
@@ -87,9 +93,7 @@ pub fn write(
         }
     }
     if let Some((out, w)) = annotate {
-        w.into_inner()
-            .flush()
-            .with_context(|| out.to_string())?;
+        w.into_inner().flush().with_context(|| out.to_string())?;
     }
     if let Some(out) = outs.html {
         let traces: Vec<Trace> = recorder.map(Recorder::finish).unwrap_or_default();

@@ -174,7 +174,9 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
         args.file.as_str()
     };
     if args.annotate.is_some() && args.file == "-" {
-        anyhow::bail!("--annotate needs a capture file (it is read a second time), not standard input");
+        anyhow::bail!(
+            "--annotate needs a capture file (it is read a second time), not standard input"
+        );
     }
     let input = Input::open(&args.file, name)?;
     if args.file == "-" {
