@@ -520,11 +520,10 @@ pub fn time_sequence(tr: &Trace, out: &mut String) {
     if !tr.scale_known {
         out.push_str("<p class=\"small\">The handshake was not captured: window scale unknown, windows shown unscaled.</p>");
     }
-    if tr.dropped > 0 {
+    if tr.truncated {
         let _ = write!(
             out,
-            "<p class=\"small\">{} later packets of this connection not drawn (first {} kept).</p>",
-            tr.dropped,
+            "<p class=\"small\">Only the first {} packets of this connection are drawn.</p>",
             tr.points.len()
         );
     }

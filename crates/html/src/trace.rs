@@ -48,11 +48,26 @@ impl Target {
     }
 }
 
-/// The connections of the findings' first evidence (largest finding first),
-/// at most `max`, those that moved at least `min_bytes` one way.
+/// Findings about moving data, for which a time-sequence graph shows the mechanism.
+pub const TRANSFER_KINDS: [&str; 7] = [
+    "receive_window_limited",
+    "zero_window",
+    "packet_loss",
+    "retransmission_timeout",
+    "congestion_limited",
+    "slow_start_after_idle",
+    "path_mtu_blackhole",
+];
+
+/// The connections of the (major) transfer findings' first evidence (largest
+/// finding first), at most `max`, those that moved at least `min_bytes` one way.
 pub fn targets(a: &Analysis, max: usize, min_bytes: u64) -> Vec<Target> {
     let mut out: Vec<Target> = Vec::new();
-    for f in a.findings.iter().chain(&a.minor_findings) {
+    // Minor findings get no charts in the page.
+    for f in &a.findings {
+        if !TRANSFER_KINDS.contains(&f.kind) {
+            continue;
+        }
         let Some(e) = f.evidence.first() else {
             continue;
         };
@@ -97,8 +112,8 @@ pub struct Trace {
     /// `client` or `server`.
     pub sender_role: &'static str,
     pub points: Vec<Point>,
-    /// Packets past [`MAX_POINTS`], not kept.
-    pub dropped: u64,
+    /// The connection went on past [`MAX_POINTS`] packets: the rest is not drawn.
+    pub truncated: bool,
     /// The window scale was seen in the handshake.
     pub scale_known: bool,
 }
@@ -129,7 +144,7 @@ impl Recorder {
                     receiver: (if t.client_sends { t.server } else { t.client }).to_string(),
                     sender_role: if t.client_sends { "client" } else { "server" },
                     points: Vec::new(),
-                    dropped: 0,
+                    truncated: false,
                     scale_known: t.scale_known,
                 },
                 target: t,
@@ -155,6 +170,27 @@ impl Recorder {
         self.capture_t0.get_or_insert(ts);
     }
 
+    /// The first frame any target wants: frames before it need no decoding.
+    pub fn first_frame(&self) -> u64 {
+        self.states
+            .iter()
+            .filter(|s| !s.done)
+            .map(|s| s.target.first_frame)
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
+    /// Notes the time of a frame not pushed: targets that ended before it are done.
+    pub fn tick(&mut self, ts: Timestamp) {
+        let t0 = *self.capture_t0.get_or_insert(ts);
+        let t = ts.since(t0) as f64 / 1e6;
+        for s in &mut self.states {
+            if t > s.target.end_ms {
+                s.done = true;
+            }
+        }
+    }
+
     pub fn push(&mut self, frame: u64, ts: Timestamp, seg: &TcpSegment<'_>) {
         let t0 = *self.capture_t0.get_or_insert(ts);
         let src = SocketAddr::new(seg.src, seg.src_port);
@@ -177,7 +213,9 @@ impl Recorder {
             let start = *s.t0.get_or_insert(ts);
             let t_ms = ts.since(start) as f64 / 1e6;
             if s.trace.points.len() >= MAX_POINTS {
-                s.trace.dropped += 1;
+                // Full: the rest of the connection is not read.
+                s.trace.truncated = true;
+                s.done = true;
                 continue;
             }
             if from_sender {

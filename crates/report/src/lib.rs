@@ -3,7 +3,9 @@
 
 use std::io::{self, Write};
 
+mod style;
 mod verdict;
+pub use style::{text_styled, Style};
 pub use verdict::{verdict, Symptom, Verdict};
 
 use tcpdoctor_diagnose::model::{Analysis, ConnectionSummary, Finding, Ladder};

@@ -16,7 +16,7 @@ use tcpdoctor_wire::{decode, LinkType};
 /// Connections drawn as time-sequence graphs, at most.
 const MAX_TRACES: usize = 4;
 /// A connection gets one when it moved at least this many bytes one way.
-const MIN_TRACE_BYTES: u64 = 64 * 1024;
+const MIN_TRACE_BYTES: u64 = 16 * 1024;
 
 /// What to produce from the second pass.
 pub struct Outputs<'a> {
@@ -65,9 +65,14 @@ pub fn write(
         while let Ok(Some(p)) = reader.next_packet() {
             frame += 1;
             if let Some(r) = recorder.as_mut() {
-                match decode(p.link, p.data) {
-                    Ok(Ok(seg)) => r.push(frame, p.ts, &seg),
-                    _ => r.skip(p.ts),
+                if frame < r.first_frame() || frame % 1024 == 0 {
+                    r.tick(p.ts);
+                }
+                if frame >= r.first_frame() && r.wants_more() {
+                    match decode(p.link, p.data) {
+                        Ok(Ok(seg)) => r.push(frame, p.ts, &seg),
+                        _ => r.skip(p.ts),
+                    }
                 }
             }
             if let Some((_, w)) = annotate.as_mut() {

@@ -240,12 +240,20 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
     match args.format {
         Format::Json => tcpdoctor_report::json(&analysis, &mut out)?,
         Format::Text => {
+            use std::io::IsTerminal;
+            let tty = io::stdout().is_terminal();
+            // COLUMNS first; on a terminal, its width; else 100.
             let width = std::env::var("COLUMNS")
                 .ok()
                 .and_then(|c| c.parse::<usize>().ok())
+                .or_else(|| {
+                    tty.then(terminal_size::terminal_size)
+                        .flatten()
+                        .map(|(w, _)| usize::from(w.0))
+                })
                 .unwrap_or(100)
                 .clamp(60, 200);
-            tcpdoctor_report::text(
+            tcpdoctor_report::text_styled(
                 &analysis,
                 name,
                 &format,
@@ -253,6 +261,7 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
                     connections: args.connections,
                     width,
                 },
+                tcpdoctor_report::Style::from_env(tty, |k| std::env::var(k).ok()),
                 &mut out,
             )?
         }
