@@ -97,7 +97,7 @@ fn to_ascii(l: &str) -> String {
             '≤' => o.push_str("<="),
             '≥' => o.push_str(">="),
             '±' => o.push_str("+/-"),
-            '§' => o.push_str("S"),
+            '§' => o.push('S'),
             '‘' | '’' => o.push('\''),
             '“' | '”' => o.push('"'),
             _ => o.push('?'),
