@@ -11,7 +11,7 @@ T=$(realpath "$1")
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 WORK=$(mktemp -d)
-SHOTS=${2:-$WORK/shots}
+SHOTS=$(realpath -m "${2:-$WORK/shots}")
 mkdir -p "$SHOTS"
 trap 'rm -rf "$WORK"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -30,7 +30,8 @@ python3 "$HERE/hostile_capture.py" "$WORK/hostile.pcap"
 HOSTILE_HTML="$WORK/x<img src=x onerror=window.__pwned=3>.html"
 cases=()
 n=0
-for cap in "$ROOT"/fixtures/*.pcap* "$ROOT"/examples/nginx-nagle.pcap "$WORK/hostile.pcap"; do
+cd "$ROOT"
+for cap in fixtures/*.pcap* examples/nginx-nagle.pcap "$WORK/hostile.pcap"; do
     n=$((n + 1))
     base=$(basename "$cap")
     html="$WORK/$n.html"
