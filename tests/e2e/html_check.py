@@ -74,6 +74,7 @@ try:
         if case.get("shot"):
             h = driver.execute_script("return document.documentElement.scrollHeight")
             driver.set_window_size(1000, min(h + 20, 6000))
+            driver.execute_script("window.scrollTo(0, 0)")
             driver.save_screenshot(os.path.join(shots, case["shot"]))
             driver.set_window_size(1000, 1200)
         print("ok  ", case["html"], "(%d charts)" % len(charts), flush=True)
