@@ -18,8 +18,10 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn run(args: &[&str]) -> Output {
+    // The text report drops to ASCII under a non-UTF-8 locale: pin one.
     Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
         .args(args)
+        .env("LC_ALL", "C.UTF-8")
         .output()
         .expect("run tcpdoctor")
 }
@@ -477,4 +479,54 @@ fn pcapng_with_an_unknown_link_type_counts_those_frames_and_analyses_the_rest() 
         .as_str()
         .unwrap()
         .contains("truncated at byte"));
+}
+
+#[test]
+fn text_report_is_ascii_under_a_non_utf8_locale() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
+        .args([
+            "analyze",
+            fixture("nginx-nodelay-off.server.pcap").to_str().unwrap(),
+        ])
+        .env("LC_ALL", "C")
+        .output()
+        .expect("run tcpdoctor");
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.is_ascii(), "{text}");
+    assert!(text.contains("nagle_delayed_ack -- server"), "{text}");
+}
+
+#[test]
+fn html_report_and_annotated_capture() {
+    let dir = std::env::temp_dir().join(format!("tcpdoctor-html-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (html, ng) = (dir.join("r.html"), dir.join("a.pcapng"));
+    let cap = fixture("upload-rcvbuf4k.client.pcap");
+    let out = run(&[
+        "analyze",
+        cap.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+        "--annotate",
+        ng.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("receive_window_limited"));
+    assert!(page.contains("class=\"chart tseq\""));
+    assert!(
+        !page.contains("http://") && !page.contains("https://"),
+        "no network loads"
+    );
+    let doc = analyze_json(&ng);
+    assert_eq!(doc["capture"]["packets"], 865);
+    let _ = std::fs::remove_dir_all(&dir);
+    // --annotate needs a file.
+    let out = run(&["analyze", "-", "--annotate", "x.pcapng"]);
+    assert_eq!(out.status.code(), Some(2));
 }
