@@ -18,6 +18,11 @@ command -v java    >/dev/null || need_pkgs+=(default-jdk-headless)
 command -v curl    >/dev/null || need_pkgs+=(curl)
 command -v prometheus >/dev/null || need_pkgs+=(prometheus)
 command -v setpriv >/dev/null || need_pkgs+=(util-linux)
+command -v chromium >/dev/null || need_pkgs+=(chromium)
+command -v chromedriver >/dev/null || need_pkgs+=(chromium-driver)
+command -v tshark  >/dev/null || need_pkgs+=(tshark)
+command -v capinfos >/dev/null || need_pkgs+=(wireshark-common)
+python3 -c 'import ensurepip' 2>/dev/null || need_pkgs+=(python3-venv)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "missing: ${need_pkgs[*]} (run as root to install them)" >&2; exit 2
@@ -46,6 +51,7 @@ echo "== end to end: nginx + wrk in namespaces"
 cargo build --release --locked
 if [ "$(id -u)" -eq 0 ]; then
   bash tests/e2e/nginx-wrk.sh target/release/tcpdoctor
+  bash tests/e2e/html.sh target/release/tcpdoctor
   bash tests/e2e/diagnose.sh target/release/tcpdoctor
   bash tests/e2e/load.sh target/release/tcpdoctor
   bash tests/e2e/probe.sh target/release/tcpdoctor
