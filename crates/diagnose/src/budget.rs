@@ -89,10 +89,9 @@ pub struct Claims {
 
 impl Claims {
     /// Emptied, its memory kept.
-    pub fn cleared(mut self) -> Claims {
+    pub fn clear(&mut self) {
         self.list.clear();
         self.clipped.clear();
-        self
     }
 
     pub fn claim(&mut self, part: Part, from: Timestamp, to: Timestamp) {
@@ -120,7 +119,7 @@ impl Claims {
             return Some(Self::plain(conn, ex, start, end));
         }
         // Phase boundaries, each clamped to be no earlier than the one before.
-        let hs = conn.handshake();
+        let hs = &conn.handshake;
         let t = |m: Option<tcpdoctor_flow::Mark>, or: i64| m.map_or(or, |m| m.ts.nanos());
         let req_first = t(ex.request_first, start);
         let req_last = t(ex.request_last, req_first);

@@ -319,11 +319,7 @@ impl Engine {
         let (findings, minor_findings): (Vec<Finding>, Vec<Finding>) = findings
             .into_iter()
             .partition(|f| f.share_of_time >= d.options.min_share);
-        let mut connections: Vec<ConnectionSummary> = std::mem::take(&mut d.listed)
-            .into_vec()
-            .into_iter()
-            .map(|l| l.summary)
-            .collect();
+        let mut connections = std::mem::take(&mut d.summaries);
         connections.sort_by_key(|c| c.id);
         let t0 = first.nanos() as f64 / 1e6;
         for c in &mut connections {
@@ -507,14 +503,39 @@ pub(crate) struct Heavy {
 impl Heavy {
     /// Back to the state of a new connection, keeping the lists' memory.
     fn reset(&mut self) {
-        let mut slowest = std::mem::take(&mut self.slowest);
-        slowest.clear();
-        let claims = std::mem::take(&mut self.claims).cleared();
-        *self = Heavy {
+        let Heavy {
+            ring,
+            nagle,
+            window,
+            zero_window,
+            congestion,
+            loss,
+            latency,
+            kinds_seen,
+            time_lost_ns,
+            exchanges,
+            exchange_sum_ns,
+            exchange_max_ns,
             slowest,
+            slowest_floor_ns,
             claims,
-            ..Heavy::default()
-        };
+        } = self;
+        // The ring's packets are read only below `pushed`: not cleared.
+        ring.pushed = 0;
+        *nagle = Default::default();
+        *window = Default::default();
+        *zero_window = Default::default();
+        *congestion = Default::default();
+        *loss = Default::default();
+        *latency = Default::default();
+        *kinds_seen = 0;
+        *time_lost_ns = 0;
+        *exchanges = 0;
+        *exchange_sum_ns = 0;
+        *exchange_max_ns = 0;
+        slowest.clear();
+        *slowest_floor_ns = 0;
+        claims.clear();
     }
 }
 
@@ -525,11 +546,28 @@ const SPARE_HEAVY: usize = 1024;
 /// without allocating.
 type HeavyBox = Box<Heavy>;
 
-/// `state`'s diagnosis state, made (from `spare` if there is one) if it has none yet.
-fn heavy<'s>(spare: &mut Vec<HeavyBox>, state: &'s mut ConnState) -> &'s mut Heavy {
-    state
-        .heavy
-        .get_or_insert_with(|| spare.pop().unwrap_or_default())
+/// `state`'s diagnosis state, made (from `spare` if there is one) if it has
+/// none yet; `open` counts the states made.
+#[inline]
+fn heavy<'s>(
+    spare: &mut Vec<HeavyBox>,
+    open: &mut usize,
+    state: &'s mut ConnState,
+) -> &'s mut Heavy {
+    if state.heavy.is_none() {
+        *open += 1;
+        state.heavy = Some(new_heavy(spare));
+    }
+    match state.heavy.as_deref_mut() {
+        Some(h) => h,
+        None => unreachable!("made just above"),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn new_heavy(spare: &mut Vec<HeavyBox>) -> HeavyBox {
+    spare.pop().unwrap_or_default()
 }
 
 /// The last [`RING`] packets of a connection, for ladder diagrams.
@@ -630,6 +668,8 @@ pub(crate) struct Diagnoser {
     /// so far, the least of them on top: a closing connection is summarised
     /// only if it beats that one.
     listed: BinaryHeap<Listed>,
+    /// Their summaries, where [`Listed::at`] says.
+    summaries: Vec<ConnectionSummary>,
     connection_count: u64,
     stray_packets: u64,
     exchange_hist: Histogram,
@@ -658,6 +698,7 @@ impl Diagnoser {
             options,
             aggregates: FxHashMap::default(),
             listed: BinaryHeap::new(),
+            summaries: Vec::new(),
             connection_count: 0,
             stray_packets: 0,
             exchange_hist: Histogram::default(),
@@ -678,7 +719,7 @@ impl Diagnoser {
         let (addr, role) = match o.culprit {
             Blame::Side(d) => endpoint_of(conn, d),
             // The path to this server: one finding per server endpoint.
-            Blame::Network(_) => (conn.server_addr(), "network"),
+            Blame::Network(_) => (conn.server.addr, "network"),
         };
         let endpoint = if role == "client" {
             SocketAddr::new(addr.ip(), 0)
@@ -690,10 +731,7 @@ impl Diagnoser {
             role,
             endpoint,
         };
-        if state.heavy.is_none() {
-            self.heavy_open += 1;
-        }
-        let state = heavy(&mut self.spare_heavy, state);
+        let state = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
         if let Some((part, from, to)) = o.span {
             state.claims.claim(part, from, to);
         }
@@ -753,8 +791,8 @@ impl Diagnoser {
             };
             agg.ladder = Some(Ladder {
                 connection: conn.id,
-                client: conn.client_addr().to_string(),
-                server: conn.server_addr().to_string(),
+                client: conn.client.addr.to_string(),
+                server: conn.server.addr.to_string(),
                 rows,
             });
         }
@@ -885,6 +923,7 @@ impl Diagnoser {
         use std::mem::size_of;
         (self.heavy_open + self.spare_heavy.len()) * size_of::<Heavy>()
             + self.listed.capacity() * size_of::<Listed>()
+            + self.summaries.capacity() * size_of::<ConnectionSummary>()
     }
 
     /// Gives `state`'s diagnosis state back for reuse.
@@ -902,18 +941,9 @@ impl Diagnoser {
 impl Analyzer for Diagnoser {
     type Conn = ConnState;
 
+    #[inline]
     fn segment(&mut self, conn: &Connection, state: &mut ConnState, seg: &Segment<'_>) {
-        if conn.is_compact() {
-            // A compact connection's plain handshake, replayed as it closes: no
-            // rule concludes anything from a SYN, a SYN-ACK and an ACK with an
-            // open window (a connection that shows more is expanded first, and
-            // its handshake replayed then, to a full diagnosis state).
-            return;
-        }
-        if state.heavy.is_none() {
-            self.heavy_open += 1;
-        }
-        let h = heavy(&mut self.spare_heavy, state);
+        let h = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
         h.ring.push(seg);
         let out = &mut self.scratch;
         let delayed = h.nagle.on_segment(conn, seg, out);
@@ -939,6 +969,13 @@ impl Analyzer for Diagnoser {
         }
     }
 
+    fn compact_segment(&mut self, _: &Connection, _: &mut ConnState, _: &Segment<'_>) {
+        // A connection that closes as a plain handshake: no rule concludes
+        // anything from a SYN, a SYN-ACK or RST and an ACK with an open window
+        // (one that shows more is expanded first, and its handshake replayed
+        // then, to a full diagnosis state).
+    }
+
     fn exchange(&mut self, conn: &Connection, state: &mut ConnState, ex: &Exchange) {
         if let Some(o) = rules::timing::client_delay(conn, ex) {
             self.record(conn, state, o);
@@ -949,16 +986,13 @@ impl Analyzer for Diagnoser {
         if let Some(o) = rules::timing::server_delay(conn, ex) {
             self.record(conn, state, o);
         }
-        if state.heavy.is_none() {
-            self.heavy_open += 1;
-        }
-        let state = heavy(&mut self.spare_heavy, state);
+        let state = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
         state.latency.on_exchange(conn, ex);
         let d = ex.duration_ns();
         self.exchange_hist.record(d);
         if self.options.live {
             if self.live_exchanges.len() < LIVE_EXCHANGES {
-                self.live_exchanges.push((conn.server_addr(), d));
+                self.live_exchanges.push((conn.server.addr, d));
             } else {
                 self.live_overflow += 1;
             }
@@ -969,7 +1003,7 @@ impl Analyzer for Diagnoser {
         for (s, v) in sums.iter_mut().zip(&split) {
             *s += v;
         }
-        self.per_server.add(conn.server_addr(), &split);
+        self.per_server.add(conn.server.addr, &split);
         state.exchanges += 1;
         state.exchange_sum_ns += d;
         state.exchange_max_ns = state.exchange_max_ns.max(d);
@@ -1000,7 +1034,7 @@ impl Analyzer for Diagnoser {
     fn close(&mut self, conn: &Connection, state: &mut ConnState) {
         if !conn.is_substantial() {
             // Trailing ACKs or RSTs of a connection already closed and freed.
-            self.stray_packets += conn.packets();
+            self.stray_packets += conn.packets;
             self.release(state);
             return;
         }
@@ -1023,7 +1057,7 @@ impl Analyzer for Diagnoser {
             Some((_, n)) => *n += 1,
             None => self.vantages.push((v, 1)),
         }
-        self.duplicates += conn.duplicates();
+        self.duplicates += conn.client.duplicates + conn.server.duplicates;
         // Summarise only connections that make the list.
         let rank = Rank {
             time_lost_ms: ms_f(state.heavy.as_ref().map_or(0, |h| h.time_lost_ns)),
@@ -1039,9 +1073,16 @@ impl Analyzer for Diagnoser {
                     .is_some_and(|least| rank.beats(&least.rank)));
         if listed {
             let summary = text::connection_summary(conn, state.heavy.as_deref());
-            self.listed.push(Listed { rank, summary });
-            if self.listed.len() > keep {
-                self.listed.pop();
+            if self.listed.len() < keep {
+                self.listed.push(Listed {
+                    rank,
+                    at: self.summaries.len(),
+                });
+                self.summaries.push(summary);
+            } else if let Some(mut least) = self.listed.peek_mut() {
+                // The new one takes the place of the one that drops off.
+                self.summaries[least.at] = summary;
+                least.rank = rank;
             }
         }
         self.release(state);
@@ -1075,7 +1116,8 @@ impl Rank {
 /// A listed connection; the greatest is the one that ranks last.
 struct Listed {
     rank: Rank,
-    summary: ConnectionSummary,
+    /// Its summary's place in `Diagnoser::summaries`.
+    at: usize,
 }
 
 impl PartialEq for Listed {

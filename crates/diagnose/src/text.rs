@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 
 use serde_json::json;
-use tcpdoctor_flow::{Connection, Dir, Exchange, Mark};
+use tcpdoctor_flow::{Connection, Exchange, Mark};
 
 use crate::budget::{Part, Split};
 use crate::http::Software;
@@ -506,14 +506,14 @@ fn exchange_summary(e: &Exchange, split: &Split) -> ExchangeSummary {
 /// is close to answers its half of the handshake fastest.
 pub fn vantage(conn: &Connection) -> (&'static str, &'static str) {
     let initial = |t: u8| matches!(t, 32 | 64 | 128 | 255);
-    let (c, s) = (conn.ttl(Dir::ClientToServer), conn.ttl(Dir::ServerToClient));
+    let (c, s) = (conn.client.ttl, conn.server.ttl);
     match (c != 0 && initial(c), s != 0 && initial(s)) {
         (true, false) if s != 0 => return ("client", "ttl"),
         (false, true) if c != 0 => return ("server", "ttl"),
         (false, false) if c != 0 && s != 0 => return ("between", "ttl"),
         _ => {}
     }
-    let hs = conn.handshake();
+    let hs = &conn.handshake;
     match (hs.client_side_ns(), hs.server_side_ns()) {
         (Some(cs), Some(ss)) => {
             let total = cs + ss;
@@ -533,22 +533,21 @@ pub fn vantage(conn: &Connection) -> (&'static str, &'static str) {
 
 /// `st`: the connection's diagnosis state, if it needed one (see [`Heavy`]).
 pub(crate) fn connection_summary(conn: &Connection, st: Option<&Heavy>) -> ConnectionSummary {
-    let hs = conn.handshake();
-    let (place, told_from) = vantage(conn);
-    let (client, server) = (conn.client(), conn.server());
+    let hs = &conn.handshake;
     let idle = Heavy::default();
     let st = st.unwrap_or(&idle);
-    let end = if client.rst.is_some() || server.rst.is_some() {
+    let (place, told_from) = vantage(conn);
+    let end = if conn.client.rst.is_some() || conn.server.rst.is_some() {
         "rst"
-    } else if client.fin.is_some() && server.fin.is_some() {
+    } else if conn.client.fin.is_some() && conn.server.fin.is_some() {
         "fin"
     } else {
         "open"
     };
     ConnectionSummary {
         id: conn.id,
-        client: conn.client_addr(),
-        server: conn.server_addr(),
+        client: conn.client.addr,
+        server: conn.server.addr,
         roles_from: conn.role_source.describe(),
         first_frame: conn.first.frame,
         // Absolute here; made relative to the capture start in `Engine::finish`.
@@ -559,7 +558,7 @@ pub(crate) fn connection_summary(conn: &Connection, st: Option<&Heavy>) -> Conne
         handshake_server_side_ms: hs.server_side_ns().map(ms),
         rtt_ms: conn.path_rtt_ns().map(ms),
         syn_retransmissions: hs.syn_count.saturating_sub(1),
-        packets: conn.packets(),
+        packets: conn.packets,
         exchanges: st.exchanges,
         exchange_latency_ms: (st.exchanges > 0).then(|| ExchangeStats {
             mean: ms(st.exchange_sum_ns / st.exchanges as i64),
@@ -575,33 +574,33 @@ pub(crate) fn connection_summary(conn: &Connection, st: Option<&Heavy>) -> Conne
             list
         },
         bytes: Directions {
-            client_to_server: client.bytes,
-            server_to_client: server.bytes,
+            client_to_server: conn.client.bytes,
+            server_to_client: conn.server.bytes,
         },
         retransmissions: Directions {
-            client_to_server: client.retransmissions,
-            server_to_client: server.retransmissions,
+            client_to_server: conn.client.retransmissions,
+            server_to_client: conn.server.retransmissions,
         },
         max_in_flight: Directions {
-            client_to_server: client.max_in_flight,
-            server_to_client: server.max_in_flight,
+            client_to_server: conn.client.max_in_flight,
+            server_to_client: conn.server.max_in_flight,
         },
         mss: Directions {
-            client_to_server: client.mss,
-            server_to_client: server.mss,
+            client_to_server: conn.client.mss,
+            server_to_client: conn.server.mss,
         },
         window_scale: Directions {
-            client_to_server: client.window_shift,
-            server_to_client: server.window_shift,
+            client_to_server: conn.client.window_shift,
+            server_to_client: conn.server.window_shift,
         },
         min_window: Directions {
-            client_to_server: client.window_min,
-            server_to_client: server.window_min,
+            client_to_server: conn.client.window_min,
+            server_to_client: conn.server.window_min,
         },
         end,
         vantage: place,
         vantage_from: told_from,
-        duplicates: client.duplicates + server.duplicates,
+        duplicates: conn.client.duplicates + conn.server.duplicates,
         time_lost_ms: ms(st.time_lost_ns),
     }
 }

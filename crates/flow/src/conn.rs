@@ -1,8 +1,8 @@
 //! Per-connection state and its update on each segment.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
-use tcpdoctor_wire::{TcpFlags, TcpSegment, Timestamp};
+use tcpdoctor_wire::{TcpSegment, Timestamp};
 
 use crate::{Dir, SegKind, Segment, Seq};
 
@@ -86,7 +86,7 @@ pub struct Half {
     pub addr: SocketAddr,
     /// The base of relative sequence numbers (the ISN when the SYN was seen).
     pub base: Seq,
-    base_known: bool,
+    pub(crate) base_known: bool,
     pub syn_seen: bool,
     pub mss: Option<u16>,
     /// The window scale option this endpoint sent in its SYN.
@@ -97,10 +97,10 @@ pub struct Half {
     pub timestamps: bool,
     /// Highest sequence number sent (exclusive end).
     pub snd_max: Seq,
-    snd_init: bool,
+    pub(crate) snd_init: bool,
     /// Highest sequence number of this side's data acknowledged by the peer.
     pub una: Seq,
-    una_init: bool,
+    pub(crate) una_init: bool,
     /// The window this endpoint last advertised, scaled.
     pub window: u32,
     pub packets: u64,
@@ -140,7 +140,7 @@ pub struct Half {
 }
 
 impl Half {
-    fn new(addr: SocketAddr) -> Half {
+    pub(crate) fn new(addr: SocketAddr) -> Half {
         Half {
             addr,
             base: Seq(0),
@@ -204,7 +204,7 @@ impl Half {
         s.0.wrapping_sub(self.base.0)
     }
 
-    fn remember(&mut self, end: Seq, ts: Timestamp, retransmitted: bool) {
+    pub(crate) fn remember(&mut self, end: Seq, ts: Timestamp, retransmitted: bool) {
         let at = (self.sent_head + self.sent_len) % SENT_RING;
         self.sent[at] = Sent {
             end,
@@ -296,70 +296,24 @@ pub(crate) enum Event<'e, 'a> {
 }
 
 /// One TCP connection.
-///
-/// What a connection costs follows what it has shown. While its packets are a
-/// plain handshake — a SYN, then its SYN-ACK, then the ACK of that, each once
-/// and without data — the connection is kept *compact*: the handful of values
-/// those packets carry, about 150 bytes with its identity. A SYN flood's
-/// half-open connections never grow beyond that. The first other packet (data,
-/// a FIN or RST, a retry, anything unusual) *expands* it into the full state
-/// ([`Half`] per direction, the [`Handshake`], the exchange in progress),
-/// boxed, exactly as if it had been tracked in full from the start: the
-/// compact form records only handshakes whose full state it can rebuild.
 #[derive(Debug, Clone)]
 pub struct Connection {
     /// 1-based, in order of first appearance.
     pub id: u64,
     pub role_source: RoleSource,
+    pub client: Half,
+    pub server: Half,
+    pub handshake: Handshake,
     pub first: Mark,
     pub last_ts: Timestamp,
-    client_ip: IpAddr,
-    server_ip: IpAddr,
-    client_port: u16,
-    server_port: u16,
+    pub packets: u64,
+    pub exchanges: u32,
+    current: Option<Exchange>,
+    /// Rebuilt from a compact handshake for its close ([`Connection::is_compact`]).
+    pub(crate) compact: bool,
     /// Both FINs or an RST seen ([`Connection::is_closed`]), kept as a flag:
     /// it is asked for on every segment.
-    closed: bool,
-    /// The handshake so far while `full` is `None`.
-    compact: Compact,
-    full: Option<Box<Full>>,
-}
-
-/// A plain handshake: the SYN (always), its SYN-ACK (`step` ≥ 2) and the ACK
-/// of that (`step` 3), each seen once; or the SYN refused by an RST-ACK
-/// (`step` 2 with `reset`: a closed port). Everything the full state would
-/// hold after them follows from these values ([`Compact::expand`]).
-#[derive(Debug, Clone, Copy, Default)]
-struct Compact {
-    step: u8,
-    reset: bool,
-    /// Initial sequence numbers: client, server (for a reset, the RST's sequence number).
-    isn: [u32; 2],
-    /// Flags of the SYN and of the answer (SYN-ACK or RST).
-    flags: [u16; 2],
-    /// Raw window fields of the SYN, the answer and the ACK.
-    window: [u16; 3],
-    /// Options of the SYN (client) and of the SYN-ACK (server).
-    mss: [Option<u16>; 2],
-    window_scale: [Option<u8>; 2],
-    sack_permitted: [bool; 2],
-    timestamps: [bool; 2],
-    /// The first nonzero TTL each side sent.
-    ttl: [u8; 2],
-    /// The SYN-ACK, or the RST.
-    answer: Mark,
-    ack: Mark,
-}
-
-/// Everything else: what a connection keeps once it has shown more than a handshake.
-#[derive(Debug, Clone)]
-pub(crate) struct Full {
-    client: Half,
-    server: Half,
-    handshake: Handshake,
-    packets: u64,
-    exchanges: u32,
-    current: Option<Exchange>,
+    pub(crate) closed: bool,
     /// [`Connection::smss`] per direction, refreshed when what it depends on changes.
     smss: [u32; 2],
     /// [`Connection::path_rtt_ns`] and [`Connection::distance_to`] (per
@@ -369,94 +323,57 @@ pub(crate) struct Full {
     distance: [Option<i64>; 2],
 }
 
-/// Full state kept between connections (boxes reused without allocating).
-pub(crate) type FullBox = Box<Full>;
-
-/// A [`Half`], borrowed from a connection's full state or rebuilt from its
-/// compact handshake.
-pub enum HalfRef<'a> {
-    Borrowed(&'a Half),
-    Rebuilt(Box<Half>),
-}
-
-impl std::ops::Deref for HalfRef<'_> {
-    type Target = Half;
-    fn deref(&self) -> &Half {
-        match self {
-            HalfRef::Borrowed(h) => h,
-            HalfRef::Rebuilt(h) => h,
-        }
+impl Connection {
+    /// The connection `seg` opens, before `seg` is fed to [`Connection::update`].
+    pub(crate) fn new(id: u64, frame: u64, ts: Timestamp, seg: &TcpSegment<'_>) -> Connection {
+        let src = SocketAddr::new(seg.src, seg.src_port);
+        let dst = SocketAddr::new(seg.dst, seg.dst_port);
+        let (role_source, client, server) = if seg.flags.syn() && !seg.flags.ack() {
+            (RoleSource::Syn, src, dst)
+        } else if seg.flags.syn() {
+            (RoleSource::SynAck, dst, src)
+        } else if server_port_guess(seg.src_port, seg.dst_port) {
+            (RoleSource::Port, dst, src)
+        } else {
+            (RoleSource::Port, src, dst)
+        };
+        Connection::empty(id, role_source, client, server, Mark { ts, frame })
     }
-}
 
-impl std::fmt::Debug for HalfRef<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        (**self).fmt(f)
-    }
-}
-
-/// A segment of a compact connection, replayed: the fields [`Segment`] reports.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Replayed {
-    frame: u64,
-    ts: Timestamp,
-    dir: Dir,
-    seq: u32,
-    ack: u32,
-    flags: u16,
-    window: u32,
-    peer_window: u32,
-}
-
-impl Replayed {
-    pub(crate) fn segment(&self) -> Segment<'static> {
-        Segment {
-            frame: self.frame,
-            ts: self.ts,
-            dir: self.dir,
-            seq: self.seq,
-            len: 0,
-            ack: self.ack,
-            flags: tcpdoctor_wire::TcpFlags(self.flags),
-            window: self.window,
-            kind: if self.flags & tcpdoctor_wire::TcpFlags::SYN != 0 {
-                SegKind::Syn
-            } else {
-                SegKind::Ack
-            },
-            acked: 0,
-            in_flight: 0,
-            peer_window: self.peer_window,
-            payload: &[],
-        }
-    }
-}
-
-impl Full {
-    fn new(client: SocketAddr, server: SocketAddr) -> Full {
-        Full {
+    /// A connection with nothing seen yet.
+    pub(crate) fn empty(
+        id: u64,
+        role_source: RoleSource,
+        client: SocketAddr,
+        server: SocketAddr,
+        first: Mark,
+    ) -> Connection {
+        Connection {
+            id,
+            role_source,
             client: Half::new(client),
             server: Half::new(server),
             handshake: Handshake::default(),
+            first,
+            last_ts: first.ts,
             packets: 0,
             exchanges: 0,
             current: None,
+            compact: false,
+            closed: false,
             smss: [1460; 2],
             path_rtt: None,
             distance: [None; 2],
         }
     }
 
-    fn half(&self, dir: Dir) -> &Half {
-        match dir {
-            Dir::ClientToServer => &self.client,
-            Dir::ServerToClient => &self.server,
-        }
-    }
-
     /// The largest payload the sender in `dir` puts in one segment (SMSS,
     /// RFC 9293 §3.7.1): the MSS its peer announced, less 12 bytes when both
     /// sides use timestamps (RFC 7323), as Linux counts it.
+    pub fn smss(&self, dir: Dir) -> u32 {
+        self.smss[dir.index()]
+    }
+
     fn compute_smss(&self, dir: Dir) -> u32 {
         let (me, peer) = (self.half(dir), self.half(dir.reverse()));
         let base = peer.mss.map_or(me.mss_or_guess(), u32::from);
@@ -468,12 +385,97 @@ impl Full {
         base.saturating_sub(options).max(1)
     }
 
+    pub fn half(&self, dir: Dir) -> &Half {
+        match dir {
+            Dir::ClientToServer => &self.client,
+            Dir::ServerToClient => &self.server,
+        }
+    }
+
+    /// Both FINs were sent and acknowledged: nothing more can follow but
+    /// retransmissions.
+    pub fn is_finished(&self) -> bool {
+        let done = |h: &Half| h.fin.is_some() && h.una_init && h.una >= h.snd_max;
+        done(&self.client) && done(&self.server)
+    }
+
+    /// Whether the connection carried a handshake or data (not just stray ACKs or RSTs).
+    pub fn is_substantial(&self) -> bool {
+        self.handshake.syn_count + self.handshake.synack_count > 0
+            || self.client.data_packets + self.server.data_packets > 0
+    }
+
+    /// A handshake was seen, never completed, and no data flowed: a
+    /// half-open connection (the SYN unanswered, or the SYN-ACK never
+    /// acknowledged), which only SYN or SYN-ACK retries can still continue.
+    pub fn is_half_open(&self) -> bool {
+        self.handshake.syn_count + self.handshake.synack_count > 0
+            && self.handshake.ack.is_none()
+            && self.client.data_packets + self.server.data_packets == 0
+            && !self.closed
+    }
+
+    /// Whether both FINs or an RST were seen.
+    #[inline]
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// Whether the connection showed no more than a plain handshake (a SYN,
+    /// its SYN-ACK or an RST-ACK refusing it, the ACK) and was kept compact
+    /// until it closed: it was rebuilt for [`Analyzer::close`](crate::Analyzer::close),
+    /// and its segments are shown to [`Analyzer::segment`](crate::Analyzer::segment)
+    /// just before that, not as they came.
+    #[inline]
+    pub fn is_compact(&self) -> bool {
+        self.compact
+    }
+
+    /// Refreshes what is derived from the handshake, the options and the RTT samples.
+    pub(crate) fn refresh(&mut self) {
+        self.path_rtt = self.compute_path_rtt();
+        self.distance = [
+            self.compute_distance(Dir::ClientToServer),
+            self.compute_distance(Dir::ServerToClient),
+        ];
+        self.smss = [
+            self.compute_smss(Dir::ClientToServer),
+            self.compute_smss(Dir::ServerToClient),
+        ];
+    }
+
+    /// The exchange in progress, if any.
+    pub fn current_exchange(&self) -> Option<&Exchange> {
+        self.current.as_ref()
+    }
+
+    pub(crate) fn take_exchange(&mut self) -> Option<Exchange> {
+        self.current.take()
+    }
+
     /// Round trip between the endpoints: the handshake's if captured, else
     /// the sum of the two capture-point-to-peer minimums.
+    #[inline]
+    pub fn path_rtt_ns(&self) -> Option<i64> {
+        self.path_rtt
+    }
+
     fn compute_path_rtt(&self) -> Option<i64> {
         self.handshake
             .rtt_ns()
             .or_else(|| Some(self.client.rtt_to_peer_ns? + self.server.rtt_to_peer_ns?))
+    }
+
+    pub fn duration_ns(&self) -> i64 {
+        self.last_ts.since(self.first.ts).max(0)
+    }
+
+    /// Capture point → the endpoint that sends in `side` → capture point: its
+    /// half of the handshake if captured, else the minimum clean ACK delay of
+    /// the data sent to it.
+    #[inline]
+    pub fn distance_to(&self, side: Dir) -> Option<i64> {
+        self.distance[side.index()]
     }
 
     fn compute_distance(&self, side: Dir) -> Option<i64> {
@@ -489,563 +491,15 @@ impl Full {
         }
     }
 
-    fn refresh_rtt(&mut self) {
-        self.path_rtt = self.compute_path_rtt();
-        self.distance = [
-            self.compute_distance(Dir::ClientToServer),
-            self.compute_distance(Dir::ServerToClient),
-        ];
-    }
-
-    fn refresh_smss(&mut self) {
-        self.smss = [
-            self.compute_smss(Dir::ClientToServer),
-            self.compute_smss(Dir::ServerToClient),
-        ];
-    }
-}
-
-impl Compact {
-    /// Whether the SYN was answered by a SYN-ACK.
-    fn synack_seen(&self) -> bool {
-        self.step >= 2 && !self.reset
-    }
-
-    /// Whether `seg`, travelling in `dir`, is the next packet of a plain
-    /// handshake that the compact form can hold. `seg` is never the SYN
-    /// (that one made the connection).
-    fn accepts(&self, seg: &TcpSegment<'_>, dir: Dir) -> bool {
-        const SYN_ACK: u16 = TcpFlags::SYN | TcpFlags::ACK;
-        const RST_ACK: u16 = TcpFlags::RST | TcpFlags::ACK;
-        const CONTROL: u16 = TcpFlags::SYN | TcpFlags::ACK | TcpFlags::FIN | TcpFlags::RST;
-        let flags = seg.flags.0;
-        if seg.payload_len != 0 || self.reset {
-            return false;
-        }
-        match self.step {
-            // The SYN-ACK answering the SYN, or the RST-ACK refusing it: either
-            // acknowledges exactly the SYN.
-            1 => {
-                dir == Dir::ServerToClient
-                    && matches!(flags & CONTROL, SYN_ACK | RST_ACK)
-                    && seg.ack == self.isn[0].wrapping_add(1)
-            }
-            // The ACK completing it: a bare ACK, both sequence numbers one past
-            // the ISNs, and a window that is open (a zero window is the zero
-            // window rule's business from its first packet on).
-            2 => {
-                dir == Dir::ClientToServer
-                    && flags == TcpFlags::ACK
-                    && seg.seq == self.isn[0].wrapping_add(1)
-                    && seg.ack == self.isn[1].wrapping_add(1)
-                    && seg.window != 0
-            }
-            _ => false,
-        }
-    }
-
-    /// Records `seg`, accepted by [`Compact::accepts`].
-    fn push(&mut self, mark: Mark, seg: &TcpSegment<'_>) {
-        match self.step {
-            1 => {
-                self.reset = seg.flags.rst();
-                self.isn[1] = seg.seq;
-                self.flags[1] = seg.flags.0;
-                self.window[1] = seg.window;
-                self.ttl[1] = seg.ttl;
-                self.answer = mark;
-                if !self.reset {
-                    let o = seg.options();
-                    self.mss[1] = o.mss;
-                    self.window_scale[1] = o.window_scale;
-                    self.sack_permitted[1] = o.sack_permitted;
-                    self.timestamps[1] = o.timestamps.is_some();
-                }
-            }
-            _ => {
-                self.window[2] = seg.window;
-                if self.ttl[0] == 0 {
-                    self.ttl[0] = seg.ttl;
-                }
-                self.ack = mark;
-            }
-        }
-        self.step += 1;
-    }
-
-    /// Window shifts (client, server) once the SYN-ACK is seen (RFC 7323
-    /// §2.2: a SYN-ACK carries window scale only if the SYN did, so it alone
-    /// tells whether scaling is on).
-    fn shifts(&self) -> [Option<u8>; 2] {
-        if !self.synack_seen() {
-            return [None, None];
-        }
-        match self.window_scale[1] {
-            None => [Some(0), Some(0)],
-            Some(server) => [self.window_scale[0], Some(server)],
-        }
-    }
-
-    /// The ACK's window, scaled.
-    fn ack_window(&self) -> u32 {
-        u32::from(self.window[2]) << self.shifts()[0].unwrap_or(0)
-    }
-
-    /// The full state after these packets, as [`Connection::update`] would
-    /// have built it from them.
-    fn expand(&self, first: Mark, client: SocketAddr, server: SocketAddr) -> Full {
-        let mut f = Full::new(client, server);
-        let shifts = self.shifts();
-        let c = &mut f.client;
-        c.base = Seq(self.isn[0]);
-        c.base_known = true;
-        c.syn_seen = true;
-        c.mss = self.mss[0];
-        c.window_scale_option = self.window_scale[0];
-        c.window_shift = shifts[0];
-        c.sack_permitted = self.sack_permitted[0];
-        c.timestamps = self.timestamps[0];
-        c.snd_max = Seq(self.isn[0]).plus(1);
-        c.snd_init = true;
-        c.window = u32::from(self.window[0]);
-        c.packets = 1;
-        c.ttl = self.ttl[0];
-        c.remember(c.snd_max, first.ts, false);
-        let mut handshake = Handshake {
-            syn: Some(first),
-            first_syn: Some(first),
-            syn_count: 1,
-            ..Handshake::default()
-        };
-        if self.reset {
-            // An RST: not a SYN, so its sequence number is taken as one past
-            // the (unseen) ISN; its ACK is not processed (RFC 9293 §3.10.7.3).
-            let s = &mut f.server;
-            s.base = Seq(self.isn[1]).plus(u32::MAX);
-            s.base_known = true;
-            s.snd_max = Seq(self.isn[1]);
-            s.snd_init = true;
-            s.window = u32::from(self.window[1]);
-            s.packets = 1;
-            s.ttl = self.ttl[1];
-            s.rst = Some(self.answer);
-        } else if self.step >= 2 {
-            c.una = Seq(self.isn[0]).plus(1);
-            c.una_init = true;
-            let s = &mut f.server;
-            s.base = Seq(self.isn[1]);
-            s.base_known = true;
-            s.syn_seen = true;
-            s.mss = self.mss[1];
-            s.window_scale_option = self.window_scale[1];
-            s.window_shift = shifts[1];
-            s.sack_permitted = self.sack_permitted[1];
-            s.timestamps = self.timestamps[1];
-            s.snd_max = Seq(self.isn[1]).plus(1);
-            s.snd_init = true;
-            s.window = u32::from(self.window[1]);
-            s.packets = 1;
-            s.ttl = self.ttl[1];
-            s.remember(s.snd_max, self.answer.ts, false);
-            handshake.synack = Some(self.answer);
-            handshake.last_synack = Some(self.answer);
-            handshake.synack_count = 1;
-        }
-        if self.step >= 3 {
-            let w = self.ack_window();
-            let c = &mut f.client;
-            c.window = w;
-            c.window_min = Some(w);
-            c.window_max = w;
-            c.packets = 2;
-            f.server.una = Seq(self.isn[1]).plus(1);
-            f.server.una_init = true;
-            handshake.ack = Some(self.ack);
-        }
-        f.handshake = handshake;
-        f.packets = u64::from(self.step);
-        f.refresh_rtt();
-        f.refresh_smss();
-        f
-    }
-
-    /// The handshake as [`Connection::handshake`] tells it.
-    fn handshake(&self, first: Mark) -> Handshake {
-        let synack = self.synack_seen().then_some(self.answer);
-        Handshake {
-            syn: Some(first),
-            first_syn: Some(first),
-            syn_count: 1,
-            synack,
-            last_synack: synack,
-            synack_count: u32::from(synack.is_some()),
-            ack: (self.step >= 3).then_some(self.ack),
-        }
-    }
-
-    /// The segments recorded, as [`Connection::update`] reported them.
-    fn replay(&self, first: Mark) -> ([Replayed; 3], usize) {
-        let syn = Replayed {
-            frame: first.frame,
-            ts: first.ts,
-            dir: Dir::ClientToServer,
-            seq: 0,
-            ack: 0,
-            flags: self.flags[0],
-            window: u32::from(self.window[0]),
-            peer_window: 0,
-        };
-        let answer = Replayed {
-            frame: self.answer.frame,
-            ts: self.answer.ts,
-            dir: Dir::ServerToClient,
-            // The SYN-ACK's own ISN; the RST one past the ISN it implies.
-            seq: u32::from(self.reset),
-            ack: 1,
-            flags: self.flags[1],
-            window: u32::from(self.window[1]),
-            peer_window: u32::from(self.window[0]),
-        };
-        let ack = Replayed {
-            frame: self.ack.frame,
-            ts: self.ack.ts,
-            dir: Dir::ClientToServer,
-            seq: 1,
-            ack: 1,
-            flags: TcpFlags::ACK,
-            window: self.ack_window(),
-            peer_window: u32::from(self.window[1]),
-        };
-        ([syn, answer, ack], usize::from(self.step))
-    }
-}
-
-/// `Some(full)` of a connection, for the methods that run only on full ones.
-macro_rules! full {
-    ($conn:expr) => {
-        match $conn.full.as_deref_mut() {
-            Some(f) => f,
-            None => return,
-        }
-    };
-}
-
-impl Connection {
-    /// The connection `seg` opens. With `compact`, a plain SYN starts it
-    /// compact (and is then already recorded); anything else starts it full
-    /// (in a box from `spare` if there is one), to be fed to
-    /// [`Connection::update`].
-    pub(crate) fn new(
-        id: u64,
-        frame: u64,
-        ts: Timestamp,
-        seg: &TcpSegment<'_>,
-        compact: bool,
-        spare: &mut Vec<FullBox>,
-    ) -> Connection {
-        let src = SocketAddr::new(seg.src, seg.src_port);
-        let dst = SocketAddr::new(seg.dst, seg.dst_port);
-        let (role_source, client, server) = if seg.flags.syn() && !seg.flags.ack() {
-            (RoleSource::Syn, src, dst)
-        } else if seg.flags.syn() {
-            (RoleSource::SynAck, dst, src)
-        } else if server_port_guess(seg.src_port, seg.dst_port) {
-            (RoleSource::Port, dst, src)
-        } else {
-            (RoleSource::Port, src, dst)
-        };
-        let first = Mark { ts, frame };
-        let mut conn = Connection {
-            id,
-            role_source,
-            first,
-            last_ts: ts,
-            client_ip: client.ip(),
-            server_ip: server.ip(),
-            client_port: client.port(),
-            server_port: server.port(),
-            closed: false,
-            compact: Compact::default(),
-            full: None,
-        };
-        let flags = seg.flags.0;
-        let plain_syn = flags & (TcpFlags::SYN | TcpFlags::ACK | TcpFlags::FIN | TcpFlags::RST)
-            == TcpFlags::SYN
-            && seg.payload_len == 0
-            && seg.ack == 0
-            && src != dst;
-        if compact && plain_syn {
-            let o = seg.options();
-            conn.compact = Compact {
-                step: 1,
-                isn: [seg.seq, 0],
-                flags: [flags, 0],
-                window: [seg.window, 0, 0],
-                mss: [o.mss, None],
-                window_scale: [o.window_scale, None],
-                sack_permitted: [o.sack_permitted, false],
-                timestamps: [o.timestamps.is_some(), false],
-                ttl: [seg.ttl, 0],
-                ..Compact::default()
-            };
-        } else {
-            conn.full = Some(boxed(spare.pop(), Full::new(client, server)));
-        }
-        conn
-    }
-
-    /// Whether the connection is still a compact handshake.
-    #[inline]
-    pub fn is_compact(&self) -> bool {
-        self.full.is_none()
-    }
-
-    /// Records `seg` if it is the next packet of the compact handshake.
-    #[inline]
-    pub(crate) fn push_compact(&mut self, frame: u64, ts: Timestamp, seg: &TcpSegment<'_>) -> bool {
-        if !self.compact.accepts(seg, self.dir(seg)) {
-            return false;
-        }
-        self.compact.push(Mark { ts, frame }, seg);
-        if ts > self.last_ts {
-            self.last_ts = ts;
-        }
-        self.closed = self.compact.reset;
-        true
-    }
-
-    /// Switches a compact connection to the full state; returns the segments
-    /// recorded so far (and how many), for the analyzer that has not seen them.
-    pub(crate) fn expand(&mut self, spare: Option<FullBox>) -> ([Replayed; 3], usize) {
-        let replay = self.compact.replay(self.first);
-        let full = self
-            .compact
-            .expand(self.first, self.client_addr(), self.server_addr());
-        self.full = Some(boxed(spare, full));
-        replay
-    }
-
-    /// The segments a compact connection recorded (none for a full one).
-    pub(crate) fn compact_segments(&self) -> ([Replayed; 3], usize) {
-        let (segments, n) = self.compact.replay(self.first);
-        (segments, if self.is_compact() { n } else { 0 })
-    }
-
-    /// Gives back the full state's box, for reuse.
-    pub(crate) fn take_full(&mut self) -> Option<FullBox> {
-        self.full.take()
-    }
-
-    /// The direction of `seg`, one of this connection's. Both ends the same:
-    /// every segment counts as the client's.
-    #[inline]
-    fn dir(&self, seg: &TcpSegment<'_>) -> Dir {
-        if seg.src_port == self.client_port && seg.src == self.client_ip {
-            Dir::ClientToServer
-        } else {
-            Dir::ServerToClient
-        }
-    }
-
-    /// Whether `seg` belongs to this connection (either direction).
-    #[inline]
-    pub(crate) fn matches(&self, seg: &TcpSegment<'_>) -> bool {
-        (seg.src_port == self.client_port
-            && seg.dst_port == self.server_port
-            && seg.src == self.client_ip
-            && seg.dst == self.server_ip)
-            || (seg.src_port == self.server_port
-                && seg.dst_port == self.client_port
-                && seg.src == self.server_ip
-                && seg.dst == self.client_ip)
-    }
-
-    /// The two endpoints: what the tracker hashes.
-    pub(crate) fn endpoints(&self) -> ((IpAddr, u16), (IpAddr, u16)) {
-        (
-            (self.client_ip, self.client_port),
-            (self.server_ip, self.server_port),
-        )
-    }
-
-    pub fn client_addr(&self) -> SocketAddr {
-        SocketAddr::new(self.client_ip, self.client_port)
-    }
-
-    pub fn server_addr(&self) -> SocketAddr {
-        SocketAddr::new(self.server_ip, self.server_port)
-    }
-
-    /// The address of the endpoint that sends in `dir`.
-    pub fn addr(&self, dir: Dir) -> SocketAddr {
-        match dir {
-            Dir::ClientToServer => self.client_addr(),
-            Dir::ServerToClient => self.server_addr(),
-        }
-    }
-
-    /// The IP TTL (hop limit) of the first segment the endpoint sending in `dir` sent; 0 if none.
-    pub fn ttl(&self, dir: Dir) -> u8 {
-        match &self.full {
-            Some(f) => f.half(dir).ttl,
-            None => self.compact.ttl[dir.index()],
-        }
-    }
-
-    pub fn client(&self) -> HalfRef<'_> {
-        self.half(Dir::ClientToServer)
-    }
-
-    pub fn server(&self) -> HalfRef<'_> {
-        self.half(Dir::ServerToClient)
-    }
-
-    /// What the endpoint sending in `dir` sent and advertised.
-    pub fn half(&self, dir: Dir) -> HalfRef<'_> {
-        match &self.full {
-            Some(f) => HalfRef::Borrowed(f.half(dir)),
-            None => {
-                let f = self.rebuilt();
-                HalfRef::Rebuilt(Box::new(match dir {
-                    Dir::ClientToServer => f.client,
-                    Dir::ServerToClient => f.server,
-                }))
-            }
-        }
-    }
-
-    fn rebuilt(&self) -> Full {
-        self.compact
-            .expand(self.first, self.client_addr(), self.server_addr())
-    }
-
-    /// The three-way handshake as captured.
-    pub fn handshake(&self) -> Handshake {
-        match &self.full {
-            Some(f) => f.handshake,
-            None => self.compact.handshake(self.first),
-        }
-    }
-
-    /// Packets seen, duplicates included.
-    pub fn packets(&self) -> u64 {
-        match &self.full {
-            Some(f) => f.packets,
-            None => u64::from(self.compact.step),
-        }
-    }
-
-    /// Data segments captured twice and dropped ([`Half::duplicates`]), both directions.
-    pub fn duplicates(&self) -> u64 {
-        self.full
-            .as_ref()
-            .map_or(0, |f| f.client.duplicates + f.server.duplicates)
-    }
-
-    /// Exchanges started.
-    pub fn exchanges(&self) -> u32 {
-        self.full.as_ref().map_or(0, |f| f.exchanges)
-    }
-
-    /// The largest payload the sender in `dir` puts in one segment (SMSS,
-    /// RFC 9293 §3.7.1): the MSS its peer announced, less 12 bytes when both
-    /// sides use timestamps (RFC 7323), as Linux counts it.
-    #[inline]
-    pub fn smss(&self, dir: Dir) -> u32 {
-        match &self.full {
-            Some(f) => f.smss[dir.index()],
-            None => self.rebuilt().smss[dir.index()],
-        }
-    }
-
-    /// Both FINs were sent and acknowledged: nothing more can follow but
-    /// retransmissions.
-    pub fn is_finished(&self) -> bool {
-        let done = |h: &Half| h.fin.is_some() && h.una_init && h.una >= h.snd_max;
-        self.full
-            .as_ref()
-            .is_some_and(|f| done(&f.client) && done(&f.server))
-    }
-
-    /// Whether the connection carried a handshake or data (not just stray ACKs or RSTs).
-    pub fn is_substantial(&self) -> bool {
-        match &self.full {
-            Some(f) => {
-                f.handshake.syn_count + f.handshake.synack_count > 0
-                    || f.client.data_packets + f.server.data_packets > 0
-            }
-            None => true,
-        }
-    }
-
-    /// A handshake was seen, never completed, and no data flowed: a
-    /// half-open connection (the SYN unanswered, or the SYN-ACK never
-    /// acknowledged), which only SYN or SYN-ACK retries can still continue.
-    pub fn is_half_open(&self) -> bool {
-        match &self.full {
-            Some(f) => {
-                f.handshake.syn_count + f.handshake.synack_count > 0
-                    && f.handshake.ack.is_none()
-                    && f.client.data_packets + f.server.data_packets == 0
-                    && !self.closed
-            }
-            None => self.compact.step < 3 && !self.compact.reset,
-        }
-    }
-
-    /// Whether both FINs or an RST were seen.
-    #[inline]
-    pub fn is_closed(&self) -> bool {
-        self.closed
-    }
-
-    /// The exchange in progress, if any.
-    pub fn current_exchange(&self) -> Option<&Exchange> {
-        self.full.as_ref().and_then(|f| f.current.as_ref())
-    }
-
-    pub(crate) fn take_exchange(&mut self) -> Option<Exchange> {
-        self.full.as_mut().and_then(|f| f.current.take())
-    }
-
-    /// Round trip between the endpoints: the handshake's if captured, else
-    /// the sum of the two capture-point-to-peer minimums.
-    #[inline]
-    pub fn path_rtt_ns(&self) -> Option<i64> {
-        match &self.full {
-            Some(f) => f.path_rtt,
-            None => self.handshake().rtt_ns(),
-        }
-    }
-
-    pub fn duration_ns(&self) -> i64 {
-        self.last_ts.since(self.first.ts).max(0)
-    }
-
-    /// Capture point → the endpoint that sends in `side` → capture point: its
-    /// half of the handshake if captured, else the minimum clean ACK delay of
-    /// the data sent to it.
-    #[inline]
-    pub fn distance_to(&self, side: Dir) -> Option<i64> {
-        match &self.full {
-            Some(f) => f.distance[side.index()],
-            None => self.rebuilt().distance[side.index()],
-        }
-    }
-
     /// A SYN on this tuple starts a new connection if this one is over or
     /// carries a different initial sequence number after data flowed.
     pub(crate) fn is_reused_by(&self, syn: &TcpSegment<'_>) -> bool {
         if self.is_closed() {
             return true;
         }
-        let Some(f) = &self.full else {
-            // A compact connection carried no data.
-            return false;
-        };
-        let from_client = syn.src == self.client_ip && syn.src_port == self.client_port;
-        let active = f.client.bytes + f.server.bytes > 0;
-        from_client && f.client.syn_seen && Seq(syn.seq) != f.client.base && active
+        let from_client = SocketAddr::new(syn.src, syn.src_port) == self.client.addr;
+        let active = self.client.bytes + self.server.bytes > 0;
+        from_client && self.client.syn_seen && Seq(syn.seq) != self.client.base && active
     }
 
     pub(crate) fn update<'p>(
@@ -1053,19 +507,18 @@ impl Connection {
         frame: u64,
         ts: Timestamp,
         seg: &TcpSegment<'p>,
+        dir: Dir,
         mut emit: impl FnMut(&Connection, Event<'_, 'p>),
     ) {
-        let dir = self.dir(seg);
         let mark = Mark { ts, frame };
+        self.packets += 1;
         if ts > self.last_ts {
             self.last_ts = ts;
         }
-        let f = full!(self);
-        f.packets += 1;
         let flags = seg.flags;
         let (me, peer) = match dir {
-            Dir::ClientToServer => (&mut f.client, &mut f.server),
-            Dir::ServerToClient => (&mut f.server, &mut f.client),
+            Dir::ClientToServer => (&mut self.client, &mut self.server),
+            Dir::ServerToClient => (&mut self.server, &mut self.client),
         };
         me.packets += 1;
         if me.ttl == 0 {
@@ -1118,18 +571,18 @@ impl Connection {
                 if !scaling {
                     me.window_shift = Some(0);
                 }
-                f.handshake.synack_count += 1;
-                f.handshake.last_synack = Some(mark);
-                if f.handshake.synack.is_none() {
-                    f.handshake.synack = Some(mark);
+                self.handshake.synack_count += 1;
+                self.handshake.last_synack = Some(mark);
+                if self.handshake.synack.is_none() {
+                    self.handshake.synack = Some(mark);
                 }
             } else {
-                f.handshake.syn_count += 1;
-                if f.handshake.first_syn.is_none() {
-                    f.handshake.first_syn = Some(mark);
+                self.handshake.syn_count += 1;
+                if self.handshake.first_syn.is_none() {
+                    self.handshake.first_syn = Some(mark);
                 }
-                if f.handshake.synack.is_none() {
-                    f.handshake.syn = Some(mark);
+                if self.handshake.synack.is_none() {
+                    self.handshake.syn = Some(mark);
                 }
             }
         } else if !me.base_known {
@@ -1227,7 +680,7 @@ impl Connection {
                 peer.una = a;
                 // The peer sends segments of at most its SMSS (the MSS this side
                 // announced, less the timestamp option when both use it).
-                let peer_smss = f.smss[dir.reverse().index()];
+                let peer_smss = self.smss[dir.reverse().index()];
                 let immediate = acked >= 2 * peer_smss || peer.snd_max == a && flags.syn();
                 if let Some(sent_at) = peer.acked_sample(a) {
                     if immediate {
@@ -1241,12 +694,12 @@ impl Connection {
             }
             if dir == Dir::ClientToServer
                 && !flags.syn()
-                && f.handshake.ack.is_none()
-                && f.handshake.synack.is_some()
+                && self.handshake.ack.is_none()
+                && self.handshake.synack.is_some()
                 && peer.syn_seen
                 && a == peer.base.plus(1)
             {
-                f.handshake.ack = Some(mark);
+                self.handshake.ack = Some(mark);
                 refresh_rtt = true;
             }
         }
@@ -1258,41 +711,46 @@ impl Connection {
         let peer_una = peer.una;
 
         if refresh_rtt {
-            f.refresh_rtt();
+            self.path_rtt = self.compute_path_rtt();
+            self.distance = [
+                self.compute_distance(Dir::ClientToServer),
+                self.compute_distance(Dir::ServerToClient),
+            ];
         }
         if refresh_smss {
-            f.refresh_smss();
+            self.smss = [
+                self.compute_smss(Dir::ClientToServer),
+                self.compute_smss(Dir::ServerToClient),
+            ];
         }
         // A retransmission of the response ends the exchange later: the
         // response is not complete before its last byte got through.
         if kind == SegKind::Retransmission && dir == Dir::ServerToClient {
-            if let Some(ex) = f.current.as_mut().filter(|e| e.response_first.is_some()) {
+            if let Some(ex) = self.current.as_mut().filter(|e| e.response_first.is_some()) {
                 ex.response_last = Some(mark);
             }
         }
         // Exchanges: client data opens a request, server data answers it.
         if new_bytes > 0 {
-            let starts_request =
-                dir == Dir::ClientToServer && f.current.is_none_or(|e| e.response_first.is_some());
-            if starts_request || (dir == Dir::ServerToClient && f.current.is_none()) {
-                if let Some(done) = f.current.take() {
+            let starts_request = dir == Dir::ClientToServer
+                && self.current.is_none_or(|e| e.response_first.is_some());
+            if starts_request || (dir == Dir::ServerToClient && self.current.is_none()) {
+                if let Some(done) = self.current.take() {
                     emit(self, Event::Exchange(&done));
                 }
-                let f = full!(self);
-                let setup = if f.exchanges == 0 {
-                    f.handshake.first_syn
+                let setup = if self.exchanges == 0 {
+                    self.handshake.first_syn
                 } else {
                     None
                 };
-                f.current = Some(Exchange {
-                    index: f.exchanges,
+                self.current = Some(Exchange {
+                    index: self.exchanges,
                     setup,
                     ..Exchange::default()
                 });
-                f.exchanges += 1;
+                self.exchanges += 1;
             }
-            let f = full!(self);
-            if let Some(ex) = f.current.as_mut() {
+            if let Some(ex) = self.current.as_mut() {
                 match dir {
                     Dir::ClientToServer => {
                         ex.request_first.get_or_insert(mark);
@@ -1310,8 +768,7 @@ impl Connection {
             }
         }
         if dir == Dir::ServerToClient && acked > 0 {
-            let f = full!(self);
-            if let Some(ex) = f.current.as_mut() {
+            if let Some(ex) = self.current.as_mut() {
                 if ex.request_first.is_some()
                     && ex.request_acked.is_none()
                     && peer_una >= ex.request_end
@@ -1337,17 +794,6 @@ impl Connection {
             payload: seg.payload,
         };
         emit(self, Event::Segment(&event));
-    }
-}
-
-/// `value` in `spare`'s box if there is one, else in a new box.
-fn boxed(spare: Option<FullBox>, value: Full) -> FullBox {
-    match spare {
-        Some(mut b) => {
-            *b = value;
-            b
-        }
-        None => Box::new(value),
     }
 }
 

@@ -12,9 +12,9 @@
 //!
 //! Memory is bounded by concurrently open connections, and what each costs
 //! follows what it has shown: a connection that has shown only a plain
-//! handshake is kept compact (160 bytes with its slot, a SYN flood's
-//! half-open connections never grow beyond that), the rest in full (about
-//! 1.2 KB more, boxed). A connection that is closed (FIN both ways, or RST) is
+//! handshake is kept compact in its slot (160 bytes; a SYN flood's half-open
+//! connections never grow beyond that), the rest get their full
+//! [`Connection`] (1.3 KB more, boxed). A connection that is closed (FIN both ways, or RST) is
 //! handed to [`Analyzer::close`] and freed once a short grace period of
 //! capture time has passed; connections idle longer than
 //! [`Config::idle_timeout_ns`] (half-open ones: [`Config::half_open_timeout_ns`])
@@ -22,20 +22,19 @@
 //!
 //! This crate performs no I/O and reads no clock: time arrives with packets.
 
+mod compact;
 mod conn;
+mod deadlines;
 mod seq;
 
-pub use conn::{Connection, Exchange, Half, HalfRef, Handshake, Mark, RoleSource};
+pub use conn::{Connection, Exchange, Half, Handshake, Mark, RoleSource};
 pub use seq::Seq;
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
-use std::hash::Hasher;
-use std::net::IpAddr;
+use std::collections::VecDeque;
 
-use conn::FullBox;
+use compact::{tuple_hash, Core};
+use deadlines::Deadlines;
 use hashbrown::HashTable;
-use rustc_hash::FxHasher;
 use tcpdoctor_wire::{TcpSegment, Timestamp};
 
 /// Which way a segment travels. The client is the SYN sender.
@@ -116,6 +115,14 @@ pub trait Analyzer {
 
     /// Called once per connection, when it is closed and freed (or at the end of the capture).
     fn close(&mut self, conn: &Connection, state: &mut Self::Conn);
+
+    /// Called instead of [`Analyzer::segment`] with the segments of a
+    /// connection that closes while still a compact handshake
+    /// ([`Connection::is_compact`]), just before [`Analyzer::close`]. They go to
+    /// [`Analyzer::segment`] unless the analyzer has nothing to learn from them.
+    fn compact_segment(&mut self, conn: &Connection, state: &mut Self::Conn, seg: &Segment<'_>) {
+        self.segment(conn, state, seg);
+    }
 }
 
 /// Tracker settings.
@@ -161,46 +168,37 @@ impl Default for Config {
     }
 }
 
-fn addr_bits(ip: IpAddr) -> u128 {
-    match ip {
-        IpAddr::V4(v4) => u128::from(u32::from(v4)),
-        IpAddr::V6(v6) => u128::from(v6),
-    }
-}
-
-/// The hash of a connection's tuple: the same for both directions (the
-/// lower (address, port) goes first).
-#[inline]
-fn tuple_hash(a: (IpAddr, u16), b: (IpAddr, u16)) -> u64 {
-    let mut h = FxHasher::default();
-    match (a.0, b.0) {
-        (IpAddr::V4(x), IpAddr::V4(y)) => {
-            let x = u64::from(u32::from(x)) << 16 | u64::from(a.1);
-            let y = u64::from(u32::from(y)) << 16 | u64::from(b.1);
-            h.write_u64(x.min(y));
-            h.write_u64(x.max(y));
-        }
-        (x, y) => {
-            let x = (addr_bits(x), a.1);
-            let y = (addr_bits(y), b.1);
-            let (lo, hi) = if x <= y { (x, y) } else { (y, x) };
-            h.write_u128(lo.0);
-            h.write_u128(hi.0);
-            h.write_u32(u32::from(lo.1) << 16 | u32::from(hi.1));
-        }
-    }
-    h.finish()
-}
-
-/// A connection and its analyzer state. A free slot's connection has id 0
-/// (ids count from 1).
+/// One connection: its identity and tuple (and its compact handshake while
+/// it has no full state), its full state, its analyzer state.
 struct Slot<C> {
-    conn: Connection,
+    core: Core,
+    full: Option<Box<Connection>>,
     state: C,
 }
 
-/// A deadline in the idle queue: (capture time in ns, slot, connection id).
-type Deadline = Reverse<(i64, u32, u64)>;
+impl<C> Slot<C> {
+    fn last_ts(&self) -> Timestamp {
+        self.full
+            .as_ref()
+            .map_or(self.core.last_ts(), |c| c.last_ts)
+    }
+
+    fn is_closed(&self) -> bool {
+        self.full
+            .as_ref()
+            .map_or(self.core.is_closed(), |c| c.is_closed())
+    }
+
+    fn is_half_open(&self) -> bool {
+        self.full
+            .as_ref()
+            .map_or(self.core.is_half_open(), |c| c.is_half_open())
+    }
+}
+
+/// A connection's full state in its box: spare ones are kept boxed, to be
+/// reused without allocating.
+pub(crate) type ConnBox = Box<Connection>;
 
 /// Full-state boxes kept for reuse, at most.
 const SPARE_FULL: usize = 1024;
@@ -208,10 +206,10 @@ const SPARE_FULL: usize = 1024;
 /// Tracks every TCP connection in a capture and drives an [`Analyzer`].
 ///
 /// Connection state lives in a slab whose slots are reused once a connection
-/// is freed: no allocation per connection, and a new connection lands in
-/// memory that is likely still in cache. The hash table holds slot numbers
-/// only (the tuple is in the slot). Idle connections are found through a
-/// queue of deadlines, each connection in it once: no scan of the table.
+/// is freed, and the full states' boxes too: no allocation per connection in
+/// the steady state. The hash table holds slot numbers only (the tuple is in
+/// the slot). Idle connections are found through a queue of deadlines, each
+/// connection in it once: no scan of the table.
 pub struct Tracker<A: Analyzer> {
     table: HashTable<u32>,
     /// The slot of the last connection used: most segments follow one of their own.
@@ -223,8 +221,8 @@ pub struct Tracker<A: Analyzer> {
     /// When each open connection falls idle, earliest first. An entry is
     /// checked when due: a connection seen since is queued again for its new
     /// deadline; one freed since is dropped.
-    deadlines: BinaryHeap<Deadline>,
-    spare: Vec<FullBox>,
+    deadlines: Deadlines,
+    spare: Vec<ConnBox>,
     config: Config,
     analyzer: A,
     next_id: u64,
@@ -243,7 +241,7 @@ impl<A: Analyzer> Tracker<A> {
             slots: Vec::new(),
             free: Vec::new(),
             closing: VecDeque::new(),
-            deadlines: BinaryHeap::new(),
+            deadlines: Deadlines::default(),
             spare: Vec::new(),
             config,
             analyzer,
@@ -299,8 +297,8 @@ impl<A: Analyzer> Tracker<A> {
             + self.table.capacity() * (size_of::<u32>() + 1)
             + self.free.capacity() * size_of::<u32>()
             + self.closing.capacity() * size_of::<(Timestamp, u32, u64)>()
-            + self.deadlines.capacity() * size_of::<Deadline>()
-            + (self.full_open + self.spare.len()) * size_of::<conn::Full>()
+            + self.deadlines.bytes()
+            + (self.full_open + self.spare.len()) * size_of::<Connection>()
     }
 
     /// Feeds one decoded segment captured at `ts` as frame number `frame`.
@@ -312,40 +310,41 @@ impl<A: Analyzer> Tracker<A> {
         let syn_only = seg.flags.syn() && !seg.flags.ack();
         // Nearly half the segments of a capture follow one of their own
         // connection (a request and its ACK, a response): no lookup.
-        let last = self.last.filter(|&i| {
-            let c = &self.slots[i as usize].conn;
-            c.matches(seg) && !(syn_only && c.is_reused_by(seg))
+        let last = self.last.and_then(|i| {
+            let slot = self.slots.get(i as usize)?;
+            let dir = slot.core.dir_of(seg)?;
+            (!(syn_only && reused_by(slot, seg))).then_some((i as usize, dir))
         });
-        let index = match last {
-            Some(i) => i as usize,
+        let (index, dir) = match last {
+            Some(hit) => hit,
             None => match self.lookup(frame, ts, seg) {
-                Some(i) => i,
+                Some(hit) => hit,
                 // The segment opened a compact connection: nothing more to do.
                 None => return,
             },
         };
-        let slot = &mut self.slots[index];
-        let (conn, state) = (&mut slot.conn, &mut slot.state);
+        let Some(Slot { core, full, state }) = self.slots.get_mut(index) else {
+            return;
+        };
         let analyzer = &mut self.analyzer;
-        if conn.is_compact() {
-            if conn.push_compact(frame, ts, seg) {
-                if conn.is_closed() {
-                    // Refused (RST-ACK): kept for trailing segments like any reset one.
-                    let id = conn.id;
-                    self.closing.push_back((ts, index as u32, id));
+        let conn = match full {
+            Some(conn) => conn,
+            None => {
+                if core.push(frame, ts, seg, dir) {
+                    if core.is_closed() {
+                        // Refused (RST-ACK): kept for trailing segments like any reset one.
+                        self.closing.push_back((ts, index as u32, core.id));
+                    }
+                    return;
                 }
-                return;
+                // More than a plain handshake: the full state, and the analyzer
+                // sees the segments it has not seen yet.
+                self.full_open += 1;
+                expand(core, full, state, analyzer, &mut self.spare)
             }
-            // More than a plain handshake: the full state, and the analyzer
-            // sees the segments it has not seen yet.
-            let (replay, n) = conn.expand(self.spare.pop());
-            self.full_open += 1;
-            for r in &replay[..n] {
-                analyzer.segment(conn, state, &r.segment());
-            }
-        }
+        };
         let was_closed = conn.is_closed();
-        conn.update(frame, ts, seg, |c, ev| match ev {
+        conn.update(frame, ts, seg, dir, |c, ev| match ev {
             conn::Event::Segment(s) => analyzer.segment(c, state, s),
             conn::Event::Exchange(e) => analyzer.exchange(c, state, e),
         });
@@ -360,23 +359,27 @@ impl<A: Analyzer> Tracker<A> {
         }
     }
 
-    /// The slot of `seg`'s connection, a new one if it has none (`None` if
-    /// `seg` opened a compact one, which recorded it); remembered as the last
-    /// one used.
-    fn lookup(&mut self, frame: u64, ts: Timestamp, seg: &TcpSegment<'_>) -> Option<usize> {
+    /// The slot of `seg`'s connection and `seg`'s direction, a new one if it
+    /// has none (`None` if `seg` opened a compact one, which recorded it);
+    /// remembered as the last one used.
+    fn lookup(&mut self, frame: u64, ts: Timestamp, seg: &TcpSegment<'_>) -> Option<(usize, Dir)> {
         let hash = tuple_hash((seg.src, seg.src_port), (seg.dst, seg.dst_port));
         let slots = &self.slots;
+        let mut dir = None;
         let found = self
             .table
-            .find(hash, |&i| slots[i as usize].conn.matches(seg))
+            .find(hash, |&i| {
+                dir = slots[i as usize].core.dir_of(seg);
+                dir.is_some()
+            })
             .copied();
-        if let Some(i) = found {
+        if let (Some(i), Some(dir)) = (found, dir) {
             // A SYN on a tuple whose connection is over (or carries another ISN
             // after data flowed) is port reuse: close the old one first.
             let syn_only = seg.flags.syn() && !seg.flags.ack();
-            if !(syn_only && self.slots[i as usize].conn.is_reused_by(seg)) {
+            if !(syn_only && reused_by(&self.slots[i as usize], seg)) {
                 self.last = Some(i);
-                return Some(i as usize);
+                return Some((i as usize, dir));
             }
             self.finish_slot(i);
         }
@@ -385,18 +388,36 @@ impl<A: Analyzer> Tracker<A> {
         }
         let id = self.next_id;
         self.next_id += 1;
-        let conn = Connection::new(
-            id,
-            frame,
-            ts,
-            seg,
-            self.config.compact_handshakes,
-            &mut self.spare,
-        );
-        let compact = conn.is_compact();
-        if !compact {
+        let mark = Mark { ts, frame };
+        let (core, full) = if self.config.compact_handshakes && compact::is_plain_syn(seg) {
+            (Core::compact(id, mark, seg), None)
+        } else {
+            let conn = Connection::new(id, frame, ts, seg);
             self.full_open += 1;
-        }
+            (Core::full(&conn), Some(boxed(&mut self.spare, conn)))
+        };
+        let compact = full.is_none();
+        let i = match self.free.pop() {
+            Some(i) => {
+                let slot = &mut self.slots[i as usize];
+                slot.core = core;
+                slot.full = full;
+                slot.state = A::Conn::default();
+                i
+            }
+            None => {
+                self.slots.push(Slot {
+                    core,
+                    full,
+                    state: A::Conn::default(),
+                });
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let slots = &self.slots;
+        self.table
+            .insert_unique(hash, i, |&j| slots[j as usize].core.hash());
+        self.peak_open = self.peak_open.max(self.table.len());
         // Queued for the earlier of the two timeouts: the segment that opened
         // the connection is not tracked yet (a SYN makes it half-open), and a
         // deadline may come early (it is then queued again), never late.
@@ -404,37 +425,20 @@ impl<A: Analyzer> Tracker<A> {
             .config
             .half_open_timeout_ns
             .min(self.config.idle_timeout_ns);
-        let due = ts.nanos().saturating_add(soonest);
-        let i = match self.free.pop() {
-            Some(i) => {
-                let slot = &mut self.slots[i as usize];
-                slot.conn = conn;
-                slot.state = A::Conn::default();
-                i
-            }
-            None => {
-                self.slots.push(Slot {
-                    conn,
-                    state: A::Conn::default(),
-                });
-                (self.slots.len() - 1) as u32
-            }
-        };
-        let slots = &self.slots;
-        self.table.insert_unique(hash, i, |&j| {
-            let (a, b) = slots[j as usize].conn.endpoints();
-            tuple_hash(a, b)
-        });
-        self.peak_open = self.peak_open.max(self.table.len());
-        self.deadlines.push(Reverse((due, i, id)));
+        self.deadlines
+            .push((ts.nanos().saturating_add(soonest), i, id));
         self.compact_deadlines();
         self.last = Some(i);
-        (!compact).then_some(i as usize)
+        if compact {
+            return None;
+        }
+        let dir = self.slots[i as usize].core.dir_of(seg)?;
+        Some((i as usize, dir))
     }
 
-    /// How long `conn` may stay idle.
-    fn timeout(&self, conn: &Connection) -> i64 {
-        if conn.is_half_open() {
+    /// How long the connection in `slot` may stay idle.
+    fn timeout(&self, slot: &Slot<A::Conn>) -> i64 {
+        if slot.is_half_open() {
             self.config.half_open_timeout_ns
         } else {
             self.config.idle_timeout_ns
@@ -443,50 +447,70 @@ impl<A: Analyzer> Tracker<A> {
 
     /// Closes every connection still open and returns the analyzer.
     pub fn finish(mut self) -> A {
-        let mut open: Vec<(u64, u32)> = self
-            .table
-            .iter()
-            .map(|&i| (self.slots[i as usize].conn.id, i))
-            .collect();
-        open.sort_unstable();
-        for (_, i) in open {
+        for i in self.open_by_id() {
             self.finish_slot(i);
         }
         self.analyzer
     }
 
+    /// The slots of the open connections, in the order they opened (by id).
+    fn open_by_id(&self) -> Vec<u32> {
+        let ids = self.table.iter().map(|&i| self.slots[i as usize].core.id);
+        let (Some(low), Some(high)) = (ids.clone().min(), ids.max()) else {
+            return Vec::new();
+        };
+        let n = self.table.len();
+        let span = usize::try_from(high - low).unwrap_or(usize::MAX);
+        if span < 8 * n {
+            // Ids are unique and dense enough: each one's place is its offset.
+            let mut by_id = vec![u32::MAX; span + 1];
+            for &i in self.table.iter() {
+                by_id[(self.slots[i as usize].core.id - low) as usize] = i;
+            }
+            by_id.retain(|&i| i != u32::MAX);
+            by_id
+        } else {
+            let mut open: Vec<(u64, u32)> = self
+                .table
+                .iter()
+                .map(|&i| (self.slots[i as usize].core.id, i))
+                .collect();
+            open.sort_unstable_by_key(|&(id, _)| id);
+            open.into_iter().map(|(_, i)| i).collect()
+        }
+    }
+
     /// Closes and frees the connection in slot `i`.
     fn finish_slot(&mut self, i: u32) {
-        let slot = &mut self.slots[i as usize];
-        if slot.conn.id == 0 {
+        let Some(slot) = self.slots.get_mut(i as usize) else {
+            return;
+        };
+        if slot.core.id == 0 {
             return;
         }
-        let (a, b) = slot.conn.endpoints();
-        let hash = tuple_hash(a, b);
+        let hash = slot.core.hash();
         if let Ok(entry) = self.table.find_entry(hash, |&j| j == i) {
             entry.remove();
         }
         if self.last == Some(i) {
             self.last = None;
         }
-        let Slot { conn, state } = &mut self.slots[i as usize];
+        let slot = &mut self.slots[i as usize];
         let analyzer = &mut self.analyzer;
-        // A compact connection's segments were not shown to the analyzer yet.
-        let (replay, n) = conn.compact_segments();
-        for r in &replay[..n] {
-            analyzer.segment(conn, state, &r.segment());
-        }
-        if let Some(ex) = conn.take_exchange() {
-            analyzer.exchange(conn, state, &ex);
-        }
-        analyzer.close(conn, state);
-        conn.id = 0;
-        if let Some(b) = conn.take_full() {
-            self.full_open -= 1;
-            if self.spare.len() < SPARE_FULL {
-                self.spare.push(b);
+        match slot.full.take() {
+            Some(mut conn) => {
+                if let Some(ex) = conn.take_exchange() {
+                    analyzer.exchange(&conn, &mut slot.state, &ex);
+                }
+                analyzer.close(&conn, &mut slot.state);
+                self.full_open -= 1;
+                if self.spare.len() < SPARE_FULL {
+                    self.spare.push(conn);
+                }
             }
+            None => close_compact(&slot.core, &mut slot.state, analyzer, &mut self.spare),
         }
+        slot.core.id = 0;
         self.free.push(i);
     }
 
@@ -500,8 +524,8 @@ impl<A: Analyzer> Tracker<A> {
             .is_some_and(|c| self.now.since(c.0) >= self.config.close_grace_ns);
         let idle = self
             .deadlines
-            .peek()
-            .is_some_and(|d| d.0 .0 <= self.now.nanos());
+            .first_due()
+            .is_some_and(|due| due <= self.now.nanos());
         if grace_over || idle {
             self.expire_due();
         }
@@ -515,31 +539,33 @@ impl<A: Analyzer> Tracker<A> {
                 break;
             }
             self.closing.pop_front();
-            if self.is_open(i, id) && self.slots[i as usize].conn.is_closed() {
+            if self.is_open(i, id) && self.slots[i as usize].is_closed() {
                 self.finish_slot(i);
             }
         }
-        while let Some(&Reverse((due, i, id))) = self.deadlines.peek() {
+        while let Some(due) = self.deadlines.first_due() {
             if due > self.now.nanos() {
                 break;
             }
-            self.deadlines.pop();
+            let Some((_, i, id)) = self.deadlines.pop() else {
+                break;
+            };
             if !self.is_open(i, id) {
                 continue;
             }
-            let conn = &self.slots[i as usize].conn;
-            let actual = conn.last_ts.nanos().saturating_add(self.timeout(conn));
+            let slot = &self.slots[i as usize];
+            let actual = slot.last_ts().nanos().saturating_add(self.timeout(slot));
             if actual <= self.now.nanos() {
                 self.finish_slot(i);
             } else {
-                self.deadlines.push(Reverse((actual, i, id)));
+                self.deadlines.push_back_later((actual, i, id));
             }
         }
     }
 
     /// Whether slot `i` still holds connection `id`.
     fn is_open(&self, i: u32, id: u64) -> bool {
-        self.slots[i as usize].conn.id == id
+        self.slots[i as usize].core.id == id
     }
 
     /// Frees one connection to stay within [`Config::max_open`]: a closed one
@@ -548,21 +574,21 @@ impl<A: Analyzer> Tracker<A> {
     #[cold]
     fn make_room(&mut self) {
         while let Some((_, i, id)) = self.closing.pop_front() {
-            if self.is_open(i, id) && self.slots[i as usize].conn.is_closed() {
+            if self.is_open(i, id) && self.slots[i as usize].is_closed() {
                 self.grace_cut += 1;
                 self.finish_slot(i);
                 return;
             }
         }
-        while let Some(Reverse((due, i, id))) = self.deadlines.pop() {
+        while let Some((due, i, id)) = self.deadlines.pop() {
             if !self.is_open(i, id) {
                 continue;
             }
-            let conn = &self.slots[i as usize].conn;
-            let actual = conn.last_ts.nanos().saturating_add(self.timeout(conn));
+            let slot = &self.slots[i as usize];
+            let actual = slot.last_ts().nanos().saturating_add(self.timeout(slot));
             if actual > due {
                 // Seen since it was queued: queued again for when it is due.
-                self.deadlines.push(Reverse((actual, i, id)));
+                self.deadlines.push_back_later((actual, i, id));
                 continue;
             }
             self.closed_early += 1;
@@ -577,8 +603,68 @@ impl<A: Analyzer> Tracker<A> {
         if self.deadlines.len() > 2 * self.table.len() + 1024 {
             let slots = &self.slots;
             self.deadlines
-                .retain(|&Reverse((_, i, id))| slots[i as usize].conn.id == id);
+                .retain(|&(_, i, id)| slots[i as usize].core.id == id);
         }
+    }
+}
+
+/// Whether a SYN (without ACK) `seg` on the connection in `slot` starts a new one.
+fn reused_by<C>(slot: &Slot<C>, seg: &TcpSegment<'_>) -> bool {
+    match &slot.full {
+        Some(conn) => conn.is_reused_by(seg),
+        None => slot.core.is_reused_by_syn(),
+    }
+}
+
+/// `conn` in a box from `spare` if there is one, else in a new box.
+fn boxed(spare: &mut Vec<ConnBox>, conn: Connection) -> Box<Connection> {
+    match spare.pop() {
+        Some(mut b) => {
+            *b = conn;
+            b
+        }
+        None => Box::new(conn),
+    }
+}
+
+/// Gives the compact connection `core` its full state in `full` and shows the
+/// analyzer the segments it recorded; returns the full state.
+#[cold]
+#[inline(never)]
+fn expand<'s, A: Analyzer>(
+    core: &Core,
+    full: &'s mut Option<Box<Connection>>,
+    state: &mut A::Conn,
+    analyzer: &mut A,
+    spare: &mut Vec<ConnBox>,
+) -> &'s mut Box<Connection> {
+    let conn = full.insert(core.expand(spare));
+    let (replay, n) = core.replay();
+    for r in &replay[..n] {
+        analyzer.segment(conn, state, &r.segment());
+    }
+    conn
+}
+
+/// Closes a connection that is still a compact handshake: rebuilt for the
+/// analyzer ([`Connection::is_compact`]), its segments shown, then closed.
+#[cold]
+#[inline(never)]
+fn close_compact<A: Analyzer>(
+    core: &Core,
+    state: &mut A::Conn,
+    analyzer: &mut A,
+    spare: &mut Vec<ConnBox>,
+) {
+    let mut conn = core.expand(spare);
+    conn.compact = true;
+    let (replay, n) = core.replay();
+    for r in &replay[..n] {
+        analyzer.compact_segment(&conn, state, &r.segment());
+    }
+    analyzer.close(&conn, state);
+    if spare.len() < SPARE_FULL {
+        spare.push(conn);
     }
 }
 

@@ -62,7 +62,7 @@ impl Analyzer for Log {
         self.exchanges.push(*e);
     }
     fn close(&mut self, c: &Connection, n: &mut u32) {
-        assert_eq!(c.packets(), u64::from(*n));
+        assert_eq!(c.packets, u64::from(*n));
         self.closed.push(c.clone());
     }
 }
@@ -97,13 +97,13 @@ fn handshake_roles_rtt_and_exchange() {
     assert_eq!(log.closed.len(), 1);
     let c = &log.closed[0];
     assert_eq!(c.role_source, RoleSource::Syn);
-    assert_eq!(c.client().addr.to_string(), "10.0.0.1:40000");
-    assert_eq!(c.handshake().server_side_ns(), Some(18_000_000));
-    assert_eq!(c.handshake().client_side_ns(), Some(2_000_000));
-    assert_eq!(c.client().bytes, 100);
-    assert_eq!(c.server().bytes, 3000);
+    assert_eq!(c.client.addr.to_string(), "10.0.0.1:40000");
+    assert_eq!(c.handshake.server_side_ns(), Some(18_000_000));
+    assert_eq!(c.handshake.client_side_ns(), Some(2_000_000));
+    assert_eq!(c.client.bytes, 100);
+    assert_eq!(c.server.bytes, 3000);
     // 3000 bytes acknowledged by one ACK is >= 2 MSS: an immediate ACK, a clean sample.
-    assert_eq!(c.server().rtt_to_peer_ns, Some(2_000_000));
+    assert_eq!(c.server.rtt_to_peer_ns, Some(2_000_000));
     assert_eq!(log.exchanges.len(), 1);
     let e = log.exchanges[0];
     assert!(e.is_complete());
@@ -135,7 +135,7 @@ fn retransmission_and_keepalive() {
     let kinds: Vec<SegKind> = log.segments.iter().map(|s| s.2).collect();
     assert_eq!(kinds[7], SegKind::Retransmission);
     assert_eq!(kinds[8], SegKind::KeepAliveOrProbe);
-    assert_eq!(log.closed[0].server().retransmissions, 1);
+    assert_eq!(log.closed[0].server.retransmissions, 1);
 }
 
 #[test]
@@ -144,8 +144,8 @@ fn missing_handshake_guesses_server_by_port() {
     let log = run(&p);
     let c = &log.closed[0];
     assert_eq!(c.role_source, RoleSource::Port);
-    assert_eq!(c.server().addr.to_string(), "10.0.0.2:80");
-    assert_eq!(c.exchanges(), 1);
+    assert_eq!(c.server.addr.to_string(), "10.0.0.2:80");
+    assert_eq!(c.exchanges, 1);
 }
 
 #[test]
@@ -185,7 +185,7 @@ fn port_reuse_starts_a_new_connection() {
     let log = t.finish();
     assert_eq!(log.closed.len(), 2);
     assert_eq!(log.closed[1].id, 2);
-    assert_eq!(log.closed[1].client().bytes, 100);
+    assert_eq!(log.closed[1].client.bytes, 100);
     assert_eq!(log.closed[1].first.frame, 10);
 }
 
@@ -216,8 +216,8 @@ fn directions_whichever_end_is_lower() {
         let log = run(&p);
         let c = &log.closed[0];
         assert_eq!(c.role_source, role);
-        assert_eq!(c.client().addr.to_string(), "10.0.0.2:40000");
-        assert_eq!((c.client().bytes, c.server().bytes), (100, 3000));
+        assert_eq!(c.client.addr.to_string(), "10.0.0.2:40000");
+        assert_eq!((c.client.bytes, c.server.bytes), (100, 3000));
         let skipped = plain.segments.len() - log.segments.len();
         assert_eq!(dirs(&log), dirs(&plain)[skipped..]);
     }
@@ -233,5 +233,5 @@ fn both_ends_the_same_count_as_the_client() {
     }
     let log = run(&p);
     assert!(log.segments.iter().all(|s| s.1 == Dir::ClientToServer));
-    assert_eq!(log.closed[0].client().packets, p.len() as u64);
+    assert_eq!(log.closed[0].client.packets, p.len() as u64);
 }

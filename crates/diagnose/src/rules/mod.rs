@@ -85,8 +85,8 @@ pub enum Blame {
 /// Where an endpoint sits in a connection.
 pub fn endpoint_of(conn: &Connection, side: Dir) -> (std::net::SocketAddr, &'static str) {
     match side {
-        Dir::ClientToServer => (conn.client_addr(), "client"),
-        Dir::ServerToClient => (conn.server_addr(), "server"),
+        Dir::ClientToServer => (conn.client.addr, "client"),
+        Dir::ServerToClient => (conn.server.addr, "server"),
     }
 }
 

@@ -13,7 +13,7 @@ use super::{Blame, Detail, Kind, Occurrence};
 const MIN_RETRY_NS: i64 = 100_000_000;
 
 pub fn on_close(conn: &Connection, out: &mut Vec<Occurrence>) {
-    let hs = conn.handshake();
+    let hs = &conn.handshake;
     let (Some(first), Some(last)) = (hs.first_syn, hs.syn) else {
         return;
     };

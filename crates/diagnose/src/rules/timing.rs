@@ -62,7 +62,7 @@ pub fn client_delay(conn: &Connection, ex: &Exchange) -> Option<Occurrence> {
     if ex.index != 0 {
         return None;
     }
-    let (ack, first) = (conn.handshake().ack?, ex.request_first?);
+    let (ack, first) = (conn.handshake.ack?, ex.request_first?);
     // Both leave the client and travel the same path: no correction needed.
     let idle = first.ts.since(ack.ts);
     if idle < MIN_CLIENT_IDLE_NS {
@@ -80,7 +80,7 @@ pub fn client_delay(conn: &Connection, ex: &Exchange) -> Option<Occurrence> {
                 format!("first request after {:.1} ms idle", idle as f64 / 1e6),
             ),
         ],
-        ladder_from: conn.handshake().first_syn.map(|m| m.frame),
+        ladder_from: conn.handshake.first_syn.map(|m| m.frame),
         ladder: None,
         span: None,
         detail: Detail::Timing {
