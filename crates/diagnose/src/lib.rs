@@ -1053,14 +1053,20 @@ impl Analyzer for Diagnoser {
         self.scratch = out;
         self.connection_count += 1;
         let v = text::vantage(conn);
-        match self.vantages.iter_mut().find(|(k, _)| *k == v) {
+        // The same literals most of the time: their addresses tell first.
+        let same = |a: &str, b: &str| std::ptr::eq(a, b) || a == b;
+        match self
+            .vantages
+            .iter_mut()
+            .find(|(k, _)| same(k.0, v.0) && same(k.1, v.1))
+        {
             Some((_, n)) => *n += 1,
             None => self.vantages.push((v, 1)),
         }
         self.duplicates += conn.client.duplicates + conn.server.duplicates;
         // Summarise only connections that make the list.
         let rank = Rank {
-            time_lost_ms: ms_f(state.heavy.as_ref().map_or(0, |h| h.time_lost_ns)),
+            time_lost_ms: state.heavy.as_ref().map_or(0.0, |h| ms_f(h.time_lost_ns)),
             duration_ms: ms_f(conn.duration_ns()),
             id: conn.id,
         };
