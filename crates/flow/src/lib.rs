@@ -14,9 +14,9 @@
 //! follows what it has shown: a connection that has shown only a plain
 //! handshake is kept compact in its slot (160 bytes; a SYN flood's half-open
 //! connections never grow beyond that), the rest get their full
-//! [`Connection`] (1.3 KB more, boxed). A connection that is closed (FIN both ways, or RST) is
-//! handed to [`Analyzer::close`] and freed once a short grace period of
-//! capture time has passed; connections idle longer than
+//! [`Connection`] (1.3 KB more, boxed). A connection that is closed (FIN both
+//! ways, or RST) is handed to [`Analyzer::close`] and freed once a short
+//! grace period of capture time has passed; connections idle longer than
 //! [`Config::idle_timeout_ns`] (half-open ones: [`Config::half_open_timeout_ns`])
 //! are closed the same way, and never more than [`Config::max_open`] are held.
 //!
@@ -107,7 +107,10 @@ pub struct Segment<'a> {
 pub trait Analyzer {
     type Conn: Default;
 
-    /// Called for every segment after the connection state was updated.
+    /// Called for every segment after the connection state was updated. The
+    /// segments of a plain handshake kept compact ([`Connection::is_compact`])
+    /// come later: just before the segment that shows more (with the state as
+    /// it was after them), or at the close ([`Analyzer::compact_segment`]).
     fn segment(&mut self, conn: &Connection, state: &mut Self::Conn, seg: &Segment<'_>);
 
     /// Called when an exchange is over (the next request started, or the connection ended).
@@ -142,18 +145,22 @@ pub struct Config {
     pub close_grace_ns: i64,
     /// The most connections held at once. When a new connection would exceed
     /// it, connections already closed are freed before their grace period
-    /// ends, then the one nearest its idle timeout (half-open ones first) is
-    /// closed early: summarised like any other, and counted
-    /// ([`Tracker::closed_early`]).
+    /// ends, then the open one whose idle deadline comes first (half-open
+    /// ones come due sooner) is closed early: summarised like any other, and
+    /// counted ([`Tracker::closed_early`]).
+    ///
+    /// The ceiling this sets: about 200 bytes per compact connection, about
+    /// 4.5 KB per connection with data (its full state and a diagnosis's).
     pub max_open: usize,
     /// Keep connections that have shown only a plain handshake in compact
-    /// form ([`Connection`]); `false` tracks every connection in full from
-    /// its first packet (same results, more memory: for tests and measurements).
+    /// form ([`Connection::is_compact`]); `false` tracks every connection in
+    /// full from its first packet (same results, more memory: for tests and
+    /// measurements).
     pub compact_handshakes: bool,
 }
 
 /// [`Config::max_open`] by default: at most about 50 MB of half-open
-/// connections, a few hundred MB if all of them carry data.
+/// connections (a SYN flood), about 1.2 GB if every one of them carries data.
 pub const DEFAULT_MAX_OPEN: usize = 250_000;
 
 impl Default for Config {
