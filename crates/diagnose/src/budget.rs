@@ -88,6 +88,12 @@ pub struct Claims {
 }
 
 impl Claims {
+    /// Emptied, its memory kept.
+    pub fn clear(&mut self) {
+        self.list.clear();
+        self.clipped.clear();
+    }
+
     pub fn claim(&mut self, part: Part, from: Timestamp, to: Timestamp) {
         let (a, b) = (from.nanos(), to.nanos());
         if b <= a {

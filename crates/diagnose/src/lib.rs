@@ -8,7 +8,10 @@
 //! Memory stays bounded by the connections open at once: per-connection state
 //! lives in the flow tracker and is folded into fixed-size aggregates when a
 //! connection closes; the connection list keeps only the
-//! [`Options::max_connections`] connections that lost the most time.
+//! [`Options::max_connections`] connections that lost the most time (a heap:
+//! a closing connection is summarised only if it makes the list). A connection
+//! gets its diagnosis state ([`ConnState`], about 1.8 KB) only once it shows
+//! more than a plain handshake.
 
 pub mod budget;
 pub mod histogram;
@@ -18,9 +21,12 @@ pub mod rules;
 mod text;
 
 use rustc_hash::FxHashMap;
+use std::collections::BinaryHeap;
 use std::net::SocketAddr;
 
 use tcpdoctor_flow::{Analyzer, Config, Connection, Dir, Exchange, Segment, Tracker};
+/// The connection tracker's settings ([`Options::flow`]) and its default cap on open connections.
+pub use tcpdoctor_flow::{Config as FlowConfig, DEFAULT_MAX_OPEN};
 use tcpdoctor_wire::{decode, DecodeError, Decoded, LinkType, Skip, Timestamp};
 
 use histogram::Histogram;
@@ -181,6 +187,19 @@ impl Engine {
         self.frames
     }
 
+    /// Connections held in memory now.
+    pub fn open_connections(&self) -> usize {
+        self.tracker.open_connections()
+    }
+
+    /// Bytes held for connections now, approximately: the tracker's slots,
+    /// table and queues, the full states of the connections that have one,
+    /// the diagnosis states (without what their lists hold), and the
+    /// connection list.
+    pub fn state_bytes(&self) -> usize {
+        self.tracker.state_bytes() + self.tracker.analyzer().state_bytes()
+    }
+
     /// What has been found so far, without closing anything: for live views.
     /// Rules that conclude when a connection closes (window, loss, latency)
     /// show here once their connection has closed; the rest as they happen.
@@ -255,8 +274,33 @@ impl Engine {
 
     /// [`Engine::finish`], and the exchange-latency distribution for charts:
     /// the non-empty bins, each with the budget of its exchanges (summed).
-    pub fn finish_with_distribution(self) -> (Analysis, Vec<LatencyBin>) {
+    pub fn finish_with_distribution(mut self) -> (Analysis, Vec<LatencyBin>) {
         let peak = self.tracker.peak_open_connections() as u64;
+        let closed_early = self.tracker.closed_early();
+        let grace_cut = self.tracker.grace_cut_short();
+        if closed_early + grace_cut > 0 {
+            let max = self.tracker.analyzer().options.flow.max_open;
+            let mut w = format!(
+                "more than {max} connections were open at once (--max-open-connections {max}): "
+            );
+            if closed_early > 0 {
+                w.push_str(&format!(
+                    "{closed_early} were closed early (the idlest first, half-open ones before \
+                     the rest) and summarised as they stood; later packets of theirs counted as \
+                     new connections"
+                ));
+            }
+            if grace_cut > 0 {
+                if closed_early > 0 {
+                    w.push_str("; ");
+                }
+                w.push_str(&format!(
+                    "{grace_cut} closed connections were freed before their grace period for \
+                     trailing packets"
+                ));
+            }
+            self.warnings.push(w);
+        }
         let d = self.tracker.finish();
         let mut d = d;
         let latency_budget = budget_summary(&mut d);
@@ -282,8 +326,7 @@ impl Engine {
         let (findings, minor_findings): (Vec<Finding>, Vec<Finding>) = findings
             .into_iter()
             .partition(|f| f.share_of_time >= d.options.min_share);
-        let mut connections = d.connections;
-        rank_connections(&mut connections, d.options.max_connections);
+        let mut connections = std::mem::take(&mut d.summaries);
         connections.sort_by_key(|c| c.id);
         let t0 = first.nanos() as f64 / 1e6;
         for c in &mut connections {
@@ -333,6 +376,7 @@ impl Engine {
             tcp_packets: self.tcp_packets,
             connections: d.connection_count,
             peak_open_connections: peak,
+            connections_closed_early: closed_early,
             connections_listed: connections.len() as u64,
             duration_ms: round3(capture_ns as f64 / 1e6),
             start_unix: first.nanos() as f64 / 1e9,
@@ -387,8 +431,7 @@ fn latency_bins(d: &Diagnoser) -> Vec<LatencyBin> {
 /// Exchanges held for [`Engine::drain_exchanges`] between two calls.
 pub const LIVE_EXCHANGES: usize = 1 << 20;
 
-/// Keeps the `keep` connections that lost the most time (then the longest),
-/// the last of them being the least of those kept; order otherwise arbitrary.
+/// The latency budget of the median exchange, of all of them, and per server.
 fn budget_summary(d: &mut Diagnoser) -> Option<LatencyBudget> {
     let h = &d.exchange_hist;
     let line = |sums: &budget::Split, n: u64| BudgetLine {
@@ -429,22 +472,6 @@ fn budget_summary(d: &mut Diagnoser) -> Option<LatencyBudget> {
     })
 }
 
-fn rank_connections(list: &mut Vec<ConnectionSummary>, keep: usize) {
-    let order = |a: &ConnectionSummary, b: &ConnectionSummary| {
-        b.time_lost_ms
-            .total_cmp(&a.time_lost_ms)
-            .then(b.duration_ms.total_cmp(&a.duration_ms))
-            .then(a.id.cmp(&b.id))
-    };
-    if keep == 0 {
-        list.clear();
-    } else if list.len() > keep {
-        list.select_nth_unstable_by(keep - 1, order);
-        list.truncate(keep);
-        // `select_nth` put the least kept at `keep - 1`: the last element.
-    }
-}
-
 pub(crate) fn round3(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
 }
@@ -471,9 +498,17 @@ const MAX_ACK_SAMPLES: usize = 1024;
 /// Exchanges listed per connection (the slowest).
 const SLOWEST: usize = 5;
 
-/// Per-connection diagnosis state.
+/// Per-connection diagnosis state: nothing until the connection shows more
+/// than a plain handshake (the rules have nothing to look at before that, and a
+/// SYN flood's half-open connections stay this small), then [`Heavy`], boxed.
 #[derive(Default)]
 pub struct ConnState {
+    heavy: Option<Box<Heavy>>,
+}
+
+/// What the rules keep for one connection.
+#[derive(Default)]
+pub(crate) struct Heavy {
     ring: Ring,
     nagle: NagleState,
     window: WindowState,
@@ -493,6 +528,78 @@ pub struct ConnState {
     slowest_floor_ns: i64,
     /// Intervals the rules explained, for the budget of the exchange in progress.
     claims: budget::Claims,
+}
+
+impl Heavy {
+    /// Back to the state of a new connection, keeping the lists' memory.
+    fn reset(&mut self) {
+        let Heavy {
+            ring,
+            nagle,
+            window,
+            zero_window,
+            congestion,
+            loss,
+            latency,
+            idle,
+            kinds_seen,
+            time_lost_ns,
+            exchanges,
+            exchange_sum_ns,
+            exchange_max_ns,
+            slowest,
+            slowest_floor_ns,
+            claims,
+        } = self;
+        // The ring's packets are read only below `pushed`: not cleared.
+        ring.pushed = 0;
+        *nagle = Default::default();
+        *window = Default::default();
+        *zero_window = Default::default();
+        *congestion = Default::default();
+        *loss = Default::default();
+        *latency = Default::default();
+        *idle = Default::default();
+        *kinds_seen = 0;
+        *time_lost_ns = 0;
+        *exchanges = 0;
+        *exchange_sum_ns = 0;
+        *exchange_max_ns = 0;
+        slowest.clear();
+        *slowest_floor_ns = 0;
+        claims.clear();
+    }
+}
+
+/// Diagnosis states kept for reuse, at most.
+const SPARE_HEAVY: usize = 1024;
+
+/// A diagnosis state in its box: spare ones are kept boxed, to be reused
+/// without allocating.
+type HeavyBox = Box<Heavy>;
+
+/// `state`'s diagnosis state, made (from `spare` if there is one) if it has
+/// none yet; `open` counts the states made.
+#[inline]
+fn heavy<'s>(
+    spare: &mut Vec<HeavyBox>,
+    open: &mut usize,
+    state: &'s mut ConnState,
+) -> &'s mut Heavy {
+    if state.heavy.is_none() {
+        *open += 1;
+        state.heavy = Some(new_heavy(spare));
+    }
+    match state.heavy.as_deref_mut() {
+        Some(h) => h,
+        None => unreachable!("made just above"),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn new_heavy(spare: &mut Vec<HeavyBox>) -> HeavyBox {
+    spare.pop().unwrap_or_default()
 }
 
 /// The last [`RING`] packets of a connection, for ladder diagrams.
@@ -596,19 +703,23 @@ pub(crate) struct Aggregate {
 pub(crate) struct Diagnoser {
     options: Options,
     aggregates: FxHashMap<AggKey, Aggregate>,
-    connections: Vec<ConnectionSummary>,
+    /// The [`Options::max_connections`] connections that lost the most time
+    /// so far, the least of them on top: a closing connection is summarised
+    /// only if it beats that one.
+    listed: BinaryHeap<Listed>,
+    /// Their summaries, where [`Listed::at`] says.
+    summaries: Vec<ConnectionSummary>,
     connection_count: u64,
     stray_packets: u64,
-    /// The rank (time lost, duration) of the last connection kept at the
-    /// latest trim: a closing connection ranked at or below it is not summarised.
-    floor: Option<(f64, f64)>,
     exchange_hist: Histogram,
     /// Budget sums of the exchanges in each group of [`BUDGET_BUCKET`] latency
     /// buckets (±3%): the median exchange's budget is the mean of its group.
     bucket_budgets: Vec<budget::Split>,
     per_server: budget::PerServer,
-    /// Emptied `slowest` lists of closed connections, for reuse without allocating.
-    spare_slowest: Vec<Vec<(Exchange, budget::Split)>>,
+    /// Diagnosis states of closed connections, for reuse without allocating.
+    spare_heavy: Vec<HeavyBox>,
+    /// Open connections with a diagnosis state.
+    heavy_open: usize,
     /// Connections per (place, how it was told): a handful of distinct values.
     vantages: Vec<((&'static str, &'static str), u64)>,
     /// Per ACK sender: role, the first waits seen, how many in all.
@@ -625,14 +736,15 @@ impl Diagnoser {
         Diagnoser {
             options,
             aggregates: FxHashMap::default(),
-            connections: Vec::new(),
+            listed: BinaryHeap::new(),
+            summaries: Vec::new(),
             connection_count: 0,
             stray_packets: 0,
-            floor: None,
             exchange_hist: Histogram::default(),
             bucket_budgets: vec![[0; budget::PARTS]; Histogram::BUCKETS / BUDGET_BUCKET + 1],
             per_server: budget::PerServer::default(),
-            spare_slowest: Vec::new(),
+            spare_heavy: Vec::new(),
+            heavy_open: 0,
             vantages: Vec::new(),
             delayed_acks: FxHashMap::default(),
             duplicates: 0,
@@ -658,6 +770,7 @@ impl Diagnoser {
             role,
             endpoint,
         };
+        let state = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
         if let Some((part, from, to)) = o.span {
             state.claims.claim(part, from, to);
         }
@@ -860,39 +973,71 @@ pub(crate) fn fmt_ip(addr: SocketAddr) -> String {
     }
 }
 
+impl Diagnoser {
+    fn state_bytes(&self) -> usize {
+        use std::mem::size_of;
+        (self.heavy_open + self.spare_heavy.len()) * size_of::<Heavy>()
+            + self.listed.capacity() * size_of::<Listed>()
+            + self.summaries.capacity() * size_of::<ConnectionSummary>()
+    }
+
+    /// Gives `state`'s diagnosis state back for reuse.
+    fn release(&mut self, state: &mut ConnState) {
+        if let Some(mut h) = state.heavy.take() {
+            self.heavy_open -= 1;
+            if self.spare_heavy.len() < SPARE_HEAVY {
+                h.reset();
+                self.spare_heavy.push(h);
+            }
+        }
+    }
+}
+
 impl Analyzer for Diagnoser {
     type Conn = ConnState;
 
+    #[inline]
     fn segment(&mut self, conn: &Connection, state: &mut ConnState, seg: &Segment<'_>) {
-        state.ring.push(seg);
+        let h = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
+        h.ring.push(seg);
         let out = &mut self.scratch;
-        if let Some((d, wait)) = state.nagle.on_segment(conn, seg, out) {
-            self.delayed_ack(conn, d, wait);
-        }
-        let out = &mut self.scratch;
-        state.zero_window.on_segment(seg, out);
+        let delayed = h.nagle.on_segment(conn, seg, out);
+        h.zero_window.on_segment(seg, out);
         {
-            let ConnState {
+            let Heavy {
                 ring,
                 window,
                 loss,
                 congestion,
                 claims,
                 ..
-            } = &mut *state;
+            } = &mut *h;
             loss.on_segment(conn, seg, out, claims);
             congestion.on_segment(conn, seg, window.blocked(seg.dir), claims);
             window.on_segment(conn, seg, || ring.rows(None, &[]), claims);
+        }
+        if let Some((d, wait)) = delayed {
+            self.delayed_ack(conn, d, wait);
         }
         if !self.scratch.is_empty() {
             self.record_scratch(conn, state);
         }
         // Last: it leaves alone the pauses the rules above explained.
-        state.idle.on_segment(conn, seg, &mut state.claims);
+        let Heavy { idle, claims, .. } = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
+        idle.on_segment(conn, seg, claims);
+    }
+
+    fn compact_segment(&mut self, _: &Connection, _: &mut ConnState, _: &Segment<'_>) {
+        // A connection that closes as a plain handshake: no rule concludes
+        // anything from a SYN, a SYN-ACK or RST and an ACK with an open window
+        // (one that shows more is expanded first, and its handshake replayed
+        // then, to a full diagnosis state).
     }
 
     fn exchange(&mut self, conn: &Connection, state: &mut ConnState, ex: &Exchange) {
-        let (inside, longest) = state.idle.take_exchange();
+        let (inside, longest) = heavy(&mut self.spare_heavy, &mut self.heavy_open, state)
+            .idle
+            .take_exchange();
         let (c, s) = (Dir::ClientToServer.index(), Dir::ServerToClient.index());
         if let Some(o) = rules::timing::client_delay(conn, ex, inside[c], longest[c]) {
             self.record(conn, state, o);
@@ -900,10 +1045,14 @@ impl Analyzer for Diagnoser {
         if !ex.is_complete() {
             return;
         }
-        let split = state.claims.split(conn, ex).unwrap_or([0; budget::PARTS]);
+        let split = heavy(&mut self.spare_heavy, &mut self.heavy_open, state)
+            .claims
+            .split(conn, ex)
+            .unwrap_or([0; budget::PARTS]);
         if let Some(o) = rules::timing::server_delay(conn, ex, &split, inside[s], longest[s]) {
             self.record(conn, state, o);
         }
+        let state = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
         state.latency.on_exchange(conn, ex, &split);
         let d = ex.duration_ns();
         self.exchange_hist.record(d);
@@ -923,11 +1072,6 @@ impl Analyzer for Diagnoser {
         state.exchanges += 1;
         state.exchange_sum_ns += d;
         state.exchange_max_ns = state.exchange_max_ns.max(d);
-        if state.slowest.capacity() == 0 {
-            if let Some(v) = self.spare_slowest.pop() {
-                state.slowest = v;
-            }
-        }
         if state.slowest.len() < SLOWEST {
             state.slowest.push((*ex, split));
             // The floor matters once the list is full.
@@ -956,15 +1100,18 @@ impl Analyzer for Diagnoser {
         if !conn.is_substantial() {
             // Trailing ACKs or RSTs of a connection already closed and freed.
             self.stray_packets += conn.packets;
+            self.release(state);
             return;
         }
         let mut out = std::mem::take(&mut self.scratch);
-        state.window.on_close(conn, &mut out);
-        state.zero_window.on_close(conn, &mut out);
-        state.loss.on_close(conn, &mut out);
-        state.congestion.on_close(conn, &mut out);
-        let congestion = out.iter().any(|o| o.kind == Kind::CongestionLimited);
-        state.latency.on_close(conn, congestion, &mut out);
+        if let Some(h) = state.heavy.as_deref_mut() {
+            h.window.on_close(conn, &mut out);
+            h.zero_window.on_close(conn, &mut out);
+            h.loss.on_close(conn, &mut out);
+            h.congestion.on_close(conn, &mut out);
+            let congestion = out.iter().any(|o| o.kind == Kind::CongestionLimited);
+            h.latency.on_close(conn, congestion, &mut out);
+        }
         rules::setup::on_close(conn, &mut out);
         for o in out.drain(..) {
             self.record(conn, state, o);
@@ -972,33 +1119,96 @@ impl Analyzer for Diagnoser {
         self.scratch = out;
         self.connection_count += 1;
         let v = text::vantage(conn);
-        match self.vantages.iter_mut().find(|(k, _)| *k == v) {
+        // The same literals most of the time: their addresses tell first.
+        let same = |a: &str, b: &str| std::ptr::eq(a, b) || a == b;
+        match self
+            .vantages
+            .iter_mut()
+            .find(|(k, _)| same(k.0, v.0) && same(k.1, v.1))
+        {
             Some((_, n)) => *n += 1,
             None => self.vantages.push((v, 1)),
         }
         self.duplicates += conn.client.duplicates + conn.server.duplicates;
-        // Summarise only connections that can still make the list.
-        let rank = (ms_f(state.time_lost_ns), ms_f(conn.duration_ns()));
-        let listed = self.connections.len() < self.options.max_connections
-            || self.floor.is_none_or(|f| rank > f);
+        // Summarise only connections that make the list.
+        let rank = Rank {
+            time_lost_ms: state.heavy.as_ref().map_or(0.0, |h| ms_f(h.time_lost_ns)),
+            duration_ms: ms_f(conn.duration_ns()),
+            id: conn.id,
+        };
+        let keep = self.options.max_connections;
+        let listed = keep > 0
+            && (self.listed.len() < keep
+                || self
+                    .listed
+                    .peek()
+                    .is_some_and(|least| rank.beats(&least.rank)));
         if listed {
-            self.connections.push(text::connection_summary(conn, state));
+            let summary = text::connection_summary(conn, state.heavy.as_deref());
+            if self.listed.len() < keep {
+                self.listed.push(Listed {
+                    rank,
+                    at: self.summaries.len(),
+                });
+                self.summaries.push(summary);
+            } else if let Some(mut least) = self.listed.peek_mut() {
+                // The new one takes the place of the one that drops off.
+                self.summaries[least.at] = summary;
+                least.rank = rank;
+            }
         }
-        if self.spare_slowest.len() < 64 && state.slowest.capacity() > 0 {
-            let mut v = std::mem::take(&mut state.slowest);
-            v.clear();
-            self.spare_slowest.push(v);
-        }
-        if !listed {
-            return;
-        }
-        if self.connections.len() >= 2 * self.options.max_connections.max(1) {
-            rank_connections(&mut self.connections, self.options.max_connections);
-            self.floor = self
-                .connections
-                .last()
-                .map(|c| (c.time_lost_ms, c.duration_ms));
-        }
+        self.release(state);
+    }
+}
+
+/// Where a connection stands in the list: more time lost first, then longer,
+/// then earlier.
+#[derive(Debug, Clone, Copy)]
+struct Rank {
+    time_lost_ms: f64,
+    duration_ms: f64,
+    id: u64,
+}
+
+impl Rank {
+    /// `Less`: `self` ranks before `other`.
+    fn order(&self, other: &Rank) -> std::cmp::Ordering {
+        other
+            .time_lost_ms
+            .total_cmp(&self.time_lost_ms)
+            .then(other.duration_ms.total_cmp(&self.duration_ms))
+            .then(self.id.cmp(&other.id))
+    }
+
+    fn beats(&self, other: &Rank) -> bool {
+        self.order(other).is_lt()
+    }
+}
+
+/// A listed connection; the greatest is the one that ranks last.
+struct Listed {
+    rank: Rank,
+    /// Its summary's place in `Diagnoser::summaries`.
+    at: usize,
+}
+
+impl PartialEq for Listed {
+    fn eq(&self, other: &Self) -> bool {
+        self.rank.order(&other.rank).is_eq()
+    }
+}
+
+impl Eq for Listed {}
+
+impl PartialOrd for Listed {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Listed {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.rank.order(&other.rank)
     }
 }
 

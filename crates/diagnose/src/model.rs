@@ -33,6 +33,10 @@ pub struct CaptureSummary {
     pub connections: u64,
     /// Connections held in memory at once, at most.
     pub peak_open_connections: u64,
+    /// Connections closed before they ended or idled out because more than
+    /// `--max-open-connections` were open at once (also said in `warnings`).
+    /// They are summarised and counted like the others.
+    pub connections_closed_early: u64,
     /// The connections listed under `connections` (the ones that lost the most time).
     pub connections_listed: u64,
     pub duration_ms: f64,

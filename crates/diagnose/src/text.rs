@@ -9,7 +9,7 @@ use crate::budget::{Part, Split};
 use crate::http::Software;
 use crate::model::*;
 use crate::rules::{Detail, Kind};
-use crate::{round3, Aggregate, ConnState};
+use crate::{round3, Aggregate, Heavy};
 
 fn ms(ns: i64) -> f64 {
     round3(ns as f64 / 1e6)
@@ -655,8 +655,11 @@ pub fn vantage(conn: &Connection) -> (&'static str, &'static str) {
     }
 }
 
-pub(crate) fn connection_summary(conn: &Connection, st: &ConnState) -> ConnectionSummary {
+/// `st`: the connection's diagnosis state, if it needed one (see [`Heavy`]).
+pub(crate) fn connection_summary(conn: &Connection, st: Option<&Heavy>) -> ConnectionSummary {
     let hs = &conn.handshake;
+    let idle = Heavy::default();
+    let st = st.unwrap_or(&idle);
     let (place, told_from) = vantage(conn);
     let end = if conn.client.rst.is_some() || conn.server.rst.is_some() {
         "rst"

@@ -7,7 +7,7 @@ use tcpdoctor_wire::{TcpSegment, Timestamp};
 use crate::{Dir, SegKind, Segment, Seq};
 
 /// A point in the capture: when, and which frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Mark {
     pub ts: Timestamp,
     pub frame: u64,
@@ -86,7 +86,7 @@ pub struct Half {
     pub addr: SocketAddr,
     /// The base of relative sequence numbers (the ISN when the SYN was seen).
     pub base: Seq,
-    base_known: bool,
+    pub(crate) base_known: bool,
     pub syn_seen: bool,
     pub mss: Option<u16>,
     /// The window scale option this endpoint sent in its SYN.
@@ -97,10 +97,10 @@ pub struct Half {
     pub timestamps: bool,
     /// Highest sequence number sent (exclusive end).
     pub snd_max: Seq,
-    snd_init: bool,
+    pub(crate) snd_init: bool,
     /// Highest sequence number of this side's data acknowledged by the peer.
     pub una: Seq,
-    una_init: bool,
+    pub(crate) una_init: bool,
     /// The window this endpoint last advertised, scaled.
     pub window: u32,
     pub packets: u64,
@@ -140,7 +140,7 @@ pub struct Half {
 }
 
 impl Half {
-    fn new(addr: SocketAddr) -> Half {
+    pub(crate) fn new(addr: SocketAddr) -> Half {
         Half {
             addr,
             base: Seq(0),
@@ -204,7 +204,7 @@ impl Half {
         s.0.wrapping_sub(self.base.0)
     }
 
-    fn remember(&mut self, end: Seq, ts: Timestamp, retransmitted: bool) {
+    pub(crate) fn remember(&mut self, end: Seq, ts: Timestamp, retransmitted: bool) {
         let at = (self.sent_head + self.sent_len) % SENT_RING;
         self.sent[at] = Sent {
             end,
@@ -309,11 +309,11 @@ pub struct Connection {
     pub packets: u64,
     pub exchanges: u32,
     current: Option<Exchange>,
-    /// The client is the lower (address, port) of the tuple.
-    client_is_lo: bool,
+    /// Rebuilt from a compact handshake for its close ([`Connection::is_compact`]).
+    pub(crate) compact: bool,
     /// Both FINs or an RST seen ([`Connection::is_closed`]), kept as a flag:
     /// it is asked for on every segment.
-    closed: bool,
+    pub(crate) closed: bool,
     /// [`Connection::smss`] per direction, refreshed when what it depends on changes.
     smss: [u32; 2],
     /// [`Connection::path_rtt_ns`] and [`Connection::distance_to`] (per
@@ -324,14 +324,8 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// `from_lo`: `seg` comes from the lower (address, port) of the tuple.
-    pub(crate) fn new(
-        id: u64,
-        frame: u64,
-        ts: Timestamp,
-        seg: &TcpSegment<'_>,
-        from_lo: bool,
-    ) -> Connection {
+    /// The connection `seg` opens, before `seg` is fed to [`Connection::update`].
+    pub(crate) fn new(id: u64, frame: u64, ts: Timestamp, seg: &TcpSegment<'_>) -> Connection {
         let src = SocketAddr::new(seg.src, seg.src_port);
         let dst = SocketAddr::new(seg.dst, seg.dst_port);
         let (role_source, client, server) = if seg.flags.syn() && !seg.flags.ack() {
@@ -343,27 +337,29 @@ impl Connection {
         } else {
             (RoleSource::Port, src, dst)
         };
-        // Both ends the same: every segment counts as the client's, as an
-        // address comparison would have it.
-        let client_is_lo = if src == dst {
-            true
-        } else if client == src {
-            from_lo
-        } else {
-            !from_lo
-        };
+        Connection::empty(id, role_source, client, server, Mark { ts, frame })
+    }
+
+    /// A connection with nothing seen yet.
+    pub(crate) fn empty(
+        id: u64,
+        role_source: RoleSource,
+        client: SocketAddr,
+        server: SocketAddr,
+        first: Mark,
+    ) -> Connection {
         Connection {
             id,
             role_source,
             client: Half::new(client),
             server: Half::new(server),
             handshake: Handshake::default(),
-            first: Mark { ts, frame },
-            last_ts: ts,
+            first,
+            last_ts: first.ts,
             packets: 0,
             exchanges: 0,
             current: None,
-            client_is_lo,
+            compact: false,
             closed: false,
             smss: [1460; 2],
             path_rtt: None,
@@ -409,10 +405,43 @@ impl Connection {
             || self.client.data_packets + self.server.data_packets > 0
     }
 
+    /// A handshake was seen, never completed, and no data flowed: a
+    /// half-open connection (the SYN unanswered, or the SYN-ACK never
+    /// acknowledged), which only SYN or SYN-ACK retries can still continue.
+    pub fn is_half_open(&self) -> bool {
+        self.handshake.syn_count + self.handshake.synack_count > 0
+            && self.handshake.ack.is_none()
+            && self.client.data_packets + self.server.data_packets == 0
+            && !self.closed
+    }
+
     /// Whether both FINs or an RST were seen.
     #[inline]
     pub fn is_closed(&self) -> bool {
         self.closed
+    }
+
+    /// Whether the connection showed no more than a plain handshake (a SYN,
+    /// its SYN-ACK or an RST-ACK refusing it, the ACK) and was kept compact
+    /// until it closed: it was rebuilt for [`Analyzer::close`](crate::Analyzer::close),
+    /// and its segments are shown to [`Analyzer::segment`](crate::Analyzer::segment)
+    /// just before that, not as they came.
+    #[inline]
+    pub fn is_compact(&self) -> bool {
+        self.compact
+    }
+
+    /// Refreshes what is derived from the handshake, the options and the RTT samples.
+    pub(crate) fn refresh(&mut self) {
+        self.path_rtt = self.compute_path_rtt();
+        self.distance = [
+            self.compute_distance(Dir::ClientToServer),
+            self.compute_distance(Dir::ServerToClient),
+        ];
+        self.smss = [
+            self.compute_smss(Dir::ClientToServer),
+            self.compute_smss(Dir::ServerToClient),
+        ];
     }
 
     /// The exchange in progress, if any.
@@ -478,14 +507,9 @@ impl Connection {
         frame: u64,
         ts: Timestamp,
         seg: &TcpSegment<'p>,
-        from_lo: bool,
+        dir: Dir,
         mut emit: impl FnMut(&Connection, Event<'_, 'p>),
     ) {
-        let dir = if from_lo == self.client_is_lo {
-            Dir::ClientToServer
-        } else {
-            Dir::ServerToClient
-        };
         let mark = Mark { ts, frame };
         self.packets += 1;
         if ts > self.last_ts {

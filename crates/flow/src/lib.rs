@@ -10,23 +10,31 @@
 //! Analysis plugs in through the [`Analyzer`] trait, which keeps its own state
 //! inside each connection's slot so that there is one hash lookup per packet.
 //!
-//! Memory is bounded by concurrently open connections: a connection that is
-//! closed (FIN both ways, or RST) is handed to [`Analyzer::close`] and freed
-//! once a short grace period of capture time has passed, and connections idle
-//! longer than [`Config::idle_timeout_ns`] are closed the same way.
+//! Memory is bounded by concurrently open connections, and what each costs
+//! follows what it has shown: a connection that has shown only a plain
+//! handshake is kept compact in its slot (160 bytes; a SYN flood's half-open
+//! connections never grow beyond that), the rest get their full
+//! [`Connection`] (1.3 KB more, boxed). A connection that is closed (FIN both
+//! ways, or RST) is handed to [`Analyzer::close`] and freed once a short
+//! grace period of capture time has passed; connections idle longer than
+//! [`Config::idle_timeout_ns`] (half-open ones: [`Config::half_open_timeout_ns`])
+//! are closed the same way, and never more than [`Config::max_open`] are held.
 //!
 //! This crate performs no I/O and reads no clock: time arrives with packets.
 
+mod compact;
 mod conn;
+mod deadlines;
 mod seq;
 
 pub use conn::{Connection, Exchange, Half, Handshake, Mark, RoleSource};
 pub use seq::Seq;
 
 use std::collections::VecDeque;
-use std::net::IpAddr;
 
-use rustc_hash::FxHashMap;
+use compact::{tuple_hash, Core};
+use deadlines::Deadlines;
+use hashbrown::HashTable;
 use tcpdoctor_wire::{TcpSegment, Timestamp};
 
 /// Which way a segment travels. The client is the SYN sender.
@@ -99,7 +107,10 @@ pub struct Segment<'a> {
 pub trait Analyzer {
     type Conn: Default;
 
-    /// Called for every segment after the connection state was updated.
+    /// Called for every segment after the connection state was updated. The
+    /// segments of a plain handshake kept compact ([`Connection::is_compact`])
+    /// come later: just before the segment that shows more (with the state as
+    /// it was after them), or at the close ([`Analyzer::compact_segment`]).
     fn segment(&mut self, conn: &Connection, state: &mut Self::Conn, seg: &Segment<'_>);
 
     /// Called when an exchange is over (the next request started, or the connection ended).
@@ -107,6 +118,14 @@ pub trait Analyzer {
 
     /// Called once per connection, when it is closed and freed (or at the end of the capture).
     fn close(&mut self, conn: &Connection, state: &mut Self::Conn);
+
+    /// Called instead of [`Analyzer::segment`] with the segments of a
+    /// connection that closes while still a compact handshake
+    /// ([`Connection::is_compact`]), just before [`Analyzer::close`]. They go to
+    /// [`Analyzer::segment`] unless the analyzer has nothing to learn from them.
+    fn compact_segment(&mut self, conn: &Connection, state: &mut Self::Conn, seg: &Segment<'_>) {
+        self.segment(conn, state, seg);
+    }
 }
 
 /// Tracker settings.
@@ -114,97 +133,131 @@ pub trait Analyzer {
 pub struct Config {
     /// Capture time after which an idle connection is closed and freed.
     pub idle_timeout_ns: i64,
+    /// Capture time after which a half-open connection (a handshake never
+    /// completed, no data: [`Connection::is_half_open`]) is closed and freed.
+    /// 75 s is past every retry a SYN or SYN-ACK can still get: Linux waits 1,
+    /// 2, 4… s between SYN retries, 32 s before its last with the default 6
+    /// (`tcp_syn_retries`), 64 s with 7; SYN-ACKs are retried 5 times, the
+    /// last 16 s after the one before (`tcp_synack_retries`).
+    pub half_open_timeout_ns: i64,
     /// Capture time a reset connection stays around for trailing segments (a
     /// connection whose FINs were both acknowledged is freed at once).
     pub close_grace_ns: i64,
+    /// The most connections held at once. When a new connection would exceed
+    /// it, connections already closed are freed before their grace period
+    /// ends, then the open one whose idle deadline comes first (half-open
+    /// ones come due sooner) is closed early: summarised like any other, and
+    /// counted ([`Tracker::closed_early`]).
+    ///
+    /// The ceiling this sets: about 200 bytes per compact connection, about
+    /// 4.5 KB per connection with data (its full state and a diagnosis's).
+    pub max_open: usize,
+    /// Keep connections that have shown only a plain handshake in compact
+    /// form ([`Connection::is_compact`]); `false` tracks every connection in
+    /// full from its first packet (same results, more memory: for tests and
+    /// measurements).
+    pub compact_handshakes: bool,
 }
+
+/// [`Config::max_open`] by default: at most about 50 MB of half-open
+/// connections (a SYN flood), about 1.2 GB if every one of them carries data.
+pub const DEFAULT_MAX_OPEN: usize = 250_000;
 
 impl Default for Config {
     fn default() -> Self {
         Config {
             idle_timeout_ns: 300 * 1_000_000_000,
+            half_open_timeout_ns: 75 * 1_000_000_000,
             close_grace_ns: 1_000_000_000,
+            max_open: DEFAULT_MAX_OPEN,
+            compact_handshakes: true,
         }
     }
 }
 
-/// Normalized 4-tuple: the lower (address, port) first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct Key {
-    a: u128,
-    b: u128,
-    pa: u16,
-    pb: u16,
-}
-
-fn addr_bits(ip: IpAddr) -> u128 {
-    match ip {
-        IpAddr::V4(v4) => u128::from(u32::from(v4)),
-        IpAddr::V6(v6) => u128::from(v6),
-    }
-}
-
-impl Key {
-    /// The key of `seg`'s connection, and whether `seg` comes from the lower
-    /// (address, port) of the tuple (or both ends are the same).
-    fn of(seg: &TcpSegment<'_>) -> (Key, bool) {
-        let s = (addr_bits(seg.src), seg.src_port);
-        let d = (addr_bits(seg.dst), seg.dst_port);
-        let from_lo = s <= d;
-        let (lo, hi) = if from_lo { (s, d) } else { (d, s) };
-        let key = Key {
-            a: lo.0,
-            b: hi.0,
-            pa: lo.1,
-            pb: hi.1,
-        };
-        (key, from_lo)
-    }
-}
-
+/// One connection: its identity and tuple (and its compact handshake while
+/// it has no full state), its full state, its analyzer state.
 struct Slot<C> {
-    conn: Connection,
+    core: Core,
+    full: Option<Box<Connection>>,
     state: C,
 }
+
+impl<C> Slot<C> {
+    fn last_ts(&self) -> Timestamp {
+        self.full
+            .as_ref()
+            .map_or(self.core.last_ts(), |c| c.last_ts)
+    }
+
+    fn is_closed(&self) -> bool {
+        self.full
+            .as_ref()
+            .map_or(self.core.is_closed(), |c| c.is_closed())
+    }
+
+    fn is_half_open(&self) -> bool {
+        self.full
+            .as_ref()
+            .map_or(self.core.is_half_open(), |c| c.is_half_open())
+    }
+}
+
+/// A connection's full state in its box: spare ones are kept boxed, to be
+/// reused without allocating.
+pub(crate) type ConnBox = Box<Connection>;
+
+/// Full-state boxes kept for reuse, at most.
+const SPARE_FULL: usize = 1024;
 
 /// Tracks every TCP connection in a capture and drives an [`Analyzer`].
 ///
 /// Connection state lives in a slab whose slots are reused once a connection
-/// is freed: no allocation per connection, and a new connection lands in
-/// memory that is likely still in cache.
+/// is freed, and the full states' boxes too: no allocation per connection in
+/// the steady state. The hash table holds slot numbers only (the tuple is in
+/// the slot). Idle connections are found through a queue of deadlines, each
+/// connection in it once: no scan of the table.
 pub struct Tracker<A: Analyzer> {
-    table: FxHashMap<Key, u32>,
-    /// The last key looked up and its slot (cleared when that connection is freed).
-    last: Option<(Key, u32)>,
+    table: HashTable<u32>,
+    /// The slot of the last connection used: most segments follow one of their own.
+    last: Option<u32>,
     slots: Vec<Slot<A::Conn>>,
     free: Vec<u32>,
     /// Closed connections waiting out their grace period, oldest first.
-    closing: VecDeque<(Timestamp, Key, u64)>,
+    closing: VecDeque<(Timestamp, u32, u64)>,
+    /// When each open connection falls idle, earliest first. An entry is
+    /// checked when due: a connection seen since is queued again for its new
+    /// deadline; one freed since is dropped.
+    deadlines: Deadlines,
+    spare: Vec<ConnBox>,
     config: Config,
     analyzer: A,
     next_id: u64,
-    last_sweep: Timestamp,
     now: Timestamp,
     peak_open: usize,
-    /// Capture time between idle sweeps: a tenth of the idle timeout.
-    sweep_every_ns: i64,
+    full_open: usize,
+    closed_early: u64,
+    grace_cut: u64,
 }
 
 impl<A: Analyzer> Tracker<A> {
     pub fn new(analyzer: A, config: Config) -> Self {
         Tracker {
-            table: FxHashMap::default(),
+            table: HashTable::new(),
             last: None,
             slots: Vec::new(),
             free: Vec::new(),
             closing: VecDeque::new(),
+            deadlines: Deadlines::default(),
+            spare: Vec::new(),
             config,
             analyzer,
             next_id: 1,
-            last_sweep: Timestamp::default(),
             now: Timestamp::default(),
             peak_open: 0,
-            sweep_every_ns: config.idle_timeout_ns / 10,
+            full_open: 0,
+            closed_early: 0,
+            grace_cut: 0,
         }
     }
 
@@ -226,8 +279,33 @@ impl<A: Analyzer> Tracker<A> {
         self.peak_open
     }
 
-    fn slot(&self, key: &Key) -> Option<&Slot<A::Conn>> {
-        self.table.get(key).map(|&i| &self.slots[i as usize])
+    /// Open connections that hold their full state (the rest are compact handshakes).
+    pub fn full_connections(&self) -> usize {
+        self.full_open
+    }
+
+    /// Connections closed before they ended or idled out because
+    /// [`Config::max_open`] were open.
+    pub fn closed_early(&self) -> u64 {
+        self.closed_early
+    }
+
+    /// Closed connections freed before their grace period was over because
+    /// [`Config::max_open`] were open.
+    pub fn grace_cut_short(&self) -> u64 {
+        self.grace_cut
+    }
+
+    /// Bytes the tracker holds for connections (slots, table, queues, full
+    /// states), as allocated; the analyzer's own per-connection state is extra.
+    pub fn state_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.slots.capacity() * size_of::<Slot<A::Conn>>()
+            + self.table.capacity() * (size_of::<u32>() + 1)
+            + self.free.capacity() * size_of::<u32>()
+            + self.closing.capacity() * size_of::<(Timestamp, u32, u64)>()
+            + self.deadlines.bytes()
+            + (self.full_open + self.spare.len()) * size_of::<Connection>()
     }
 
     /// Feeds one decoded segment captured at `ts` as frame number `frame`.
@@ -236,118 +314,226 @@ impl<A: Analyzer> Tracker<A> {
             self.now = ts;
         }
         self.expire();
-        let (key, from_lo) = Key::of(seg);
-        let flags = seg.flags;
-        if flags.syn() && !flags.ack() {
-            // A SYN on a tuple whose connection is over (or carries another ISN
-            // after data flowed) is port reuse: close the old one first.
-            if self.slot(&key).is_some_and(|s| s.conn.is_reused_by(seg)) {
-                self.finish_key(key);
-            }
-        }
-        let index = match self.last {
-            // Nearly half the segments of a capture follow one of their own
-            // connection (a request and its ACK, a response): no lookup.
-            Some((k, i)) if k == key => i as usize,
-            _ => self.lookup(key, frame, ts, seg, from_lo),
+        let syn_only = seg.flags.syn() && !seg.flags.ack();
+        // Nearly half the segments of a capture follow one of their own
+        // connection (a request and its ACK, a response): no lookup.
+        let last = self.last.and_then(|i| {
+            let slot = self.slots.get(i as usize)?;
+            let dir = slot.core.dir_of(seg)?;
+            (!(syn_only && reused_by(slot, seg))).then_some((i as usize, dir))
+        });
+        let (index, dir) = match last {
+            Some(hit) => hit,
+            None => match self.lookup(frame, ts, seg) {
+                Some(hit) => hit,
+                // The segment opened a compact connection: nothing more to do.
+                None => return,
+            },
         };
-        let Slot { conn, state } = &mut self.slots[index];
-        let was_closed = conn.is_closed();
+        let Some(Slot { core, full, state }) = self.slots.get_mut(index) else {
+            return;
+        };
         let analyzer = &mut self.analyzer;
-        conn.update(frame, ts, seg, from_lo, |c, ev| match ev {
+        let conn = match full {
+            Some(conn) => conn,
+            None => {
+                if core.push(frame, ts, seg, dir) {
+                    if core.is_closed() {
+                        // Refused (RST-ACK): kept for trailing segments like any reset one.
+                        self.closing.push_back((ts, index as u32, core.id));
+                    }
+                    return;
+                }
+                // More than a plain handshake: the full state, and the analyzer
+                // sees the segments it has not seen yet.
+                self.full_open += 1;
+                expand(core, full, state, analyzer, &mut self.spare)
+            }
+        };
+        let was_closed = conn.is_closed();
+        conn.update(frame, ts, seg, dir, |c, ev| match ev {
             conn::Event::Segment(s) => analyzer.segment(c, state, s),
             conn::Event::Exchange(e) => analyzer.exchange(c, state, e),
         });
         // Finished implies closed: one check for the common, open case.
         if conn.is_closed() {
             if conn.is_finished() {
-                self.finish_key(key);
+                self.finish_slot(index as u32);
             } else if !was_closed {
                 let id = conn.id;
-                self.closing.push_back((ts, key, id));
+                self.closing.push_back((ts, index as u32, id));
             }
         }
     }
 
-    /// The slot of `key`'s connection, a new one if it has none; remembered
-    /// as the last one used.
-    fn lookup(
-        &mut self,
-        key: Key,
-        frame: u64,
-        ts: Timestamp,
-        seg: &TcpSegment<'_>,
-        from_lo: bool,
-    ) -> usize {
-        let index = match self.table.get(&key) {
-            Some(&i) => i,
-            None => {
-                let id = self.next_id;
-                self.next_id += 1;
-                let conn = Connection::new(id, frame, ts, seg, from_lo);
-                let i = match self.free.pop() {
-                    Some(i) => {
-                        // Reuse the slot in place: no slot-sized temporary.
-                        let slot = &mut self.slots[i as usize];
-                        slot.conn = conn;
-                        slot.state = A::Conn::default();
-                        i
-                    }
-                    None => {
-                        self.slots.push(Slot {
-                            conn,
-                            state: A::Conn::default(),
-                        });
-                        (self.slots.len() - 1) as u32
-                    }
-                };
-                self.table.insert(key, i);
-                self.peak_open = self.peak_open.max(self.table.len());
+    /// The slot of `seg`'s connection and `seg`'s direction, a new one if it
+    /// has none (`None` if `seg` opened a compact one, which recorded it);
+    /// remembered as the last one used.
+    fn lookup(&mut self, frame: u64, ts: Timestamp, seg: &TcpSegment<'_>) -> Option<(usize, Dir)> {
+        let hash = tuple_hash((seg.src, seg.src_port), (seg.dst, seg.dst_port));
+        let slots = &self.slots;
+        let mut dir = None;
+        let found = self
+            .table
+            .find(hash, |&i| {
+                dir = slots[i as usize].core.dir_of(seg);
+                dir.is_some()
+            })
+            .copied();
+        if let (Some(i), Some(dir)) = (found, dir) {
+            // A SYN on a tuple whose connection is over (or carries another ISN
+            // after data flowed) is port reuse: close the old one first.
+            let syn_only = seg.flags.syn() && !seg.flags.ack();
+            if !(syn_only && reused_by(&self.slots[i as usize], seg)) {
+                self.last = Some(i);
+                return Some((i as usize, dir));
+            }
+            self.finish_slot(i);
+        }
+        while self.table.len() >= self.config.max_open.max(1) {
+            self.make_room();
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let mark = Mark { ts, frame };
+        let (core, full) = if self.config.compact_handshakes && compact::is_plain_syn(seg) {
+            (Core::compact(id, mark, seg), None)
+        } else {
+            let conn = Connection::new(id, frame, ts, seg);
+            self.full_open += 1;
+            (Core::full(&conn), Some(boxed(&mut self.spare, conn)))
+        };
+        let compact = full.is_none();
+        let i = match self.free.pop() {
+            Some(i) => {
+                let slot = &mut self.slots[i as usize];
+                slot.core = core;
+                slot.full = full;
+                slot.state = A::Conn::default();
                 i
             }
+            None => {
+                self.slots.push(Slot {
+                    core,
+                    full,
+                    state: A::Conn::default(),
+                });
+                (self.slots.len() - 1) as u32
+            }
         };
-        self.last = Some((key, index));
-        index as usize
+        let slots = &self.slots;
+        self.table
+            .insert_unique(hash, i, |&j| slots[j as usize].core.hash());
+        self.peak_open = self.peak_open.max(self.table.len());
+        // Queued for the earlier of the two timeouts: the segment that opened
+        // the connection is not tracked yet (a SYN makes it half-open), and a
+        // deadline may come early (it is then queued again), never late.
+        let soonest = self
+            .config
+            .half_open_timeout_ns
+            .min(self.config.idle_timeout_ns);
+        self.deadlines
+            .push((ts.nanos().saturating_add(soonest), i, id));
+        self.compact_deadlines();
+        self.last = Some(i);
+        if compact {
+            return None;
+        }
+        let dir = self.slots[i as usize].core.dir_of(seg)?;
+        Some((i as usize, dir))
+    }
+
+    /// How long the connection in `slot` may stay idle.
+    fn timeout(&self, slot: &Slot<A::Conn>) -> i64 {
+        if slot.is_half_open() {
+            self.config.half_open_timeout_ns
+        } else {
+            self.config.idle_timeout_ns
+        }
     }
 
     /// Closes every connection still open and returns the analyzer.
     pub fn finish(mut self) -> A {
-        let mut keys: Vec<(u64, Key)> = self
-            .table
-            .iter()
-            .map(|(k, &i)| (self.slots[i as usize].conn.id, *k))
-            .collect();
-        keys.sort_unstable_by_key(|(id, _)| *id);
-        for (_, k) in keys {
-            self.finish_key(k);
+        for i in self.open_by_id() {
+            self.finish_slot(i);
         }
         self.analyzer
     }
 
-    fn finish_key(&mut self, key: Key) {
-        if let Some(i) = self.table.remove(&key) {
-            if self.last.is_some_and(|(k, _)| k == key) {
-                self.last = None;
+    /// The slots of the open connections, in the order they opened (by id).
+    fn open_by_id(&self) -> Vec<u32> {
+        let ids = self.table.iter().map(|&i| self.slots[i as usize].core.id);
+        let (Some(low), Some(high)) = (ids.clone().min(), ids.max()) else {
+            return Vec::new();
+        };
+        let n = self.table.len();
+        let span = usize::try_from(high - low).unwrap_or(usize::MAX);
+        if span < 8 * n {
+            // Ids are unique and dense enough: each one's place is its offset.
+            let mut by_id = vec![u32::MAX; span + 1];
+            for &i in self.table.iter() {
+                by_id[(self.slots[i as usize].core.id - low) as usize] = i;
             }
-            let Slot { conn, state } = &mut self.slots[i as usize];
-            let analyzer = &mut self.analyzer;
-            if let Some(ex) = conn.take_exchange() {
-                analyzer.exchange(conn, state, &ex);
-            }
-            analyzer.close(conn, state);
-            self.free.push(i);
+            by_id.retain(|&i| i != u32::MAX);
+            by_id
+        } else {
+            let mut open: Vec<(u64, u32)> = self
+                .table
+                .iter()
+                .map(|&i| (self.slots[i as usize].core.id, i))
+                .collect();
+            open.sort_unstable_by_key(|&(id, _)| id);
+            open.into_iter().map(|(_, i)| i).collect()
         }
     }
 
+    /// Closes and frees the connection in slot `i`.
+    fn finish_slot(&mut self, i: u32) {
+        let Some(slot) = self.slots.get_mut(i as usize) else {
+            return;
+        };
+        if slot.core.id == 0 {
+            return;
+        }
+        let hash = slot.core.hash();
+        if let Ok(entry) = self.table.find_entry(hash, |&j| j == i) {
+            entry.remove();
+        }
+        if self.last == Some(i) {
+            self.last = None;
+        }
+        let slot = &mut self.slots[i as usize];
+        let analyzer = &mut self.analyzer;
+        match slot.full.take() {
+            Some(mut conn) => {
+                if let Some(ex) = conn.take_exchange() {
+                    analyzer.exchange(&conn, &mut slot.state, &ex);
+                }
+                analyzer.close(&conn, &mut slot.state);
+                self.full_open -= 1;
+                if self.spare.len() < SPARE_FULL {
+                    self.spare.push(conn);
+                }
+            }
+            None => close_compact(&slot.core, &mut slot.state, analyzer, &mut self.spare),
+        }
+        slot.core.id = 0;
+        self.free.push(i);
+    }
+
     /// Frees what is due: closed connections past their grace period, idle
-    /// ones at each sweep. Most packets have nothing due: checked inline.
+    /// ones past their deadline. Most packets have nothing due: checked inline.
     #[inline]
     fn expire(&mut self) {
         let grace_over = self
             .closing
             .front()
             .is_some_and(|c| self.now.since(c.0) >= self.config.close_grace_ns);
-        if grace_over || self.now.since(self.last_sweep) >= self.sweep_every_ns {
+        let idle = self
+            .deadlines
+            .first_due()
+            .is_some_and(|due| due <= self.now.nanos());
+        if grace_over || idle {
             self.expire_due();
         }
     }
@@ -355,35 +541,141 @@ impl<A: Analyzer> Tracker<A> {
     #[cold]
     #[inline(never)]
     fn expire_due(&mut self) {
-        while let Some(&(closed_at, key, id)) = self.closing.front() {
+        while let Some(&(closed_at, i, id)) = self.closing.front() {
             if self.now.since(closed_at) < self.config.close_grace_ns {
                 break;
             }
             self.closing.pop_front();
-            if self
-                .slot(&key)
-                .is_some_and(|s| s.conn.id == id && s.conn.is_closed())
-            {
-                self.finish_key(key);
+            if self.is_open(i, id) && self.slots[i as usize].is_closed() {
+                self.finish_slot(i);
             }
         }
-        // Idle sweep, at most once per tenth of the idle timeout of capture time.
-        if self.now.since(self.last_sweep) >= self.sweep_every_ns {
-            self.last_sweep = self.now;
-            let limit = self.config.idle_timeout_ns;
-            let now = self.now;
-            let idle: Vec<Key> = self
-                .table
-                .iter()
-                .filter(|(_, &i)| now.since(self.slots[i as usize].conn.last_ts) >= limit)
-                .map(|(k, _)| *k)
-                .collect();
-            for k in idle {
-                self.finish_key(k);
+        while let Some(due) = self.deadlines.first_due() {
+            if due > self.now.nanos() {
+                break;
+            }
+            let Some((_, i, id)) = self.deadlines.pop() else {
+                break;
+            };
+            if !self.is_open(i, id) {
+                continue;
+            }
+            let slot = &self.slots[i as usize];
+            let actual = slot.last_ts().nanos().saturating_add(self.timeout(slot));
+            if actual <= self.now.nanos() {
+                self.finish_slot(i);
+            } else {
+                self.deadlines.push_back_later((actual, i, id));
             }
         }
+    }
+
+    /// Whether slot `i` still holds connection `id`.
+    fn is_open(&self, i: u32, id: u64) -> bool {
+        self.slots[i as usize].core.id == id
+    }
+
+    /// Frees one connection to stay within [`Config::max_open`]: a closed one
+    /// still in its grace period if any, else the open one nearest its idle
+    /// deadline.
+    #[cold]
+    fn make_room(&mut self) {
+        while let Some((_, i, id)) = self.closing.pop_front() {
+            if self.is_open(i, id) && self.slots[i as usize].is_closed() {
+                self.grace_cut += 1;
+                self.finish_slot(i);
+                return;
+            }
+        }
+        while let Some((due, i, id)) = self.deadlines.pop() {
+            if !self.is_open(i, id) {
+                continue;
+            }
+            let slot = &self.slots[i as usize];
+            let actual = slot.last_ts().nanos().saturating_add(self.timeout(slot));
+            if actual > due {
+                // Seen since it was queued: queued again for when it is due.
+                self.deadlines.push_back_later((actual, i, id));
+                continue;
+            }
+            self.closed_early += 1;
+            self.finish_slot(i);
+            return;
+        }
+    }
+
+    /// Drops the deadlines of connections already freed once they outnumber
+    /// the open ones: the queue stays within twice the open connections.
+    fn compact_deadlines(&mut self) {
+        if self.deadlines.len() > 2 * self.table.len() + 1024 {
+            let slots = &self.slots;
+            self.deadlines
+                .retain(|&(_, i, id)| slots[i as usize].core.id == id);
+        }
+    }
+}
+
+/// Whether a SYN (without ACK) `seg` on the connection in `slot` starts a new one.
+fn reused_by<C>(slot: &Slot<C>, seg: &TcpSegment<'_>) -> bool {
+    match &slot.full {
+        Some(conn) => conn.is_reused_by(seg),
+        None => slot.core.is_reused_by_syn(),
+    }
+}
+
+/// `conn` in a box from `spare` if there is one, else in a new box.
+fn boxed(spare: &mut Vec<ConnBox>, conn: Connection) -> Box<Connection> {
+    match spare.pop() {
+        Some(mut b) => {
+            *b = conn;
+            b
+        }
+        None => Box::new(conn),
+    }
+}
+
+/// Gives the compact connection `core` its full state in `full` and shows the
+/// analyzer the segments it recorded; returns the full state.
+#[cold]
+#[inline(never)]
+fn expand<'s, A: Analyzer>(
+    core: &Core,
+    full: &'s mut Option<Box<Connection>>,
+    state: &mut A::Conn,
+    analyzer: &mut A,
+    spare: &mut Vec<ConnBox>,
+) -> &'s mut Box<Connection> {
+    let conn = full.insert(core.expand(spare));
+    let (replay, n) = core.replay();
+    for r in &replay[..n] {
+        analyzer.segment(conn, state, &r.segment());
+    }
+    conn
+}
+
+/// Closes a connection that is still a compact handshake: rebuilt for the
+/// analyzer ([`Connection::is_compact`]), its segments shown, then closed.
+#[cold]
+#[inline(never)]
+fn close_compact<A: Analyzer>(
+    core: &Core,
+    state: &mut A::Conn,
+    analyzer: &mut A,
+    spare: &mut Vec<ConnBox>,
+) {
+    let mut conn = core.expand(spare);
+    conn.compact = true;
+    let (replay, n) = core.replay();
+    for r in &replay[..n] {
+        analyzer.compact_segment(&conn, state, &r.segment());
+    }
+    analyzer.close(&conn, state);
+    if spare.len() < SPARE_FULL {
+        spare.push(conn);
     }
 }
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_compact;

@@ -116,6 +116,12 @@ struct AnalyzeArgs {
     /// Connections kept for the JSON `connections` list (bounds memory on huge captures).
     #[arg(long, default_value_t = 1000, value_name = "N")]
     max_connections: usize,
+    /// Connections tracked at once, at most: bounds memory on SYN floods and scans (about 200 B
+    /// per half-open connection, 4.5 KB per one with data). Beyond it the idlest are closed early
+    /// (half-open ones first), summarised and counted in a warning.
+    #[arg(long, default_value_t = tcpdoctor_diagnose::DEFAULT_MAX_OPEN as u64, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_open_connections: u64,
     /// Exit with status 1 when any finding is reported (for scripts and CI).
     #[arg(long)]
     fail_on_finding: bool,
@@ -203,6 +209,10 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
     let format = format.to_string();
     let mut engine = Engine::new(Options {
         max_connections: args.max_connections,
+        flow: tcpdoctor_diagnose::FlowConfig {
+            max_open: usize::try_from(args.max_open_connections).unwrap_or(usize::MAX),
+            ..tcpdoctor_diagnose::FlowConfig::default()
+        },
         ..Options::default()
     });
     let stopped = input.feed(&mut engine);
