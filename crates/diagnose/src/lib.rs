@@ -453,6 +453,7 @@ pub struct ConnState {
     loss: LossState,
     latency: LatencyState,
     idle: rules::idle::IdleState,
+    restart: rules::slow_start_after_idle::RestartState,
     kinds_seen: u32,
     time_lost_ns: i64,
     exchanges: u64,
@@ -765,6 +766,21 @@ impl Diagnoser {
                 agg.requests += requests;
                 agg.flights += flights;
             }
+            Detail::Restart {
+                idle_ns,
+                rounds,
+                extra_rounds,
+                bytes,
+                rtt_ns,
+                ..
+            } => {
+                // Waits between flights, those the restart added, idle time.
+                agg.stalls += rounds;
+                agg.count += extra_rounds;
+                agg.bytes += bytes;
+                agg.transfer_ns += idle_ns;
+                agg.rtt_ns_min = min_opt(agg.rtt_ns_min, rtt_ns);
+            }
             Detail::ZeroWindow { probes, reopened } => {
                 agg.count += u64::from(probes);
                 agg.flagged += u64::from(!reopened);
@@ -848,11 +864,13 @@ impl Analyzer for Diagnoser {
                 window,
                 loss,
                 congestion,
+                restart,
                 claims,
                 ..
             } = &mut *state;
             loss.on_segment(conn, seg, out, claims);
             congestion.on_segment(conn, seg, window.blocked(seg.dir), claims);
+            restart.on_segment(conn, seg, window.blocked(seg.dir), out);
             window.on_segment(conn, seg, || ring.rows(None, &[]), claims);
         }
         if !self.scratch.is_empty() {
@@ -934,8 +952,10 @@ impl Analyzer for Diagnoser {
         state.zero_window.on_close(conn, &mut out);
         state.loss.on_close(conn, &mut out);
         state.congestion.on_close(conn, &mut out);
+        state.restart.on_close(conn, &mut out);
         let congestion = out.iter().any(|o| o.kind == Kind::CongestionLimited);
-        state.latency.on_close(conn, congestion, &mut out);
+        let restarts = state.restart.lost_ns();
+        state.latency.on_close(conn, congestion, restarts, &mut out);
         rules::setup::on_close(conn, &mut out);
         for o in out.drain(..) {
             self.record(conn, state, o);

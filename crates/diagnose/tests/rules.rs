@@ -508,3 +508,75 @@ fn a_retransmission_timer_silence_is_not_a_congestion_wait() {
         g.total_delay_ms
     );
 }
+
+/// Captured at the client across a 40 ms path: six keep-alive GETs, 1 s
+/// apart, each answered by 70 segments of 1448 B. The first response leaves
+/// in slow start (10, 20, 40 segments a round trip apart); the later ones in
+/// the flights `later` (each flight's segments back to back, one ACK per
+/// flight).
+fn keepalive_after_idle(later: &[u32]) -> Analysis {
+    let mut sim = Sim {
+        scale: 7,
+        ..Sim::default()
+    };
+    sim.c(0, 0, 0, SYN, 0)
+        .s(40_000, 0, 1, SYN | ACK, 0)
+        .c(40_010, 1, 1, ACK, 0);
+    let (mut cs, mut ss, mut t) = (1u32, 1u32, 40_100);
+    for i in 0..6 {
+        let flights: &[u32] = if i == 0 { &[10, 20, 40] } else { later };
+        sim.c(t, cs, ss, PSH, 100);
+        cs += 100;
+        let mut at = t + 40_000;
+        for (k, &n) in flights.iter().enumerate() {
+            for j in 0..n {
+                let last = k + 1 == flights.len() && j + 1 == n;
+                sim.s(
+                    at + i64::from(j) * 12,
+                    ss,
+                    cs,
+                    if last { PSH } else { ACK },
+                    1448,
+                );
+                ss += 1448;
+            }
+            // The flight's ACKs reach the server a round trip after it left.
+            sim.c(at + i64::from(n) * 12 + 20, cs, ss, ACK, 0);
+            at += 40_000;
+        }
+        t = at + 1_000_000;
+    }
+    sim.run()
+}
+
+#[test]
+fn slow_start_after_idle_fires_when_a_grown_window_restarts() {
+    let a = keepalive_after_idle(&[10, 20, 40]);
+    assert_eq!(kinds(&a)[0], "slow_start_after_idle", "{:?}", kinds(&a));
+    let f = &a.findings[0];
+    assert_eq!(f.culprit.role, "server");
+    assert_eq!(f.occurrences, 5);
+    assert_eq!(f.details["restart_flight_bytes"], 10 * 1448);
+    // Two round trips per response the grown window would not have needed.
+    assert_eq!(f.details["extra_round_trips"], 10);
+    assert!(
+        (f.typical_delay_ms - 80.0).abs() < 2.0,
+        "{}",
+        f.typical_delay_ms
+    );
+    // The twin kept its window: each later response in one flight.
+    let kept = keepalive_after_idle(&[70]);
+    assert!(
+        !kinds(&kept).contains(&"slow_start_after_idle"),
+        "{:?}",
+        kinds(&kept)
+    );
+    // Equal chunks a round trip apart are not slow start (an application
+    // writing in pieces): no restart either.
+    let paced = keepalive_after_idle(&[10, 10, 10, 10, 10, 10, 10]);
+    assert!(
+        !kinds(&paced).contains(&"slow_start_after_idle"),
+        "{:?}",
+        kinds(&paced)
+    );
+}

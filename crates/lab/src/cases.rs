@@ -83,6 +83,8 @@ pub struct Setup {
     pub server_initcwnd: Option<u32>,
     /// net.ipv4.tcp_rmem of the client.
     pub client_rmem: Option<&'static str>,
+    /// net.ipv4.tcp_slow_start_after_idle of the server (Linux default: on).
+    pub server_slow_start_after_idle: bool,
     pub server: ServerSpec,
     pub client: ClientSpec,
     pub action: Action,
@@ -101,6 +103,7 @@ impl Default for Setup {
             server_cc: None,
             server_initcwnd: None,
             client_rmem: None,
+            server_slow_start_after_idle: true,
             server: ServerSpec::default(),
             client: ClientSpec::default(),
             action: Action::None,
@@ -489,6 +492,37 @@ pub fn all() -> Vec<Case> {
             },
             fix: Some(("initcwnd 1000 on the server's route", |s| {
                 s.server_initcwnd = Some(1000)
+            })),
+            peers: &[Peer::Builtin],
+            wrk_connections: 4,
+        },
+        Case {
+            name: "slow-start-after-idle",
+            summary: "6 keep-alive responses of 200 KB, 1 s apart, across a 35 ms RTT (Reno, \
+                      tcp_slow_start_after_idle=1 on the server)",
+            expected: Some(("slow_start_after_idle", "server")),
+            detail: None,
+            headline: Headline::Latency,
+            vantage: Vantage::Client,
+            setup: Setup {
+                one_way: Duration::from_micros(17_500),
+                // BBR keeps its pacing rate over idle spells (Linux skips the
+                // restart for congestion controls with their own `cong_control`).
+                server_cc: Some("reno"),
+                client_rmem: Some("4096 1048576 6291456"),
+                server: ServerSpec {
+                    body_bytes: 200_000,
+                    ..ServerSpec::default()
+                },
+                client: ClientSpec {
+                    requests: 6,
+                    pause_between: MS(1000),
+                    ..ClientSpec::default()
+                },
+                ..Setup::default()
+            },
+            fix: Some(("net.ipv4.tcp_slow_start_after_idle=0 on the server", |s| {
+                s.server_slow_start_after_idle = false
             })),
             peers: &[Peer::Builtin],
             wrk_connections: 4,

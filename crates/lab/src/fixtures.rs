@@ -41,6 +41,7 @@ const ZERO: Option<(&str, &str)> = Some(("zero_window", "client"));
 const LOSS: Option<(&str, &str)> = Some(("packet_loss", "network"));
 const LATENCY: Option<(&str, &str)> = Some(("network_latency", "network"));
 const CWND: Option<(&str, &str)> = Some(("congestion_limited", "network"));
+const RESTART: Option<(&str, &str)> = Some(("slow_start_after_idle", "server"));
 
 /// Every fixture, in the order of fixtures/ACCURACY.md.
 pub fn all() -> Vec<Fixture> {
@@ -301,6 +302,33 @@ pub fn all() -> Vec<Fixture> {
             Server,
             |s| s.one_way = Duration::ZERO,
             SERVER_DELAY,
+        ),
+        // Keep-alive responses after 1 s idle restart from the initial
+        // window; the twin keeps its window (tcp_slow_start_after_idle=0):
+        // only the round trips are left.
+        f(
+            "slow-start-after-idle.client.pcap",
+            "slow-start-after-idle",
+            false,
+            Client,
+            same,
+            RESTART,
+        ),
+        f(
+            "slow-start-after-idle.server.pcap",
+            "slow-start-after-idle",
+            false,
+            Server,
+            same,
+            RESTART,
+        ),
+        f(
+            "slow-start-after-idle-off.client.pcap",
+            "slow-start-after-idle",
+            true,
+            Client,
+            same,
+            LATENCY,
         ),
         f(
             "slow-start-warm.client.pcap",

@@ -306,6 +306,9 @@ pub struct ClientSpec {
     pub rcvbuf: Option<usize>,
     /// Idle time after connecting, before the first request.
     pub idle_before_request: Duration,
+    /// Idle time between a response and the next request on a connection
+    /// (keep-alive pauses; the first request leaves at once).
+    pub pause_between: Duration,
     pub slow_read: Option<SlowRead>,
 }
 
@@ -321,6 +324,7 @@ impl Default for ClientSpec {
             nodelay: false,
             rcvbuf: None,
             idle_before_request: Duration::ZERO,
+            pause_between: Duration::ZERO,
             slow_read: None,
         }
     }
@@ -401,6 +405,10 @@ fn worker(server: SocketAddrV4, spec: &ClientSpec, start: Instant) -> ClientResu
         loop {
             if !spec.idle_before_request.is_zero() {
                 thread::sleep(spec.idle_before_request);
+            }
+            if n > 0 && !spec.pause_between.is_zero() {
+                thread::sleep(spec.pause_between);
+                due = Instant::now();
             }
             let res = (|| -> io::Result<u64> {
                 if spec.split_write && !body.is_empty() {

@@ -91,6 +91,15 @@ fn prepare(t: &mut Topology, s: &Setup, peer: Peer) -> Result<(Running, Duration
     if let Some(rmem) = s.client_rmem {
         ns::sysctl(&t.client, "net.ipv4.tcp_rmem", rmem)?;
     }
+    ns::sysctl(
+        &t.server,
+        "net.ipv4.tcp_slow_start_after_idle",
+        if s.server_slow_start_after_idle {
+            "1"
+        } else {
+            "0"
+        },
+    )?;
     let initcwnd = s.server_initcwnd.map(|n| n.to_string());
     let mut route = vec![
         "-n",

@@ -169,6 +169,10 @@ fn cause(f: &Finding, a: &Analysis) -> String {
         "congestion_limited" => {
             format!("transfers wait on the sender's congestion window (~{typ} per exchange)")
         }
+        "slow_start_after_idle" => format!(
+            "{ep} ({role}) restarts from its initial window after each idle spell \
+             (tcp_slow_start_after_idle), so each response after a pause pays extra round trips (~{typ} each)"
+        ),
         other => format!("{other} at {ep} ({role}), ~{typ} each"),
     };
     format!("{what}; that is {share:.0}% of the time ({})", f.kind)

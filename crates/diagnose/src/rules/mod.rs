@@ -7,6 +7,7 @@ pub mod nagle;
 pub mod receive_window;
 pub mod retransmission;
 pub mod setup;
+pub mod slow_start_after_idle;
 pub mod timing;
 pub mod zero_window;
 
@@ -28,6 +29,7 @@ pub enum Kind {
     ClientDelay,
     NetworkLatency,
     CongestionLimited,
+    SlowStartAfterIdle,
 }
 
 impl Kind {
@@ -43,6 +45,7 @@ impl Kind {
             Kind::ClientDelay => "client_delay",
             Kind::NetworkLatency => "network_latency",
             Kind::CongestionLimited => "congestion_limited",
+            Kind::SlowStartAfterIdle => "slow_start_after_idle",
         }
     }
 
@@ -153,5 +156,18 @@ pub enum Detail {
         transfer_ns: i64,
         stalls: u64,
         receive_buffer_hint: Option<&'static str>,
+    },
+    Restart {
+        /// The sender's idle spell before the message.
+        idle_ns: i64,
+        /// The message's first flight, and the window grown before (bytes).
+        restart_flight: u32,
+        grown_flight: u32,
+        /// Waits between its flights, and those the grown window would not have needed.
+        rounds: u64,
+        extra_rounds: u64,
+        bytes: u64,
+        mss: u32,
+        rtt_ns: Option<i64>,
     },
 }
