@@ -11,6 +11,11 @@ use crate::model::*;
 use crate::rules::{Detail, Kind};
 use crate::{round3, Aggregate, ConnState};
 
+/// A window reopened this many round trips (and ms) after it filled, with
+/// throughput this many times below rwnd/RTT, is paced by its reader.
+const SLOW_READER_RTTS: f64 = 4.0;
+const SLOW_READER_MIN_MS: f64 = 10.0;
+
 fn ms(ns: i64) -> f64 {
     round3(ns as f64 / 1e6)
 }
@@ -152,7 +157,41 @@ pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
             } else {
                 0.0
             };
-            let explanation = format!(
+            // The window explains the throughput only when each stall lasts
+            // about a round trip (throughput ≈ rwnd/RTT). A window that
+            // reopens far later than the round trip is reopened by the
+            // receiving application reading, slowly.
+            let stall_ms = ms(a.total_ns / a.stalls.max(1) as i64);
+            let slow_reader = matches!((rtt, ceiling), (Some(r), Some(c))
+                if stall_ms >= SLOW_READER_RTTS * r && stall_ms >= SLOW_READER_MIN_MS
+                    && tput * SLOW_READER_RTTS < c);
+            let cause = if slow_reader {
+                Some("slow_reader")
+            } else {
+                *receive_buffer_hint
+            };
+            let explanation = if slow_reader {
+                format!(
+                    "{ep} ({role}) reads slowly: the {peer} fills its receive window (about {w}, {wmss:.1} × MSS \
+                     {mss:.0} B) and then waits until {ep} reopens it, every {stall_ms:.1} ms on average, {x:.0} times \
+                     the round trip ({r:.2} ms) — {stalls} times, {pct:.0}% of the transfer. The window is not what \
+                     limits the transfer: at rwnd/RTT it would carry {ceil}, and the transfer moved {bytes} in \
+                     {secs:.2} s ({tput}). The receiver acknowledges at once but frees buffer space only as its \
+                     application reads, a few KB at a time (a printer, a busy consumer, a reader blocked on \
+                     something else).",
+                    w = human_bytes(window),
+                    wmss = window / mss.max(1.0),
+                    x = stall_ms / rtt.unwrap_or(1.0).max(1e-3),
+                    r = rtt.unwrap_or(0.0),
+                    stalls = a.stalls,
+                    pct = at_window * 100.0,
+                    ceil = human_rate(ceiling.unwrap_or(0.0)),
+                    bytes = human_bytes(a.bytes as f64),
+                    secs = transfer_s,
+                    tput = human_rate(tput),
+                )
+            } else {
+                format!(
                 "{ep} ({role}) advertises a receive window of about {w} ({wmss:.1} × MSS {mss:.0} B) while the {peer} has \
                  more to send: bytes in flight sat at that window for {pct:.0}% of the transfer, {stalls} times the \
                  sender stopped until an ACK opened the window. {ceil}The transfer moved {bytes} in {secs:.2} s \
@@ -169,8 +208,19 @@ pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
                 bytes = human_bytes(a.bytes as f64),
                 secs = transfer_s,
                 tput = human_rate(tput),
-            );
-            let fix = window_fix(&ep, *receive_buffer_hint, rtt);
+                )
+            };
+            let fix = if slow_reader {
+                format!(
+                    "The receiving application at {ep} reads too slowly: find what it waits on between reads (a \
+                     device, disk, a lock, a busy thread, back-pressure from downstream) and read promptly — larger \
+                     reads, a dedicated reader thread, or a queue in the application. A larger receive buffer \
+                     would not raise the throughput (the window is already larger than the path needs at this \
+                     pace); it only absorbs a longer burst."
+                )
+            } else {
+                window_fix(&ep, *receive_buffer_hint, rtt)
+            };
             let details = json!({
                 "window_bytes": window.round(),
                 "window_min_bytes": a.window_min,
@@ -183,7 +233,8 @@ pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
                 "transfer_ms": ms(a.transfer_ns),
                 "stalls": a.stalls,
                 "share_of_transfer": at_window,
-                "cause": receive_buffer_hint,
+                "reopen_interval_ms": stall_ms,
+                "cause": cause,
             });
             (explanation, fix, details)
         }

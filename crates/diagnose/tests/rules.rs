@@ -580,3 +580,55 @@ fn slow_start_after_idle_fires_when_a_grown_window_restarts() {
         kinds(&paced)
     );
 }
+
+/// A 58 KB response into a 4000-byte receive window across a `rtt_us` path:
+/// the server sends two segments, the client acknowledges them at once
+/// (the window full: 1104 bytes left) and reopens the window `reopen_us`
+/// after they arrived.
+fn window_paced(rtt_us: i64, reopen_us: i64) -> Analysis {
+    let mut sim = Sim::default();
+    let half = rtt_us / 2;
+    sim.c(0, 0, 0, SYN, 0)
+        .seg(half, false, 0, 1, SYN | ACK, 0, 4000)
+        .seg(rtt_us, true, 1, 1, ACK, 0, 4000);
+    sim.seg(rtt_us + 10, true, 1, 1, PSH, 100, 4000);
+    let (mut ss, mut t) = (1u32, rtt_us + 10 + rtt_us);
+    for _ in 0..20 {
+        sim.s(t, ss, 101, ACK, 1448)
+            .s(t + 12, ss + 1448, 101, ACK, 1448);
+        ss += 2896;
+        sim.seg(t + half, true, 101, ss, ACK, 0, 1104).seg(
+            t + half + reopen_us,
+            true,
+            101,
+            ss,
+            ACK,
+            0,
+            4000,
+        );
+        t += half + reopen_us + half;
+    }
+    sim.run()
+}
+
+#[test]
+fn a_window_reopened_by_a_slow_reader_is_not_a_small_buffer() {
+    // 0.2 ms path, the window reopens every 70 ms: the reader's pace.
+    let a = window_paced(200, 70_000);
+    let f = &a.findings[0];
+    assert_eq!(
+        (f.kind, f.culprit.role),
+        ("receive_window_limited", "client")
+    );
+    assert_eq!(f.details["cause"], "slow_reader");
+    assert!(f.fix.contains("reads too slowly"), "{}", f.fix);
+    assert!(!f.fix.contains("Raise the receive buffer"));
+    // 35 ms path, the window reopens a round trip later: the buffer's size.
+    let b = window_paced(35_000, 0);
+    let f = &b.findings[0];
+    assert_eq!(
+        (f.kind, f.culprit.role),
+        ("receive_window_limited", "client")
+    );
+    assert_eq!(f.details["cause"], "small_receive_buffer");
+}

@@ -123,6 +123,15 @@ fn cause(f: &Finding, a: &Analysis) -> String {
                 "request"
             }
         ),
+        "receive_window_limited"
+            if f.details.get("cause").and_then(|c| c.as_str()) == Some("slow_reader") =>
+        {
+            format!(
+                "{ep} ({role}) reads slowly: its receive window fills and reopens only every ~{} \
+                 (far beyond the round trip), as its application reads",
+                fmt_ms(f.details.get("reopen_interval_ms").and_then(|v| v.as_f64()).unwrap_or(0.0))
+            )
+        }
         "receive_window_limited" => {
             let window = f
                 .details
