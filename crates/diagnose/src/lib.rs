@@ -454,6 +454,7 @@ pub struct ConnState {
     latency: LatencyState,
     idle: rules::idle::IdleState,
     restart: rules::slow_start_after_idle::RestartState,
+    mtu: rules::path_mtu::MtuState,
     kinds_seen: u32,
     time_lost_ns: i64,
     exchanges: u64,
@@ -781,6 +782,14 @@ impl Diagnoser {
                 agg.transfer_ns += idle_ns;
                 agg.rtt_ns_min = min_opt(agg.rtt_ns_min, rtt_ns);
             }
+            Detail::Blackhole {
+                retransmissions,
+                rtt_ns,
+                ..
+            } => {
+                agg.count += u64::from(retransmissions);
+                agg.rtt_ns_min = min_opt(agg.rtt_ns_min, rtt_ns);
+            }
             Detail::ZeroWindow { probes, reopened } => {
                 agg.count += u64::from(probes);
                 agg.flagged += u64::from(!reopened);
@@ -865,10 +874,12 @@ impl Analyzer for Diagnoser {
                 loss,
                 congestion,
                 restart,
+                mtu,
                 claims,
                 ..
             } = &mut *state;
             loss.on_segment(conn, seg, out, claims);
+            mtu.on_segment(conn, seg, out);
             congestion.on_segment(conn, seg, window.blocked(seg.dir), claims);
             restart.on_segment(conn, seg, window.blocked(seg.dir), out);
             window.on_segment(conn, seg, || ring.rows(None, &[]), claims);
@@ -951,6 +962,7 @@ impl Analyzer for Diagnoser {
         state.window.on_close(conn, &mut out);
         state.zero_window.on_close(conn, &mut out);
         state.loss.on_close(conn, &mut out);
+        state.mtu.on_close(conn, &mut out);
         state.congestion.on_close(conn, &mut out);
         state.restart.on_close(conn, &mut out);
         let congestion = out.iter().any(|o| o.kind == Kind::CongestionLimited);

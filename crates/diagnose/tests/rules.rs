@@ -632,3 +632,50 @@ fn a_window_reopened_by_a_slow_reader_is_not_a_small_buffer() {
     );
     assert_eq!(f.details["cause"], "small_receive_buffer");
 }
+
+/// A GET answered with 4096 bytes on a 1 ms path, captured at the server:
+/// the first 1460-byte segment is retransmitted on the timer (backing off)
+/// three times unanswered; then, when `smaller`, the data goes again in
+/// 1024-byte segments that are acknowledged, otherwise the third full-size
+/// retransmission is.
+fn full_size_vanishing(smaller: bool) -> Analysis {
+    let mut sim = Sim::default();
+    sim.handshake();
+    sim.c(2000, 1, 1, PSH, 100);
+    let t = 2500;
+    sim.s(t, 1, 101, ACK, 1460);
+    for back in [200_000, 600_000, 1_400_000] {
+        sim.s(t + back, 1, 101, ACK, 1460);
+    }
+    let mut at = t + 3_000_000;
+    if smaller {
+        let mut seq = 1u32;
+        for n in [1024usize, 1024, 1024, 1024] {
+            sim.s(at, seq, 101, PSH, n);
+            seq += n as u32;
+            sim.c(at + 1000, 101, seq, ACK, 0);
+            at += 1100;
+        }
+    } else {
+        at = t + 1_400_000;
+        sim.c(at + 1000, 101, 1461, ACK, 0);
+        sim.s(at + 1100, 1461, 101, PSH, 1460)
+            .s(at + 1110, 2921, 101, PSH, 1176)
+            .c(at + 2100, 101, 4097, ACK, 0);
+    }
+    sim.run()
+}
+
+#[test]
+fn path_mtu_blackhole_when_only_smaller_segments_pass() {
+    let a = full_size_vanishing(true);
+    let f = &a.findings[0];
+    assert_eq!((f.kind, f.culprit.role), ("path_mtu_blackhole", "network"));
+    assert_eq!(f.details["lost_segment_bytes"], 1460);
+    assert_eq!(f.details["passing_segment_bytes"], 1024);
+    assert_eq!(f.details["full_size_retransmissions"], 3);
+    // The full-size segment got through in the end: a plain timeout.
+    let b = full_size_vanishing(false);
+    assert_eq!(kinds(&b)[0], "retransmission_timeout", "{:?}", kinds(&b));
+    assert!(!kinds(&b).contains(&"path_mtu_blackhole"));
+}

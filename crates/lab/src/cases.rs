@@ -85,6 +85,14 @@ pub struct Setup {
     pub client_rmem: Option<&'static str>,
     /// net.ipv4.tcp_slow_start_after_idle of the server (Linux default: on).
     pub server_slow_start_after_idle: bool,
+    /// MTU of the router's client-facing link (`ethc`): the path MTU
+    /// towards the client. None: 1500.
+    pub client_link_mtu: Option<u32>,
+    /// The router drops the ICMP "fragmentation needed" it sends (a
+    /// firewall filtering ICMP): path MTU discovery cannot work.
+    pub filter_frag_needed: bool,
+    /// net.ipv4.tcp_mtu_probing of the server (Linux default: 0).
+    pub server_mtu_probing: bool,
     pub server: ServerSpec,
     pub client: ClientSpec,
     pub action: Action,
@@ -104,6 +112,9 @@ impl Default for Setup {
             server_initcwnd: None,
             client_rmem: None,
             server_slow_start_after_idle: true,
+            client_link_mtu: None,
+            filter_frag_needed: false,
+            server_mtu_probing: false,
             server: ServerSpec::default(),
             client: ClientSpec::default(),
             action: Action::None,
@@ -326,6 +337,37 @@ pub fn all() -> Vec<Case> {
                 ..Setup::default()
             },
             fix: Some(("a path without the outage", |s| s.action = Action::None)),
+            peers: &[Peer::Builtin],
+            wrk_connections: 4,
+        },
+        Case {
+            name: "path-mtu-blackhole",
+            summary: "3 responses of 30 KB through a router whose client-facing link has an MTU \
+                      of 1400 and whose ICMP 'fragmentation needed' is filtered (server: \
+                      tcp_mtu_probing=1)",
+            expected: Some(("path_mtu_blackhole", "network")),
+            detail: None,
+            headline: Headline::Latency,
+            vantage: Vantage::Client,
+            setup: Setup {
+                client_link_mtu: Some(1400),
+                filter_frag_needed: true,
+                // With 0 (the default) the connection never recovers.
+                server_mtu_probing: true,
+                server: ServerSpec {
+                    body_bytes: 30_000,
+                    ..ServerSpec::default()
+                },
+                client: ClientSpec {
+                    connections: 3,
+                    ..ClientSpec::default()
+                },
+                ..Setup::default()
+            },
+            fix: Some((
+                "the router's ICMP 'fragmentation needed' let through",
+                |s| s.filter_frag_needed = false,
+            )),
             peers: &[Peer::Builtin],
             wrk_connections: 4,
         },

@@ -42,6 +42,7 @@ const LOSS: Option<(&str, &str)> = Some(("packet_loss", "network"));
 const LATENCY: Option<(&str, &str)> = Some(("network_latency", "network"));
 const CWND: Option<(&str, &str)> = Some(("congestion_limited", "network"));
 const RESTART: Option<(&str, &str)> = Some(("slow_start_after_idle", "server"));
+const MTU: Option<(&str, &str)> = Some(("path_mtu_blackhole", "network"));
 
 /// Every fixture, in the order of fixtures/ACCURACY.md.
 pub fn all() -> Vec<Fixture> {
@@ -227,6 +228,41 @@ pub fn all() -> Vec<Fixture> {
             RouterServer,
             same,
             LOSS,
+        ),
+        // Full-size segments dropped by a 1400-byte link whose ICMP is
+        // filtered: the server (tcp_mtu_probing=1) falls back to 1024-byte
+        // segments after its timer backs off; the twin lets the ICMP through.
+        f(
+            "path-mtu-blackhole.client.pcap",
+            "path-mtu-blackhole",
+            false,
+            Client,
+            same,
+            MTU,
+        ),
+        f(
+            "path-mtu-blackhole.router.pcap",
+            "path-mtu-blackhole",
+            false,
+            RouterServer,
+            same,
+            MTU,
+        ),
+        f(
+            "path-mtu-blackhole.server.pcap",
+            "path-mtu-blackhole",
+            false,
+            Server,
+            same,
+            MTU,
+        ),
+        f(
+            "path-mtu-icmp.client.pcap",
+            "path-mtu-blackhole",
+            true,
+            Client,
+            same,
+            None,
         ),
         f(
             "rto.client.pcap",

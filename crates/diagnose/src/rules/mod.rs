@@ -4,6 +4,7 @@
 pub mod congestion;
 pub mod idle;
 pub mod nagle;
+pub mod path_mtu;
 pub mod receive_window;
 pub mod retransmission;
 pub mod setup;
@@ -30,6 +31,7 @@ pub enum Kind {
     NetworkLatency,
     CongestionLimited,
     SlowStartAfterIdle,
+    PathMtuBlackhole,
 }
 
 impl Kind {
@@ -46,6 +48,7 @@ impl Kind {
             Kind::NetworkLatency => "network_latency",
             Kind::CongestionLimited => "congestion_limited",
             Kind::SlowStartAfterIdle => "slow_start_after_idle",
+            Kind::PathMtuBlackhole => "path_mtu_blackhole",
         }
     }
 
@@ -168,6 +171,16 @@ pub enum Detail {
         extra_rounds: u64,
         bytes: u64,
         mss: u32,
+        rtt_ns: Option<i64>,
+    },
+    Blackhole {
+        /// The segment size that never got through, the one that did.
+        big_len: u32,
+        small_len: u32,
+        /// Full-size retransmissions seen (0 beyond the drop).
+        retransmissions: u32,
+        /// The retransmissions were seen (the capture is on the sender's side).
+        seen: bool,
         rtt_ns: Option<i64>,
     },
 }
