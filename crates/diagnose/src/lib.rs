@@ -262,6 +262,7 @@ impl Engine {
         } else {
             capture_ns as f64
         };
+        fold_listen_queue(&mut d.aggregates, d.options.max_evidence);
         let mut findings: Vec<Finding> = d
             .aggregates
             .into_values()
@@ -351,6 +352,42 @@ impl Engine {
             capture,
             connections,
             findings,
+        }
+    }
+}
+
+/// SYN retries to a server whose accept queue was seen full are that queue's:
+/// folded into its `listen_queue_overflow` finding.
+fn fold_listen_queue(aggregates: &mut FxHashMap<AggKey, Aggregate>, max_evidence: usize) {
+    let servers: Vec<SocketAddr> = aggregates
+        .keys()
+        .filter(|k| k.kind == Kind::ListenQueueOverflow)
+        .map(|k| k.endpoint)
+        .collect();
+    for server in servers {
+        let syn: Vec<AggKey> = aggregates
+            .keys()
+            .filter(|k| k.kind == Kind::SynRetransmit && k.endpoint == server)
+            .cloned()
+            .collect();
+        for key in syn {
+            let Some(s) = aggregates.remove(&key) else {
+                continue;
+            };
+            let target = AggKey {
+                kind: Kind::ListenQueueOverflow,
+                role: "server",
+                endpoint: server,
+            };
+            if let Some(agg) = aggregates.get_mut(&target) {
+                agg.connections += s.connections;
+                agg.occurrences += s.occurrences;
+                agg.delays.merge(&s.delays);
+                agg.total_ns += s.total_ns;
+                agg.count += s.count;
+                agg.evidence.extend(s.evidence);
+                agg.evidence.truncate(max_evidence);
+            }
         }
     }
 }
@@ -455,6 +492,7 @@ pub struct ConnState {
     idle: rules::idle::IdleState,
     restart: rules::slow_start_after_idle::RestartState,
     mtu: rules::path_mtu::MtuState,
+    listen: rules::listen_queue::ListenState,
     kinds_seen: u32,
     time_lost_ns: i64,
     exchanges: u64,
@@ -782,6 +820,15 @@ impl Diagnoser {
                 agg.transfer_ns += idle_ns;
                 agg.rtt_ns_min = min_opt(agg.rtt_ns_min, rtt_ns);
             }
+            Detail::Listen {
+                syn_drops,
+                ack_dropped,
+                accept_wait_ns,
+            } => {
+                agg.count += u64::from(syn_drops);
+                agg.flagged += u64::from(ack_dropped);
+                agg.inside_ns += accept_wait_ns;
+            }
             Detail::Blackhole {
                 retransmissions,
                 rtt_ns,
@@ -875,11 +922,13 @@ impl Analyzer for Diagnoser {
                 congestion,
                 restart,
                 mtu,
+                listen,
                 claims,
                 ..
             } = &mut *state;
             loss.on_segment(conn, seg, out, claims);
             mtu.on_segment(conn, seg, out);
+            listen.on_segment(conn, seg, out);
             congestion.on_segment(conn, seg, window.blocked(seg.dir), claims);
             restart.on_segment(conn, seg, window.blocked(seg.dir), out);
             window.on_segment(conn, seg, || ring.rows(None, &[]), claims);
@@ -969,6 +1018,7 @@ impl Analyzer for Diagnoser {
         let restarts = state.restart.lost_ns();
         state.latency.on_close(conn, congestion, restarts, &mut out);
         rules::setup::on_close(conn, &mut out);
+        rules::listen_queue::on_close(&state.listen, conn, &mut out);
         for o in out.drain(..) {
             self.record(conn, state, o);
         }

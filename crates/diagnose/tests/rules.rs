@@ -679,3 +679,40 @@ fn path_mtu_blackhole_when_only_smaller_segments_pass() {
     assert_eq!(kinds(&b)[0], "retransmission_timeout", "{:?}", kinds(&b));
     assert!(!kinds(&b).contains(&"path_mtu_blackhole"));
 }
+
+/// A connection whose handshake ACK and request the server ignores (its
+/// accept queue full) until the client's third try of the request, when
+/// `ignored`; otherwise the request is acknowledged at once.
+fn request_ignored(ignored: bool) -> Analysis {
+    let mut sim = Sim::default();
+    sim.handshake();
+    sim.c(1100, 1, 1, PSH, 100);
+    let mut t = 1100;
+    if ignored {
+        for back in [200_000, 600_000] {
+            sim.c(1100 + back, 1, 1, PSH, 100);
+            t = 1100 + back;
+        }
+    }
+    sim.s(t + 500, 1, 101, ACK, 0)
+        .s(t + 600, 1, 101, PSH, 500)
+        .c(t + 1600, 101, 501, ACK, 0);
+    sim.run()
+}
+
+#[test]
+fn listen_queue_overflow_when_the_server_ignores_a_completed_handshake() {
+    let a = request_ignored(true);
+    let f = &a.findings[0];
+    assert_eq!(
+        (f.kind, f.culprit.role),
+        ("listen_queue_overflow", "server")
+    );
+    assert_eq!(f.details["ack_drops"], 1);
+    assert!(
+        !kinds(&a).contains(&"retransmission_timeout"),
+        "{:?}",
+        kinds(&a)
+    );
+    assert!(kinds(&request_ignored(false)).is_empty());
+}

@@ -372,6 +372,33 @@ pub fn all() -> Vec<Case> {
             wrk_connections: 4,
         },
         Case {
+            name: "listen-queue-overflow",
+            summary: "8 clients connect at once to a server with a backlog of 1 that accepts one \
+                      connection every 300 ms",
+            expected: Some(("listen_queue_overflow", "server")),
+            detail: None,
+            headline: Headline::Latency,
+            vantage: Vantage::Server,
+            setup: Setup {
+                server: ServerSpec {
+                    backlog: 1,
+                    accept_every: MS(300),
+                    ..ServerSpec::default()
+                },
+                client: ClientSpec {
+                    workers: 8,
+                    ..ClientSpec::default()
+                },
+                ..Setup::default()
+            },
+            fix: Some(("a backlog of 128 and a server that accepts at once", |s| {
+                s.server.backlog = 128;
+                s.server.accept_every = Duration::ZERO;
+            })),
+            peers: &[Peer::Builtin],
+            wrk_connections: 4,
+        },
+        Case {
             name: "syn-retransmit",
             summary: "the server's firewall drops the first SYN of each of 3 connections",
             expected: Some(("syn_retransmit", "network")),

@@ -43,6 +43,7 @@ const LATENCY: Option<(&str, &str)> = Some(("network_latency", "network"));
 const CWND: Option<(&str, &str)> = Some(("congestion_limited", "network"));
 const RESTART: Option<(&str, &str)> = Some(("slow_start_after_idle", "server"));
 const MTU: Option<(&str, &str)> = Some(("path_mtu_blackhole", "network"));
+const LISTEN: Option<(&str, &str)> = Some(("listen_queue_overflow", "server"));
 
 /// Every fixture, in the order of fixtures/ACCURACY.md.
 pub fn all() -> Vec<Fixture> {
@@ -173,6 +174,32 @@ pub fn all() -> Vec<Fixture> {
                 None,
             )
         },
+        // Eight clients at once to a backlog of 1 accepted every 300 ms: SYNs
+        // dropped, handshake ACKs and requests ignored; the twin accepts at once.
+        f(
+            "listen-queue-accepting.server.pcap",
+            "listen-queue-overflow",
+            true,
+            Server,
+            same,
+            None,
+        ),
+        f(
+            "listen-queue-overflow.client.pcap",
+            "listen-queue-overflow",
+            false,
+            Client,
+            same,
+            LISTEN,
+        ),
+        f(
+            "listen-queue-overflow.server.pcap",
+            "listen-queue-overflow",
+            false,
+            Server,
+            same,
+            LISTEN,
+        ),
         f(
             "network-latency.client.pcap",
             "network-latency",

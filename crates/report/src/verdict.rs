@@ -182,6 +182,10 @@ fn cause(f: &Finding, a: &Analysis) -> String {
             "{ep} ({role}) restarts from its initial window after each idle spell \
              (tcp_slow_start_after_idle), so each response after a pause pays extra round trips (~{typ} each)"
         ),
+        "listen_queue_overflow" => format!(
+            "{ep} ({role}) accepts connections too slowly: its listen backlog overflows, SYNs and \
+             handshake ACKs are dropped and connections wait ~{typ} to be taken"
+        ),
         "path_mtu_blackhole" => format!(
             "full-size packets from {ep} vanish on the path (an MTU black hole: ICMP 'fragmentation \
              needed' filtered) and the data waits ~{typ} for the sender to retry with smaller segments"

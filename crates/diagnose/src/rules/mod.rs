@@ -3,6 +3,7 @@
 
 pub mod congestion;
 pub mod idle;
+pub mod listen_queue;
 pub mod nagle;
 pub mod path_mtu;
 pub mod receive_window;
@@ -32,6 +33,7 @@ pub enum Kind {
     CongestionLimited,
     SlowStartAfterIdle,
     PathMtuBlackhole,
+    ListenQueueOverflow,
 }
 
 impl Kind {
@@ -49,6 +51,7 @@ impl Kind {
             Kind::CongestionLimited => "congestion_limited",
             Kind::SlowStartAfterIdle => "slow_start_after_idle",
             Kind::PathMtuBlackhole => "path_mtu_blackhole",
+            Kind::ListenQueueOverflow => "listen_queue_overflow",
         }
     }
 
@@ -172,6 +175,13 @@ pub enum Detail {
         bytes: u64,
         mss: u32,
         rtt_ns: Option<i64>,
+    },
+    Listen {
+        /// SYNs retried, the handshake's ACK (and request) ignored, and how
+        /// long the request waited for the server to take it.
+        syn_drops: u32,
+        ack_dropped: bool,
+        accept_wait_ns: i64,
     },
     Blackhole {
         /// The segment size that never got through, the one that did.
