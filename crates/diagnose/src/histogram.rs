@@ -79,6 +79,17 @@ impl Histogram {
         self.min_ns = self.min_ns.min(ns);
     }
 
+    /// Adds another histogram's values.
+    pub fn merge(&mut self, other: &Histogram) {
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a = a.saturating_add(*b);
+        }
+        self.total += other.total;
+        self.sum_ns += other.sum_ns;
+        self.max_ns = self.max_ns.max(other.max_ns);
+        self.min_ns = self.min_ns.min(other.min_ns);
+    }
+
     /// The bucket a value falls in (for data kept per bucket alongside).
     pub fn bucket(ns: i64) -> usize {
         index((ns.max(0) / 1000) as u64)

@@ -313,6 +313,7 @@ impl Engine {
         } else {
             capture_ns as f64
         };
+        fold_listen_queue(&mut d.aggregates, d.options.max_evidence);
         let mut findings: Vec<Finding> = d
             .aggregates
             .into_values()
@@ -428,6 +429,42 @@ fn latency_bins(d: &Diagnoser) -> Vec<LatencyBin> {
     bins
 }
 
+/// SYN retries to a server whose accept queue was seen full are that queue's:
+/// folded into its `listen_queue_overflow` finding.
+fn fold_listen_queue(aggregates: &mut FxHashMap<AggKey, Aggregate>, max_evidence: usize) {
+    let servers: Vec<SocketAddr> = aggregates
+        .keys()
+        .filter(|k| k.kind == Kind::ListenQueueOverflow)
+        .map(|k| k.endpoint)
+        .collect();
+    for server in servers {
+        let syn: Vec<AggKey> = aggregates
+            .keys()
+            .filter(|k| k.kind == Kind::SynRetransmit && k.endpoint == server)
+            .cloned()
+            .collect();
+        for key in syn {
+            let Some(s) = aggregates.remove(&key) else {
+                continue;
+            };
+            let target = AggKey {
+                kind: Kind::ListenQueueOverflow,
+                role: "server",
+                endpoint: server,
+            };
+            if let Some(agg) = aggregates.get_mut(&target) {
+                agg.connections += s.connections;
+                agg.occurrences += s.occurrences;
+                agg.delays.merge(&s.delays);
+                agg.total_ns += s.total_ns;
+                agg.count += s.count;
+                agg.evidence.extend(s.evidence);
+                agg.evidence.truncate(max_evidence);
+            }
+        }
+    }
+}
+
 /// Exchanges held for [`Engine::drain_exchanges`] between two calls.
 pub const LIVE_EXCHANGES: usize = 1 << 20;
 
@@ -517,6 +554,9 @@ pub(crate) struct Heavy {
     loss: LossState,
     latency: LatencyState,
     idle: rules::idle::IdleState,
+    restart: rules::slow_start_after_idle::RestartState,
+    mtu: rules::path_mtu::MtuState,
+    listen: rules::listen_queue::ListenState,
     kinds_seen: u32,
     time_lost_ns: i64,
     exchanges: u64,
@@ -542,6 +582,9 @@ impl Heavy {
             loss,
             latency,
             idle,
+            restart,
+            mtu,
+            listen,
             kinds_seen,
             time_lost_ns,
             exchanges,
@@ -560,6 +603,9 @@ impl Heavy {
         *loss = Default::default();
         *latency = Default::default();
         *idle = Default::default();
+        *restart = Default::default();
+        *mtu = Default::default();
+        *listen = Default::default();
         *kinds_seen = 0;
         *time_lost_ns = 0;
         *exchanges = 0;
@@ -907,6 +953,38 @@ impl Diagnoser {
                 agg.requests += requests;
                 agg.flights += flights;
             }
+            Detail::Restart {
+                idle_ns,
+                rounds,
+                extra_rounds,
+                bytes,
+                rtt_ns,
+                ..
+            } => {
+                // Waits between flights, those the restart added, idle time.
+                agg.stalls += rounds;
+                agg.count += extra_rounds;
+                agg.bytes += bytes;
+                agg.transfer_ns += idle_ns;
+                agg.rtt_ns_min = min_opt(agg.rtt_ns_min, rtt_ns);
+            }
+            Detail::Listen {
+                syn_drops,
+                ack_dropped,
+                accept_wait_ns,
+            } => {
+                agg.count += u64::from(syn_drops);
+                agg.flagged += u64::from(ack_dropped);
+                agg.inside_ns += accept_wait_ns;
+            }
+            Detail::Blackhole {
+                retransmissions,
+                rtt_ns,
+                ..
+            } => {
+                agg.count += u64::from(retransmissions);
+                agg.rtt_ns_min = min_opt(agg.rtt_ns_min, rtt_ns);
+            }
             Detail::ZeroWindow { probes, reopened } => {
                 agg.count += u64::from(probes);
                 agg.flagged += u64::from(!reopened);
@@ -1009,11 +1087,17 @@ impl Analyzer for Diagnoser {
                 window,
                 loss,
                 congestion,
+                restart,
+                mtu,
+                listen,
                 claims,
                 ..
             } = &mut *h;
             loss.on_segment(conn, seg, out, claims);
+            mtu.on_segment(conn, seg, out);
+            listen.on_segment(conn, seg, out);
             congestion.on_segment(conn, seg, window.blocked(seg.dir), claims);
+            restart.on_segment(conn, seg, window.blocked(seg.dir), out);
             window.on_segment(conn, seg, || ring.rows(None, &[]), claims);
         }
         if let Some((d, wait)) = delayed {
@@ -1108,11 +1192,17 @@ impl Analyzer for Diagnoser {
             h.window.on_close(conn, &mut out);
             h.zero_window.on_close(conn, &mut out);
             h.loss.on_close(conn, &mut out);
+            h.mtu.on_close(conn, &mut out);
             h.congestion.on_close(conn, &mut out);
+            h.restart.on_close(conn, &mut out);
             let congestion = out.iter().any(|o| o.kind == Kind::CongestionLimited);
-            h.latency.on_close(conn, congestion, &mut out);
+            let restarts = h.restart.lost_ns();
+            h.latency.on_close(conn, congestion, restarts, &mut out);
         }
         rules::setup::on_close(conn, &mut out);
+        if let Some(h) = state.heavy.as_deref() {
+            rules::listen_queue::on_close(&h.listen, conn, &mut out);
+        }
         for o in out.drain(..) {
             self.record(conn, state, o);
         }

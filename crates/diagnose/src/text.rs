@@ -11,6 +11,11 @@ use crate::model::*;
 use crate::rules::{Detail, Kind};
 use crate::{round3, Aggregate, Heavy};
 
+/// A window reopened this many round trips (and ms) after it filled, with
+/// throughput this many times below rwnd/RTT, is paced by its reader.
+const SLOW_READER_RTTS: f64 = 4.0;
+const SLOW_READER_MIN_MS: f64 = 10.0;
+
 fn ms(ns: i64) -> f64 {
     round3(ns as f64 / 1e6)
 }
@@ -152,7 +157,41 @@ pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
             } else {
                 0.0
             };
-            let explanation = format!(
+            // The window explains the throughput only when each stall lasts
+            // about a round trip (throughput ≈ rwnd/RTT). A window that
+            // reopens far later than the round trip is reopened by the
+            // receiving application reading, slowly.
+            let stall_ms = ms(a.total_ns / a.stalls.max(1) as i64);
+            let slow_reader = matches!((rtt, ceiling), (Some(r), Some(c))
+                if stall_ms >= SLOW_READER_RTTS * r && stall_ms >= SLOW_READER_MIN_MS
+                    && tput * SLOW_READER_RTTS < c);
+            let cause = if slow_reader {
+                Some("slow_reader")
+            } else {
+                *receive_buffer_hint
+            };
+            let explanation = if slow_reader {
+                format!(
+                    "{ep} ({role}) reads slowly: the {peer} fills its receive window (about {w}, {wmss:.1} × MSS \
+                     {mss:.0} B) and then waits until {ep} reopens it, every {stall_ms:.1} ms on average, {x:.0} times \
+                     the round trip ({r:.2} ms) — {stalls} times, {pct:.0}% of the transfer. The window is not what \
+                     limits the transfer: at rwnd/RTT it would carry {ceil}, and the transfer moved {bytes} in \
+                     {secs:.2} s ({tput}). The receiver acknowledges at once but frees buffer space only as its \
+                     application reads, a few KB at a time (a printer, a busy consumer, a reader blocked on \
+                     something else).",
+                    w = human_bytes(window),
+                    wmss = window / mss.max(1.0),
+                    x = stall_ms / rtt.unwrap_or(1.0).max(1e-3),
+                    r = rtt.unwrap_or(0.0),
+                    stalls = a.stalls,
+                    pct = at_window * 100.0,
+                    ceil = human_rate(ceiling.unwrap_or(0.0)),
+                    bytes = human_bytes(a.bytes as f64),
+                    secs = transfer_s,
+                    tput = human_rate(tput),
+                )
+            } else {
+                format!(
                 "{ep} ({role}) advertises a receive window of about {w} ({wmss:.1} × MSS {mss:.0} B) while the {peer} has \
                  more to send: bytes in flight sat at that window for {pct:.0}% of the transfer, {stalls} times the \
                  sender stopped until an ACK opened the window. {ceil}The transfer moved {bytes} in {secs:.2} s \
@@ -169,8 +208,19 @@ pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
                 bytes = human_bytes(a.bytes as f64),
                 secs = transfer_s,
                 tput = human_rate(tput),
-            );
-            let fix = window_fix(&ep, *receive_buffer_hint, rtt);
+                )
+            };
+            let fix = if slow_reader {
+                format!(
+                    "The receiving application at {ep} reads too slowly: find what it waits on between reads (a \
+                     device, disk, a lock, a busy thread, back-pressure from downstream) and read promptly — larger \
+                     reads, a dedicated reader thread, or a queue in the application. A larger receive buffer \
+                     would not raise the throughput (the window is already larger than the path needs at this \
+                     pace); it only absorbs a longer burst."
+                )
+            } else {
+                window_fix(&ep, *receive_buffer_hint, rtt)
+            };
             let details = json!({
                 "window_bytes": window.round(),
                 "window_min_bytes": a.window_min,
@@ -183,7 +233,8 @@ pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
                 "transfer_ms": ms(a.transfer_ns),
                 "stalls": a.stalls,
                 "share_of_transfer": at_window,
-                "cause": receive_buffer_hint,
+                "reopen_interval_ms": stall_ms,
+                "cause": cause,
             });
             (explanation, fix, details)
         }
@@ -491,6 +542,142 @@ pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
                 fix,
                 json!({"rounds": a.count, "max_in_flight_bytes": max_in_flight, "rtt_ms": rtt,
                        "throughput_bytes_per_sec": tput.round()}),
+            )
+        }
+        (
+            Kind::SlowStartAfterIdle,
+            Detail::Restart {
+                restart_flight,
+                grown_flight,
+                mss,
+                ..
+            },
+        ) => {
+            let rtt = a.rtt_ns_min.map(ms);
+            let idle = ms(a.transfer_ns / a.occurrences.max(1) as i64);
+            let mss = (*mss).max(1);
+            let explanation = format!(
+                "{ep} ({role}) restarts from its initial window after each idle spell: {occ} message(s) on \
+                 {conns} connection(s) began after {idle:.0} ms (typical) with nothing sent, longer than the \
+                 retransmission timeout, and left in a first flight of {first} ({fs} segments) though the window \
+                 had grown to about {grown} ({gs} segments) before; the rest followed in flights doubling once \
+                 a round trip (slow start), with no loss and the receive window open. {rounds} waits between \
+                 flights, {extra} of them more than the grown window needed: {typical:.1} ms lost per message, \
+                 {total:.0} ms in all (round trip {rtt_text}). RFC 5681 §4.1 lets a sender idle longer than its \
+                 RTO restart from the initial window; Linux does so when `net.ipv4.tcp_slow_start_after_idle` \
+                 is 1 (the default) with Reno or CUBIC (BBR keeps its rate).",
+                occ = a.occurrences,
+                conns = a.connections,
+                first = human_bytes(f64::from(*restart_flight)),
+                fs = restart_flight.div_ceil(mss),
+                grown = human_bytes(f64::from(*grown_flight)),
+                gs = grown_flight.div_ceil(mss),
+                rounds = a.stalls,
+                extra = a.count,
+                rtt_text = rtt.map_or("unknown".to_string(), |r| format!("{r:.1} ms")),
+            );
+            let fix = format!(
+                "On the sender {ep}: `sysctl -w net.ipv4.tcp_slow_start_after_idle=0` (persist it in \
+                 /etc/sysctl.d/), so a kept-alive connection keeps its window across idle spells. Per route \
+                 instead, a larger initial window (`ip route change … initcwnd 20`) shortens each restart; BBR \
+                 (`net.ipv4.tcp_congestion_control=bbr`) does not restart."
+            );
+            (
+                explanation,
+                fix,
+                json!({"idle_ms": idle, "restart_flight_bytes": restart_flight,
+                       "grown_flight_bytes": grown_flight, "flight_waits": a.stalls,
+                       "extra_round_trips": a.count, "bytes": a.bytes, "rtt_ms": rtt}),
+            )
+        }
+        (
+            Kind::PathMtuBlackhole,
+            Detail::Blackhole {
+                big_len,
+                small_len,
+                seen,
+                ..
+            },
+        ) => {
+            let rtt = a.rtt_ns_min.map(ms);
+            let how = if *seen {
+                format!(
+                    "the sender sent {big_len}-byte segments, retransmitted them {n} time(s) on its \
+                     retransmission timer (backing off) and never had them acknowledged, then sent the same data \
+                     in {small_len}-byte segments, which were",
+                    n = a.count,
+                )
+            } else {
+                format!(
+                    "this capture, beyond the drop, never saw the full-size ({big_len}-byte) segments: the data \
+                     arrived only after a stall, in {small_len}-byte segments — well below the MSS the receiver \
+                     announced — which were"
+                )
+            };
+            let explanation = format!(
+                "Full-size packets towards the {peer} side of {ep} vanish on the path while small ones pass: {how} \
+                 acknowledged at once. A link on the path has a smaller MTU and the ICMP \"fragmentation needed\" \
+                 (RFC 1191; IPv6 \"packet too big\", RFC 8201) that should tell the sender never reaches it, \
+                 usually because a firewall filters ICMP: a path MTU black hole. {occ} time(s) on {conns} \
+                 connection(s), {typical:.0} ms each (median), {total:.0} ms in all (round trip {rtt_text}); \
+                 without packetization-layer probing (RFC 4821) the connection never recovers.",
+                peer = if peer == "endpoints" { "client" } else { peer },
+                occ = a.occurrences,
+                conns = a.connections,
+                rtt_text = rtt.map_or("unknown".to_string(), |r| format!("{r:.2} ms")),
+            );
+            let fix = "Let ICMP type 3 code 4 (\"fragmentation needed\"; ICMPv6 type 2) through every firewall \
+                       on the path, so path MTU discovery works. Where that cannot be done, clamp the MSS on the \
+                       router in front of the small link (`iptables -t mangle -A FORWARD -p tcp --tcp-flags SYN,RST \
+                       SYN -j TCPMSS --clamp-mss-to-pmtu`), or lower the MTU/MSS on the sender's route (`ip route \
+                       change … mtu 1400` / `advmss`), and let Linux senders probe (`net.ipv4.tcp_mtu_probing=1`)."
+                .to_string();
+            (
+                explanation,
+                fix,
+                json!({"lost_segment_bytes": big_len, "passing_segment_bytes": small_len,
+                       "full_size_retransmissions": a.count, "retransmissions_seen": seen,
+                       "rtt_ms": rtt}),
+            )
+        }
+        (Kind::ListenQueueOverflow, _) => {
+            let explanation = format!(
+                "{ep} (server) did not accept() its connections fast enough: its accept queue (the listen \
+                 backlog) was full. {syn}{acks}{occ} time(s) on {conns} connection(s), {typical:.0} ms each \
+                 (median), {total:.0} ms in all. Linux drops a SYN while the queue is full (the client retries \
+                 after 1 s, then 3 s) and ignores the final ACK of a handshake it cannot queue, and the request \
+                 that follows it: the client thinks the connection open, the server acknowledges nothing until a \
+                 retransmission arrives when there is room.",
+                syn = if a.count > 0 {
+                    format!("{} SYN(s) had to be sent again. ", a.count)
+                } else {
+                    String::new()
+                },
+                acks = if a.flagged > 0 {
+                    format!(
+                        "{} connection(s) had their handshake ACK and request ignored; those requests waited \
+                         {:.0} ms in all before the server took them. ",
+                        a.flagged,
+                        ms(a.inside_ns)
+                    )
+                } else {
+                    String::new()
+                },
+                occ = a.occurrences,
+                conns = a.connections,
+            );
+            let fix = format!(
+                "At {ep}: accept connections faster (a dedicated accept loop or thread, more workers, no \
+                 blocking work before accept()), and raise the backlog: the `listen()` backlog argument (nginx \
+                 `listen … backlog=4096`, Java `ServerSocket(port, backlog)`) and its ceiling \
+                 `net.core.somaxconn` (and `net.ipv4.tcp_max_syn_backlog`). `nstat -az TcpExtListenOverflows \
+                 TcpExtListenDrops` and `ss -lnt` (Recv-Q against Send-Q) show the queue overflowing."
+            );
+            (
+                explanation,
+                fix,
+                json!({"syn_drops": a.count, "ack_drops": a.flagged,
+                       "accept_wait_ms": ms(a.inside_ns)}),
             )
         }
         _ => (String::new(), String::new(), json!({})),

@@ -508,3 +508,211 @@ fn a_retransmission_timer_silence_is_not_a_congestion_wait() {
         g.total_delay_ms
     );
 }
+
+/// Captured at the client across a 40 ms path: six keep-alive GETs, 1 s
+/// apart, each answered by 70 segments of 1448 B. The first response leaves
+/// in slow start (10, 20, 40 segments a round trip apart); the later ones in
+/// the flights `later` (each flight's segments back to back, one ACK per
+/// flight).
+fn keepalive_after_idle(later: &[u32]) -> Analysis {
+    let mut sim = Sim {
+        scale: 7,
+        ..Sim::default()
+    };
+    sim.c(0, 0, 0, SYN, 0)
+        .s(40_000, 0, 1, SYN | ACK, 0)
+        .c(40_010, 1, 1, ACK, 0);
+    let (mut cs, mut ss, mut t) = (1u32, 1u32, 40_100);
+    for i in 0..6 {
+        let flights: &[u32] = if i == 0 { &[10, 20, 40] } else { later };
+        sim.c(t, cs, ss, PSH, 100);
+        cs += 100;
+        let mut at = t + 40_000;
+        for (k, &n) in flights.iter().enumerate() {
+            for j in 0..n {
+                let last = k + 1 == flights.len() && j + 1 == n;
+                sim.s(
+                    at + i64::from(j) * 12,
+                    ss,
+                    cs,
+                    if last { PSH } else { ACK },
+                    1448,
+                );
+                ss += 1448;
+            }
+            // The flight's ACKs reach the server a round trip after it left.
+            sim.c(at + i64::from(n) * 12 + 20, cs, ss, ACK, 0);
+            at += 40_000;
+        }
+        t = at + 1_000_000;
+    }
+    sim.run()
+}
+
+#[test]
+fn slow_start_after_idle_fires_when_a_grown_window_restarts() {
+    let a = keepalive_after_idle(&[10, 20, 40]);
+    assert_eq!(kinds(&a)[0], "slow_start_after_idle", "{:?}", kinds(&a));
+    let f = &a.findings[0];
+    assert_eq!(f.culprit.role, "server");
+    assert_eq!(f.occurrences, 5);
+    assert_eq!(f.details["restart_flight_bytes"], 10 * 1448);
+    // Two round trips per response the grown window would not have needed.
+    assert_eq!(f.details["extra_round_trips"], 10);
+    assert!(
+        (f.typical_delay_ms - 80.0).abs() < 2.0,
+        "{}",
+        f.typical_delay_ms
+    );
+    // The twin kept its window: each later response in one flight.
+    let kept = keepalive_after_idle(&[70]);
+    assert!(
+        !kinds(&kept).contains(&"slow_start_after_idle"),
+        "{:?}",
+        kinds(&kept)
+    );
+    // Equal chunks a round trip apart are not slow start (an application
+    // writing in pieces): no restart either.
+    let paced = keepalive_after_idle(&[10, 10, 10, 10, 10, 10, 10]);
+    assert!(
+        !kinds(&paced).contains(&"slow_start_after_idle"),
+        "{:?}",
+        kinds(&paced)
+    );
+}
+
+/// A 58 KB response into a 4000-byte receive window across a `rtt_us` path:
+/// the server sends two segments, the client acknowledges them at once
+/// (the window full: 1104 bytes left) and reopens the window `reopen_us`
+/// after they arrived.
+fn window_paced(rtt_us: i64, reopen_us: i64) -> Analysis {
+    let mut sim = Sim::default();
+    let half = rtt_us / 2;
+    sim.c(0, 0, 0, SYN, 0)
+        .seg(half, false, 0, 1, SYN | ACK, 0, 4000)
+        .seg(rtt_us, true, 1, 1, ACK, 0, 4000);
+    sim.seg(rtt_us + 10, true, 1, 1, PSH, 100, 4000);
+    let (mut ss, mut t) = (1u32, rtt_us + 10 + rtt_us);
+    for _ in 0..20 {
+        sim.s(t, ss, 101, ACK, 1448)
+            .s(t + 12, ss + 1448, 101, ACK, 1448);
+        ss += 2896;
+        sim.seg(t + half, true, 101, ss, ACK, 0, 1104).seg(
+            t + half + reopen_us,
+            true,
+            101,
+            ss,
+            ACK,
+            0,
+            4000,
+        );
+        t += half + reopen_us + half;
+    }
+    sim.run()
+}
+
+#[test]
+fn a_window_reopened_by_a_slow_reader_is_not_a_small_buffer() {
+    // 0.2 ms path, the window reopens every 70 ms: the reader's pace.
+    let a = window_paced(200, 70_000);
+    let f = &a.findings[0];
+    assert_eq!(
+        (f.kind, f.culprit.role),
+        ("receive_window_limited", "client")
+    );
+    assert_eq!(f.details["cause"], "slow_reader");
+    assert!(f.fix.contains("reads too slowly"), "{}", f.fix);
+    assert!(!f.fix.contains("Raise the receive buffer"));
+    // 35 ms path, the window reopens a round trip later: the buffer's size.
+    let b = window_paced(35_000, 0);
+    let f = &b.findings[0];
+    assert_eq!(
+        (f.kind, f.culprit.role),
+        ("receive_window_limited", "client")
+    );
+    assert_eq!(f.details["cause"], "small_receive_buffer");
+}
+
+/// A GET answered with 4096 bytes on a 1 ms path, captured at the server:
+/// the first 1460-byte segment is retransmitted on the timer (backing off)
+/// three times unanswered; then, when `smaller`, the data goes again in
+/// 1024-byte segments that are acknowledged, otherwise the third full-size
+/// retransmission is.
+fn full_size_vanishing(smaller: bool) -> Analysis {
+    let mut sim = Sim::default();
+    sim.handshake();
+    sim.c(2000, 1, 1, PSH, 100);
+    let t = 2500;
+    sim.s(t, 1, 101, ACK, 1460);
+    for back in [200_000, 600_000, 1_400_000] {
+        sim.s(t + back, 1, 101, ACK, 1460);
+    }
+    let mut at = t + 3_000_000;
+    if smaller {
+        let mut seq = 1u32;
+        for n in [1024usize, 1024, 1024, 1024] {
+            sim.s(at, seq, 101, PSH, n);
+            seq += n as u32;
+            sim.c(at + 1000, 101, seq, ACK, 0);
+            at += 1100;
+        }
+    } else {
+        at = t + 1_400_000;
+        sim.c(at + 1000, 101, 1461, ACK, 0);
+        sim.s(at + 1100, 1461, 101, PSH, 1460)
+            .s(at + 1110, 2921, 101, PSH, 1176)
+            .c(at + 2100, 101, 4097, ACK, 0);
+    }
+    sim.run()
+}
+
+#[test]
+fn path_mtu_blackhole_when_only_smaller_segments_pass() {
+    let a = full_size_vanishing(true);
+    let f = &a.findings[0];
+    assert_eq!((f.kind, f.culprit.role), ("path_mtu_blackhole", "network"));
+    assert_eq!(f.details["lost_segment_bytes"], 1460);
+    assert_eq!(f.details["passing_segment_bytes"], 1024);
+    assert_eq!(f.details["full_size_retransmissions"], 3);
+    // The full-size segment got through in the end: a plain timeout.
+    let b = full_size_vanishing(false);
+    assert_eq!(kinds(&b)[0], "retransmission_timeout", "{:?}", kinds(&b));
+    assert!(!kinds(&b).contains(&"path_mtu_blackhole"));
+}
+
+/// A connection whose handshake ACK and request the server ignores (its
+/// accept queue full) until the client's third try of the request, when
+/// `ignored`; otherwise the request is acknowledged at once.
+fn request_ignored(ignored: bool) -> Analysis {
+    let mut sim = Sim::default();
+    sim.handshake();
+    sim.c(1100, 1, 1, PSH, 100);
+    let mut t = 1100;
+    if ignored {
+        for back in [200_000, 600_000] {
+            sim.c(1100 + back, 1, 1, PSH, 100);
+            t = 1100 + back;
+        }
+    }
+    sim.s(t + 500, 1, 101, ACK, 0)
+        .s(t + 600, 1, 101, PSH, 500)
+        .c(t + 1600, 101, 501, ACK, 0);
+    sim.run()
+}
+
+#[test]
+fn listen_queue_overflow_when_the_server_ignores_a_completed_handshake() {
+    let a = request_ignored(true);
+    let f = &a.findings[0];
+    assert_eq!(
+        (f.kind, f.culprit.role),
+        ("listen_queue_overflow", "server")
+    );
+    assert_eq!(f.details["ack_drops"], 1);
+    assert!(
+        !kinds(&a).contains(&"retransmission_timeout"),
+        "{:?}",
+        kinds(&a)
+    );
+    assert!(kinds(&request_ignored(false)).is_empty());
+}

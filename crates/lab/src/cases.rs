@@ -83,6 +83,16 @@ pub struct Setup {
     pub server_initcwnd: Option<u32>,
     /// net.ipv4.tcp_rmem of the client.
     pub client_rmem: Option<&'static str>,
+    /// net.ipv4.tcp_slow_start_after_idle of the server (Linux default: on).
+    pub server_slow_start_after_idle: bool,
+    /// MTU of the router's client-facing link (`ethc`): the path MTU
+    /// towards the client. None: 1500.
+    pub client_link_mtu: Option<u32>,
+    /// The router drops the ICMP "fragmentation needed" it sends (a
+    /// firewall filtering ICMP): path MTU discovery cannot work.
+    pub filter_frag_needed: bool,
+    /// net.ipv4.tcp_mtu_probing of the server (Linux default: 0).
+    pub server_mtu_probing: bool,
     pub server: ServerSpec,
     pub client: ClientSpec,
     pub action: Action,
@@ -101,6 +111,10 @@ impl Default for Setup {
             server_cc: None,
             server_initcwnd: None,
             client_rmem: None,
+            server_slow_start_after_idle: true,
+            client_link_mtu: None,
+            filter_frag_needed: false,
+            server_mtu_probing: false,
             server: ServerSpec::default(),
             client: ClientSpec::default(),
             action: Action::None,
@@ -327,6 +341,64 @@ pub fn all() -> Vec<Case> {
             wrk_connections: 4,
         },
         Case {
+            name: "path-mtu-blackhole",
+            summary: "3 responses of 30 KB through a router whose client-facing link has an MTU \
+                      of 1400 and whose ICMP 'fragmentation needed' is filtered (server: \
+                      tcp_mtu_probing=1)",
+            expected: Some(("path_mtu_blackhole", "network")),
+            detail: None,
+            headline: Headline::Latency,
+            vantage: Vantage::Client,
+            setup: Setup {
+                client_link_mtu: Some(1400),
+                filter_frag_needed: true,
+                // With 0 (the default) the connection never recovers.
+                server_mtu_probing: true,
+                server: ServerSpec {
+                    body_bytes: 30_000,
+                    ..ServerSpec::default()
+                },
+                client: ClientSpec {
+                    connections: 3,
+                    ..ClientSpec::default()
+                },
+                ..Setup::default()
+            },
+            fix: Some((
+                "the router's ICMP 'fragmentation needed' let through",
+                |s| s.filter_frag_needed = false,
+            )),
+            peers: &[Peer::Builtin],
+            wrk_connections: 4,
+        },
+        Case {
+            name: "listen-queue-overflow",
+            summary: "8 clients connect at once to a server with a backlog of 1 that accepts one \
+                      connection every 300 ms",
+            expected: Some(("listen_queue_overflow", "server")),
+            detail: None,
+            headline: Headline::Latency,
+            vantage: Vantage::Server,
+            setup: Setup {
+                server: ServerSpec {
+                    backlog: 1,
+                    accept_every: MS(300),
+                    ..ServerSpec::default()
+                },
+                client: ClientSpec {
+                    workers: 8,
+                    ..ClientSpec::default()
+                },
+                ..Setup::default()
+            },
+            fix: Some(("a backlog of 128 and a server that accepts at once", |s| {
+                s.server.backlog = 128;
+                s.server.accept_every = Duration::ZERO;
+            })),
+            peers: &[Peer::Builtin],
+            wrk_connections: 4,
+        },
+        Case {
             name: "syn-retransmit",
             summary: "the server's firewall drops the first SYN of each of 3 connections",
             expected: Some(("syn_retransmit", "network")),
@@ -489,6 +561,37 @@ pub fn all() -> Vec<Case> {
             },
             fix: Some(("initcwnd 1000 on the server's route", |s| {
                 s.server_initcwnd = Some(1000)
+            })),
+            peers: &[Peer::Builtin],
+            wrk_connections: 4,
+        },
+        Case {
+            name: "slow-start-after-idle",
+            summary: "6 keep-alive responses of 200 KB, 1 s apart, across a 35 ms RTT (Reno, \
+                      tcp_slow_start_after_idle=1 on the server)",
+            expected: Some(("slow_start_after_idle", "server")),
+            detail: None,
+            headline: Headline::Latency,
+            vantage: Vantage::Client,
+            setup: Setup {
+                one_way: Duration::from_micros(17_500),
+                // BBR keeps its pacing rate over idle spells (Linux skips the
+                // restart for congestion controls with their own `cong_control`).
+                server_cc: Some("reno"),
+                client_rmem: Some("4096 1048576 6291456"),
+                server: ServerSpec {
+                    body_bytes: 200_000,
+                    ..ServerSpec::default()
+                },
+                client: ClientSpec {
+                    requests: 6,
+                    pause_between: MS(1000),
+                    ..ClientSpec::default()
+                },
+                ..Setup::default()
+            },
+            fix: Some(("net.ipv4.tcp_slow_start_after_idle=0 on the server", |s| {
+                s.server_slow_start_after_idle = false
             })),
             peers: &[Peer::Builtin],
             wrk_connections: 4,

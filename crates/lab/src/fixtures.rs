@@ -41,6 +41,9 @@ const ZERO: Option<(&str, &str)> = Some(("zero_window", "client"));
 const LOSS: Option<(&str, &str)> = Some(("packet_loss", "network"));
 const LATENCY: Option<(&str, &str)> = Some(("network_latency", "network"));
 const CWND: Option<(&str, &str)> = Some(("congestion_limited", "network"));
+const RESTART: Option<(&str, &str)> = Some(("slow_start_after_idle", "server"));
+const MTU: Option<(&str, &str)> = Some(("path_mtu_blackhole", "network"));
+const LISTEN: Option<(&str, &str)> = Some(("listen_queue_overflow", "server"));
 
 /// Every fixture, in the order of fixtures/ACCURACY.md.
 pub fn all() -> Vec<Fixture> {
@@ -171,6 +174,32 @@ pub fn all() -> Vec<Fixture> {
                 None,
             )
         },
+        // Eight clients at once to a backlog of 1 accepted every 300 ms: SYNs
+        // dropped, handshake ACKs and requests ignored; the twin accepts at once.
+        f(
+            "listen-queue-accepting.server.pcap",
+            "listen-queue-overflow",
+            true,
+            Server,
+            same,
+            None,
+        ),
+        f(
+            "listen-queue-overflow.client.pcap",
+            "listen-queue-overflow",
+            false,
+            Client,
+            same,
+            LISTEN,
+        ),
+        f(
+            "listen-queue-overflow.server.pcap",
+            "listen-queue-overflow",
+            false,
+            Server,
+            same,
+            LISTEN,
+        ),
         f(
             "network-latency.client.pcap",
             "network-latency",
@@ -226,6 +255,41 @@ pub fn all() -> Vec<Fixture> {
             RouterServer,
             same,
             LOSS,
+        ),
+        // Full-size segments dropped by a 1400-byte link whose ICMP is
+        // filtered: the server (tcp_mtu_probing=1) falls back to 1024-byte
+        // segments after its timer backs off; the twin lets the ICMP through.
+        f(
+            "path-mtu-blackhole.client.pcap",
+            "path-mtu-blackhole",
+            false,
+            Client,
+            same,
+            MTU,
+        ),
+        f(
+            "path-mtu-blackhole.router.pcap",
+            "path-mtu-blackhole",
+            false,
+            RouterServer,
+            same,
+            MTU,
+        ),
+        f(
+            "path-mtu-blackhole.server.pcap",
+            "path-mtu-blackhole",
+            false,
+            Server,
+            same,
+            MTU,
+        ),
+        f(
+            "path-mtu-icmp.client.pcap",
+            "path-mtu-blackhole",
+            true,
+            Client,
+            same,
+            None,
         ),
         f(
             "rto.client.pcap",
@@ -301,6 +365,33 @@ pub fn all() -> Vec<Fixture> {
             Server,
             |s| s.one_way = Duration::ZERO,
             SERVER_DELAY,
+        ),
+        // Keep-alive responses after 1 s idle restart from the initial
+        // window; the twin keeps its window (tcp_slow_start_after_idle=0):
+        // only the round trips are left.
+        f(
+            "slow-start-after-idle.client.pcap",
+            "slow-start-after-idle",
+            false,
+            Client,
+            same,
+            RESTART,
+        ),
+        f(
+            "slow-start-after-idle.server.pcap",
+            "slow-start-after-idle",
+            false,
+            Server,
+            same,
+            RESTART,
+        ),
+        f(
+            "slow-start-after-idle-off.client.pcap",
+            "slow-start-after-idle",
+            true,
+            Client,
+            same,
+            LATENCY,
         ),
         f(
             "slow-start-warm.client.pcap",

@@ -40,6 +40,10 @@ pub struct ServerSpec {
     pub chunked: bool,
     /// SO_RCVBUF on the listening socket (inherited by accepted ones).
     pub listen_rcvbuf: Option<usize>,
+    /// listen() backlog: the accept queue's length.
+    pub backlog: i32,
+    /// The accept loop sleeps this long after each accept() (a busy server).
+    pub accept_every: Duration,
 }
 
 impl Default for ServerSpec {
@@ -52,6 +56,8 @@ impl Default for ServerSpec {
             think_inside: Duration::ZERO,
             chunked: false,
             listen_rcvbuf: None,
+            backlog: 128,
+            accept_every: Duration::ZERO,
         }
     }
 }
@@ -66,12 +72,13 @@ impl Server {
     /// Listens on `addr` inside namespace `ns_name`.
     pub fn start(ns_name: &str, addr: SocketAddrV4, spec: ServerSpec) -> Result<Server> {
         let stop = Arc::new(AtomicBool::new(false));
-        let listener = ns::within(ns_name, move || listen_on(addr, spec.listen_rcvbuf))?;
+        let (rcvbuf, backlog, every) = (spec.listen_rcvbuf, spec.backlog, spec.accept_every);
+        let listener = ns::within(ns_name, move || listen_on(addr, rcvbuf, backlog))?;
         let spec = Arc::new(Response::new(&spec));
         let st = stop.clone();
         let accept = thread::Builder::new()
             .name("lab-server".into())
-            .spawn(move || accept_loop(listener, spec, st))?;
+            .spawn(move || accept_loop(listener, spec, st, every))?;
         Ok(Server {
             stop,
             accept: Some(accept),
@@ -96,7 +103,7 @@ impl Drop for Server {
     }
 }
 
-fn listen_on(addr: SocketAddrV4, rcvbuf: Option<usize>) -> Result<TcpListener> {
+fn listen_on(addr: SocketAddrV4, rcvbuf: Option<usize>, backlog: i32) -> Result<TcpListener> {
     let fd = socket(
         AddressFamily::Inet,
         SockType::Stream,
@@ -109,7 +116,7 @@ fn listen_on(addr: SocketAddrV4, rcvbuf: Option<usize>) -> Result<TcpListener> {
         setsockopt(&fd, sockopt::RcvBuf, &n)?;
     }
     bind(fd.as_raw_fd(), &SockaddrIn::from(addr)).with_context(|| format!("binding {addr}"))?;
-    listen(&fd, Backlog::new(128)?)?;
+    listen(&fd, Backlog::new(backlog)?)?;
     Ok(TcpListener::from(fd))
 }
 
@@ -155,7 +162,12 @@ impl Response {
     }
 }
 
-fn accept_loop(listener: TcpListener, resp: Arc<Response>, stop: Arc<AtomicBool>) -> Result<()> {
+fn accept_loop(
+    listener: TcpListener,
+    resp: Arc<Response>,
+    stop: Arc<AtomicBool>,
+    every: Duration,
+) -> Result<()> {
     listener.set_nonblocking(true)?;
     let mut conns = Vec::new();
     while !stop.load(Ordering::Relaxed) {
@@ -172,6 +184,9 @@ fn accept_loop(listener: TcpListener, resp: Arc<Response>, stop: Arc<AtomicBool>
                 conns.push(thread::spawn(move || {
                     let _ = serve(s, &resp, &stop);
                 }));
+                if !every.is_zero() {
+                    thread::sleep(every);
+                }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(e.into()),
@@ -306,6 +321,9 @@ pub struct ClientSpec {
     pub rcvbuf: Option<usize>,
     /// Idle time after connecting, before the first request.
     pub idle_before_request: Duration,
+    /// Idle time between a response and the next request on a connection
+    /// (keep-alive pauses; the first request leaves at once).
+    pub pause_between: Duration,
     pub slow_read: Option<SlowRead>,
 }
 
@@ -321,6 +339,7 @@ impl Default for ClientSpec {
             nodelay: false,
             rcvbuf: None,
             idle_before_request: Duration::ZERO,
+            pause_between: Duration::ZERO,
             slow_read: None,
         }
     }
@@ -401,6 +420,10 @@ fn worker(server: SocketAddrV4, spec: &ClientSpec, start: Instant) -> ClientResu
         loop {
             if !spec.idle_before_request.is_zero() {
                 thread::sleep(spec.idle_before_request);
+            }
+            if n > 0 && !spec.pause_between.is_zero() {
+                thread::sleep(spec.pause_between);
+                due = Instant::now();
             }
             let res = (|| -> io::Result<u64> {
                 if spec.split_write && !body.is_empty() {

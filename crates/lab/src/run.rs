@@ -76,6 +76,17 @@ pub struct PhaseOptions {
     pub wrk: Option<(u32, u32)>,
 }
 
+/// The router's filter of its own ICMP "fragmentation needed".
+const FRAG_NEEDED_RULE: [&str; 7] = [
+    "OUTPUT",
+    "-p",
+    "icmp",
+    "--icmp-type",
+    "fragmentation-needed",
+    "-j",
+    "DROP",
+];
+
 /// Sets the path up for setup `s`, starts the server and measures the
 /// round trip with it.
 fn prepare(t: &mut Topology, s: &Setup, peer: Peer) -> Result<(Running, Duration)> {
@@ -91,6 +102,29 @@ fn prepare(t: &mut Topology, s: &Setup, peer: Peer) -> Result<(Running, Duration
     if let Some(rmem) = s.client_rmem {
         ns::sysctl(&t.client, "net.ipv4.tcp_rmem", rmem)?;
     }
+    ns::sysctl(
+        &t.server,
+        "net.ipv4.tcp_slow_start_after_idle",
+        if s.server_slow_start_after_idle {
+            "1"
+        } else {
+            "0"
+        },
+    )?;
+    // The path MTU towards the client, and whether the router's ICMP
+    // "fragmentation needed" gets out (RFC 1191 path MTU discovery).
+    let mtu = s.client_link_mtu.unwrap_or(1500).to_string();
+    ns::run("ip", &["-n", &t.router, "link", "set", "ethc", "mtu", &mtu])?;
+    // Absent unless a phase before added it.
+    let _ = Topology::iptables_in(&t.router, "-D", &FRAG_NEEDED_RULE);
+    if s.filter_frag_needed {
+        Topology::iptables_in(&t.router, "-A", &FRAG_NEEDED_RULE)?;
+    }
+    ns::sysctl(
+        &t.server,
+        "net.ipv4.tcp_mtu_probing",
+        if s.server_mtu_probing { "1" } else { "0" },
+    )?;
     let initcwnd = s.server_initcwnd.map(|n| n.to_string());
     let mut route = vec![
         "-n",

@@ -123,6 +123,15 @@ fn cause(f: &Finding, a: &Analysis) -> String {
                 "request"
             }
         ),
+        "receive_window_limited"
+            if f.details.get("cause").and_then(|c| c.as_str()) == Some("slow_reader") =>
+        {
+            format!(
+                "{ep} ({role}) reads slowly: its receive window fills and reopens only every ~{} \
+                 (far beyond the round trip), as its application reads",
+                fmt_ms(f.details.get("reopen_interval_ms").and_then(|v| v.as_f64()).unwrap_or(0.0))
+            )
+        }
         "receive_window_limited" => {
             let window = f
                 .details
@@ -169,6 +178,18 @@ fn cause(f: &Finding, a: &Analysis) -> String {
         "congestion_limited" => {
             format!("transfers wait on the sender's congestion window (~{typ} per exchange)")
         }
+        "slow_start_after_idle" => format!(
+            "{ep} ({role}) restarts from its initial window after each idle spell \
+             (tcp_slow_start_after_idle), so each response after a pause pays extra round trips (~{typ} each)"
+        ),
+        "listen_queue_overflow" => format!(
+            "{ep} ({role}) accepts connections too slowly: its listen backlog overflows, SYNs and \
+             handshake ACKs are dropped and connections wait ~{typ} to be taken"
+        ),
+        "path_mtu_blackhole" => format!(
+            "full-size packets from {ep} vanish on the path (an MTU black hole: ICMP 'fragmentation \
+             needed' filtered) and the data waits ~{typ} for the sender to retry with smaller segments"
+        ),
         other => format!("{other} at {ep} ({role}), ~{typ} each"),
     };
     format!("{what}; that is {share:.0}% of the time ({})", f.kind)

@@ -3,10 +3,13 @@
 
 pub mod congestion;
 pub mod idle;
+pub mod listen_queue;
 pub mod nagle;
+pub mod path_mtu;
 pub mod receive_window;
 pub mod retransmission;
 pub mod setup;
+pub mod slow_start_after_idle;
 pub mod timing;
 pub mod zero_window;
 
@@ -28,6 +31,9 @@ pub enum Kind {
     ClientDelay,
     NetworkLatency,
     CongestionLimited,
+    SlowStartAfterIdle,
+    PathMtuBlackhole,
+    ListenQueueOverflow,
 }
 
 impl Kind {
@@ -43,6 +49,9 @@ impl Kind {
             Kind::ClientDelay => "client_delay",
             Kind::NetworkLatency => "network_latency",
             Kind::CongestionLimited => "congestion_limited",
+            Kind::SlowStartAfterIdle => "slow_start_after_idle",
+            Kind::PathMtuBlackhole => "path_mtu_blackhole",
+            Kind::ListenQueueOverflow => "listen_queue_overflow",
         }
     }
 
@@ -153,5 +162,35 @@ pub enum Detail {
         transfer_ns: i64,
         stalls: u64,
         receive_buffer_hint: Option<&'static str>,
+    },
+    Restart {
+        /// The sender's idle spell before the message.
+        idle_ns: i64,
+        /// The message's first flight, and the window grown before (bytes).
+        restart_flight: u32,
+        grown_flight: u32,
+        /// Waits between its flights, and those the grown window would not have needed.
+        rounds: u64,
+        extra_rounds: u64,
+        bytes: u64,
+        mss: u32,
+        rtt_ns: Option<i64>,
+    },
+    Listen {
+        /// SYNs retried, the handshake's ACK (and request) ignored, and how
+        /// long the request waited for the server to take it.
+        syn_drops: u32,
+        ack_dropped: bool,
+        accept_wait_ns: i64,
+    },
+    Blackhole {
+        /// The segment size that never got through, the one that did.
+        big_len: u32,
+        small_len: u32,
+        /// Full-size retransmissions seen (0 beyond the drop).
+        retransmissions: u32,
+        /// The retransmissions were seen (the capture is on the sender's side).
+        seen: bool,
+        rtt_ns: Option<i64>,
     },
 }

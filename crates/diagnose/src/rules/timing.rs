@@ -200,11 +200,14 @@ impl LatencyState {
     }
 
     /// `congestion_reported`: the congestion rule reported this connection,
-    /// so the flights' waits are its finding's, not counted again here.
+    /// so the flights' waits are its finding's, not counted again here;
+    /// `restart_ns`: the flights' waits that a restart from the initial window
+    /// added ([`super::slow_start_after_idle`]), also that finding's.
     pub fn on_close(
         &mut self,
         conn: &Connection,
         congestion_reported: bool,
+        restart_ns: i64,
         out: &mut Vec<Occurrence>,
     ) {
         let Some(rtt) = conn.path_rtt_ns() else {
@@ -213,7 +216,7 @@ impl LatencyState {
         let flights = if congestion_reported {
             0
         } else {
-            self.flight_ns
+            (self.flight_ns - restart_ns).max(0)
         };
         let network = self.handshake_ns + self.request_ns + flights;
         if rtt < MIN_LATENCY_RTT_NS

@@ -1,0 +1,117 @@
+//! Listen queue overflow: a server too slow to accept() its connections.
+//!
+//! A listening socket holds completed connections in its accept queue
+//! (`listen(fd, backlog)`, bounded by `net.core.somaxconn`) until the
+//! application accepts them. When it is full, Linux drops new SYNs (the
+//! client retries after 1 s, 3 s…) and ignores the client's final handshake
+//! ACK and what follows it (`tcp_abort_on_overflow=0`): the client believes
+//! the connection open and sends its request, the server answers nothing —
+//! no ACK at all — until a retransmission of the request arrives when the
+//! queue has room, or it resends its SYN-ACK.
+//!
+//! A server that acknowledges nothing of a connection it has just answered
+//! the SYN of, while the client retransmits, is that queue: captured at the
+//! server, the ignored request is seen arriving; elsewhere, two
+//! retransmissions in a row unanswered (a path that loses the same request
+//! three times and left the handshake alone is unlikely).
+//! So is a SYN-ACK sent again after the client's ACK was seen. Such a
+//! connection's retransmission wait is renamed `listen_queue_overflow`; the
+//! SYN retries to the same server are folded into it when the report is made
+//! (they are the same full queue, seen earlier).
+
+use tcpdoctor_flow::{Connection, Dir, SegKind, Segment};
+
+use super::{Blame, Detail, Kind, Occurrence};
+
+/// Per connection, until the server first acknowledges the client's data.
+#[derive(Debug, Default)]
+pub struct ListenState {
+    done: bool,
+    /// The client sent data again before the server acknowledged any, how
+    /// many times, and whether that is the full queue (see `on_segment`).
+    retransmitted: bool,
+    retransmissions: u32,
+    ignored: bool,
+    first_data_ns: i64,
+}
+
+impl ListenState {
+    /// Runs after the loss rule, whose occurrences in `out` it may rename.
+    pub fn on_segment(&mut self, conn: &Connection, seg: &Segment<'_>, out: &mut [Occurrence]) {
+        if self.done {
+            return;
+        }
+        match seg.dir {
+            Dir::ClientToServer => {
+                if seg.len == 0 {
+                    return;
+                }
+                if self.first_data_ns == 0 {
+                    self.first_data_ns = seg.ts.nanos();
+                }
+                if seg.kind == SegKind::Retransmission {
+                    self.retransmitted = true;
+                    self.retransmissions += 1;
+                }
+            }
+            Dir::ServerToClient => {
+                if seg.flags.syn() {
+                    return;
+                }
+                // The server's first word after its SYN-ACK.
+                self.done = true;
+                if !self.retransmitted || seg.acked == 0 || conn.handshake.synack.is_none() {
+                    return;
+                }
+                // Captured at the server, the request was seen arriving and
+                // ignored. Elsewhere one lost request is the path's: the
+                // server must have let two retransmissions go unanswered.
+                if self.retransmissions < 2 && crate::text::vantage(conn).0 != "server" {
+                    return;
+                }
+                self.ignored = true;
+                let wait = seg.ts.nanos() - self.first_data_ns;
+                for o in out.iter_mut() {
+                    if matches!(o.kind, Kind::RetransmissionTimeout | Kind::PacketLoss)
+                        && o.culprit == Blame::Network(Dir::ClientToServer)
+                    {
+                        o.kind = Kind::ListenQueueOverflow;
+                        o.culprit = Blame::Side(Dir::ServerToClient);
+                        o.detail = Detail::Listen {
+                            syn_drops: 0,
+                            ack_dropped: true,
+                            accept_wait_ns: wait,
+                        };
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether this connection showed the full queue: its SYN retries are the
+    /// same queue's.
+    pub fn overflowed(&self, conn: &Connection) -> bool {
+        let hs = &conn.handshake;
+        let synack_after_ack = matches!((hs.ack, hs.last_synack), (Some(a), Some(s)) if hs.synack_count > 1 && s.ts > a.ts);
+        self.ignored || synack_after_ack
+    }
+}
+
+/// Renames a connection's setup occurrence when the connection itself showed
+/// the full queue.
+pub fn on_close(state: &ListenState, conn: &Connection, out: &mut [Occurrence]) {
+    if !state.overflowed(conn) {
+        return;
+    }
+    for o in out.iter_mut() {
+        if let (Kind::SynRetransmit, Detail::Setup { syn_retries, .. }) = (o.kind, &o.detail) {
+            o.detail = Detail::Listen {
+                syn_drops: *syn_retries,
+                ack_dropped: false,
+                accept_wait_ns: 0,
+            };
+            o.kind = Kind::ListenQueueOverflow;
+            o.culprit = Blame::Side(Dir::ServerToClient);
+        }
+    }
+}

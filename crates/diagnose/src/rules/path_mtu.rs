@@ -1,0 +1,219 @@
+//! Path MTU black holes: full-size segments that never arrive.
+//!
+//! A sender learns that its packets are too large for a link on the path
+//! from the router's ICMP "fragmentation needed" (RFC 1191; "packet too
+//! big", RFC 8201, for IPv6). When a firewall filters that ICMP, every
+//! full-size segment is dropped without a word while small ones (the
+//! handshake, the request, ACKs) pass: the sender retransmits the full-size
+//! segment on its retransmission timer, backing off, until it gives up or,
+//! with packetization-layer probing (RFC 4821; Linux
+//! `net.ipv4.tcp_mtu_probing=1` after three timeouts), falls back to smaller
+//! segments that get through.
+//!
+//! Seen on the sender's side of the drop, the packets say it outright: the
+//! same data retransmitted at full size at least twice, never acknowledged,
+//! then sent again in smaller segments. The loss rule measures that episode
+//! (a retransmission timeout); this rule names it. Seen beyond the drop, the
+//! retransmissions are invisible: the data arrives late — at least a second
+//! after the peer's last segment, longer than three timeouts backing off
+//! from 200 ms — and in segments of one size well below the MSS the
+//! receiver announced, three of them or more in a row.
+
+use tcpdoctor_flow::{Connection, Dir, Mark, SegKind, Segment};
+use tcpdoctor_wire::Timestamp;
+
+use super::{Blame, Detail, Kind, Occurrence};
+use crate::budget::Part;
+
+/// Full-size segments retransmitted this many times, unacknowledged.
+const MIN_BIG_RETRANSMISSIONS: u32 = 2;
+/// A "smaller" segment is at least this much below the full size…
+const SMALLER_BY: u32 = 64;
+/// …and no smaller than the minimum MSS (RFC 9293 §3.7.1: 536).
+const MIN_PROBE_LEN: u32 = 536;
+/// Beyond the drop: the delay before the smaller segments, and how many.
+const MIN_UNSEEN_STALL_NS: i64 = 1_000_000_000;
+const MIN_UNITS: u32 = 3;
+
+#[derive(Debug, Clone, Copy)]
+struct Candidate {
+    /// The smaller size, the stall before it, its first segment.
+    len: u32,
+    from: Timestamp,
+    first: Mark,
+    units: u32,
+}
+
+#[derive(Debug, Default)]
+struct DirState {
+    /// Full-size retransmissions since the receiver last acknowledged new data.
+    big: u32,
+    big_len: u32,
+    big_seq: u32,
+    big_first: Option<Mark>,
+    /// The peer's last segment.
+    peer_last: Option<Timestamp>,
+    candidate: Option<Candidate>,
+    /// Seen on the sender's side: the loss rule's timeout episode in this
+    /// direction is this black hole (its sizes).
+    relabel: Option<(u32, u32, u32)>,
+    /// Found beyond the drop: no more of them on this connection.
+    reported: bool,
+}
+
+/// Per connection.
+#[derive(Debug, Default)]
+pub struct MtuState {
+    dirs: [DirState; 2],
+}
+
+impl MtuState {
+    /// Runs after the loss rule, whose occurrences in `out` it may rename.
+    pub fn on_segment(&mut self, conn: &Connection, seg: &Segment<'_>, out: &mut Vec<Occurrence>) {
+        let d = seg.dir;
+        {
+            let other = &mut self.dirs[d.reverse().index()];
+            other.peer_last = Some(seg.ts);
+            if seg.acked > 0 {
+                other.big = 0;
+                other.big_first = None;
+            }
+            if other.relabel.is_some() {
+                relabel(other, d.reverse(), conn, out);
+            }
+        }
+        if seg.len == 0 {
+            return;
+        }
+        let st = &mut self.dirs[d.index()];
+        let full = conn.smss(d);
+        match seg.kind {
+            SegKind::Retransmission if seg.len + SMALLER_BY > full => {
+                // Full size again: not (or no longer) a smaller size passing.
+                st.candidate = None;
+                if st.big == 0 || seg.seq != st.big_seq {
+                    st.big = 0;
+                    st.big_seq = seg.seq;
+                    st.big_first = Some(Mark {
+                        ts: seg.ts,
+                        frame: seg.frame,
+                    });
+                }
+                st.big += 1;
+                st.big_len = st.big_len.max(seg.len);
+                return;
+            }
+            SegKind::Retransmission | SegKind::NewData => {}
+            _ => return,
+        }
+        // On the sender's side: the same data, smaller, after full-size tries.
+        if st.big >= MIN_BIG_RETRANSMISSIONS
+            && seg.seq == st.big_seq
+            && seg.len >= MIN_PROBE_LEN
+            && seg.len + SMALLER_BY <= st.big_len
+        {
+            st.relabel = Some((st.big_len, seg.len, st.big));
+            st.big = 0;
+            relabel(st, d, conn, out);
+            return;
+        }
+        if st.reported || seg.kind != SegKind::NewData {
+            return;
+        }
+        if let Some(c) = st.candidate.as_mut() {
+            if seg.len % c.len == 0 {
+                c.units += seg.len / c.len;
+            } else if seg.len > c.len {
+                st.candidate = None;
+                return;
+            } else {
+                // The remainder that ends the data.
+                c.units += 1;
+            }
+            if c.units >= MIN_UNITS {
+                let c = *c;
+                st.candidate = None;
+                st.reported = true;
+                out.push(unseen(conn, d, c));
+                return;
+            }
+            return;
+        }
+        // Beyond the drop: late, and smaller than the receiver's MSS.
+        let Some(from) = st.peer_last else {
+            return;
+        };
+        if seg.ts.since(from) >= MIN_UNSEEN_STALL_NS
+            && conn.half(d.reverse()).mss.is_some()
+            && seg.len >= MIN_PROBE_LEN
+            && seg.len + SMALLER_BY <= full
+        {
+            st.candidate = Some(Candidate {
+                len: seg.len,
+                from,
+                first: Mark {
+                    ts: seg.ts,
+                    frame: seg.frame,
+                },
+                units: 1,
+            });
+        }
+    }
+
+    /// Renames the loss rule's occurrences found at close.
+    pub fn on_close(&mut self, conn: &Connection, out: &mut [Occurrence]) {
+        for d in [Dir::ClientToServer, Dir::ServerToClient] {
+            relabel(&mut self.dirs[d.index()], d, conn, out);
+        }
+    }
+}
+
+/// The black hole seen beyond the drop: an occurrence of its own.
+fn unseen(conn: &Connection, d: Dir, c: Candidate) -> Occurrence {
+    let rtt = conn.path_rtt_ns().unwrap_or(0);
+    let delay = (c.first.ts.since(c.from) - rtt).max(0);
+    Occurrence {
+        kind: Kind::PathMtuBlackhole,
+        culprit: Blame::Network(d),
+        delay_ns: delay,
+        frames: vec![c.first.frame],
+        notes: vec![(
+            c.first.frame,
+            format!(
+                "first data after {:.0} ms, in {} B segments",
+                c.first.ts.since(c.from) as f64 / 1e6,
+                c.len
+            ),
+        )],
+        ladder_from: Some(c.first.frame),
+        ladder: None,
+        span: Some((Part::Retransmission, c.from, c.first.ts)),
+        detail: Detail::Blackhole {
+            big_len: conn.smss(d),
+            small_len: c.len,
+            retransmissions: 0,
+            seen: false,
+            rtt_ns: conn.path_rtt_ns(),
+        },
+    }
+}
+
+/// Renames the loss rule's timeout episode in direction `d` as the black hole.
+fn relabel(st: &mut DirState, d: Dir, conn: &Connection, out: &mut [Occurrence]) {
+    let Some((big, small, tries)) = st.relabel else {
+        return;
+    };
+    for o in out.iter_mut() {
+        if o.kind == Kind::RetransmissionTimeout && o.culprit == Blame::Network(d) {
+            o.kind = Kind::PathMtuBlackhole;
+            o.detail = Detail::Blackhole {
+                big_len: big,
+                small_len: small,
+                retransmissions: tries,
+                seen: true,
+                rtt_ns: conn.path_rtt_ns(),
+            };
+            st.relabel = None;
+        }
+    }
+}
