@@ -63,7 +63,8 @@ PIDS+=($!)
 
 # 3. Two watches (8080: Nagle; 80: nodelay on) while wrk loads both ports.
 ip netns exec "$S" "$TD" watch -i eth0 --filter "tcp port 8080" --duration 12s --format json \
-  --prometheus 127.0.0.1:$PROM_PORT --write "$WORK/live.pcap" > "$WORK/off.jsonl" 2> "$WORK/off.err" &
+  --prometheus 127.0.0.1:$PROM_PORT --write "$WORK/live.pcap" --html "$WORK/live.html" \
+  > "$WORK/off.jsonl" 2> "$WORK/off.err" &
 WATCH_OFF=$!
 PIDS+=($WATCH_OFF)
 ip netns exec "$S" "$TD" watch -i eth0 --filter "port 80 and host $SERVER_IP" --duration 8s \
@@ -156,6 +157,17 @@ w = [json.loads(l) for l in open(sys.argv[2])][-1]
 assert a["findings"][0]["kind"] == w["findings"][0]["kind"] == "nagle_delayed_ack"
 assert a["capture"]["packets"] == w["capture"]["packets"], (a["capture"]["packets"], w["capture"]["packets"])
 print("e2e ok: --write pcap of %d packets analyses the same" % a["capture"]["packets"])
+PY
+
+# --html: the page written at the end names the finding, with its charts, and loads nothing.
+python3 - "$WORK/live.html" "$SERVER_IP" <<'PY' || fail "--html: the report page is missing or wrong"
+import re, sys
+h = open(sys.argv[1]).read()
+assert h.startswith("<!DOCTYPE html>"), h[:40]
+assert "nagle_delayed_ack" in h and sys.argv[2] + ":8080" in h
+assert h.count("<svg") >= 2, h.count("<svg")
+assert not re.search(r'(src|href)="https?:', h), "the page loads from the network"
+print("e2e ok: --html wrote a %d KB page naming nagle_delayed_ack, %d SVG charts" % (len(h) // 1024, h.count("<svg")))
 PY
 
 # 5. The text view, not on a terminal: one block per interval, then the report.

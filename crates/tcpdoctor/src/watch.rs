@@ -20,6 +20,7 @@ Examples:
   sudo tcpdoctor watch --duration 30s --format json | jq -c '.findings? // .exchange_latency_ms'
   sudo tcpdoctor watch -i eth0 --prometheus :9464          metrics at http://HOST:9464/metrics
   sudo ip netns exec web tcpdoctor watch -i eth0 --write live.pcap --duration 1m
+  sudo tcpdoctor watch -i eth0 --duration 30s --write live.pcap --html live.html   the report as a page
 
 It captures on the interface (AF_PACKET with a TPACKET_V3 ring; the filter runs in the kernel),
 feeds every frame to the same engine as `tcpdoctor analyze`, and every --interval shows:
@@ -84,6 +85,10 @@ pub struct WatchArgs {
     /// Serve Prometheus metrics at http://ADDR/metrics (`:9464`, `127.0.0.1:9464`).
     #[arg(long, value_name = "ADDR")]
     prometheus: Option<String>,
+    /// At the end, also write the report as one self-contained HTML file (with --write, its
+    /// time-sequence graphs are drawn from that pcap).
+    #[arg(long, value_name = "REPORT.html")]
+    html: Option<String>,
     /// Exit with status 1 when the final report has a finding (for scripts).
     #[arg(long)]
     fail_on_finding: bool,
@@ -156,6 +161,26 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<u8> {
     })?;
 
     let analysis = outcome.analysis;
+    if let Some(html) = args.html.as_deref() {
+        let kind = format!(
+            "live capture, {:.1} s, {} frames, {} dropped by the kernel",
+            outcome.elapsed.as_secs_f64(),
+            outcome.frames,
+            outcome.kernel.dropped
+        );
+        let write = args.write.as_ref().and_then(|p| p.to_str());
+        crate::html::write(
+            &analysis,
+            &outcome.latency_bins,
+            write,
+            &format!("live capture on {source}"),
+            &kind,
+            &crate::html::Outputs {
+                html: Some(html),
+                annotate: None,
+            },
+        )?;
+    }
     match format {
         Format::Json => tcpdoctor_report::json(&analysis, &mut out)?,
         Format::Text => {

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tcpdoctor_capture::write::PcapWriter;
-use tcpdoctor_diagnose::model::Analysis;
+use tcpdoctor_diagnose::model::{Analysis, LatencyBin};
 use tcpdoctor_live::{Capture, Filter};
 
 use crate::{Interval, KernelCounters, Metrics, Watcher};
@@ -44,6 +44,8 @@ pub struct Config {
 /// How a watch ended.
 pub struct Outcome {
     pub analysis: Analysis,
+    /// The exchange-latency distribution, for charts.
+    pub latency_bins: Vec<LatencyBin>,
     pub interface: String,
     /// Frames analysed, and the kernel's counters at the end.
     pub frames: u64,
@@ -177,8 +179,10 @@ impl Session {
             ));
         }
         let frames = self.watcher.frames();
+        let (analysis, latency_bins) = self.watcher.finish_with_distribution();
         Ok(Outcome {
-            analysis: self.watcher.finish(),
+            analysis,
+            latency_bins,
             interface: self.config.interface,
             frames,
             kernel,

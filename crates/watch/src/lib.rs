@@ -25,7 +25,7 @@ use std::net::SocketAddr;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use tcpdoctor_diagnose::histogram::Histogram;
-use tcpdoctor_diagnose::model::{Analysis, LiveFinding};
+use tcpdoctor_diagnose::model::{Analysis, LatencyBin, LiveFinding};
 use tcpdoctor_diagnose::{Engine, Options};
 use tcpdoctor_wire::{LinkType, Timestamp};
 
@@ -238,6 +238,12 @@ impl Watcher {
     /// Closes every open connection and builds the full analysis.
     pub fn finish(self) -> Analysis {
         self.engine.finish()
+    }
+
+    /// [`Watcher::finish`], and the exchange-latency distribution for charts
+    /// (the HTML report).
+    pub fn finish_with_distribution(self) -> (Analysis, Vec<LatencyBin>) {
+        self.engine.finish_with_distribution()
     }
 }
 
