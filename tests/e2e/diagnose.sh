@@ -25,7 +25,8 @@ e2e_wait_port 8080 8081
 
 # 1. tcp_nodelay off, as root: capture, analysis, verdict.
 start=$(date +%s.%N)
-ip netns exec "$C" "$TD" diagnose --format json --write "$WORK/off.pcap" http://10.79.0.2:8080/ > "$WORK/off.json" \
+ip netns exec "$C" "$TD" diagnose --format json --write "$WORK/off.pcap" --html "$WORK/off.html" \
+  http://10.79.0.2:8080/ > "$WORK/off.json" \
   || fail "diagnose :8080 exited $?"
 end=$(date +%s.%N)
 ip netns exec "$C" "$TD" diagnose http://10.79.0.2:8080/ | head -8
@@ -50,6 +51,10 @@ assert took <= 15, f"diagnose took {took:.1f} s"
 a = json.load(open(sys.argv[2]))
 assert a["findings"][0]["kind"] == "nagle_delayed_ack"
 assert a["capture"]["packets"] == m["capture"]["frames"], (a["capture"]["packets"], m["capture"])
+# --html: the page names the same finding, with its charts.
+h = open(sys.argv[1].replace(".json", ".html")).read()
+assert h.startswith("<!DOCTYPE html>") and "nagle_delayed_ack" in h and "10.79.0.2:8080" in h
+assert h.count("<svg") >= 2, h.count("<svg")
 print(f"e2e ok: diagnose :8080 -> {f[0]['kind']} {f[0]['culprit']['endpoint']}, p50 "
       f"{m['load']['latency_ms']['p50']:.1f} ms, rtt {m['round_trip']['median_ms']:.3f} ms, {took:.1f} s")
 PY

@@ -27,7 +27,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tcpdoctor_capture::write::PcapWriter;
-use tcpdoctor_diagnose::model::Analysis;
+use tcpdoctor_diagnose::model::{Analysis, LatencyBin};
 use tcpdoctor_diagnose::{Engine, Options};
 use tcpdoctor_live::{Capture, Filter, Stats};
 use tcpdoctor_load::http::{Fed, Parser};
@@ -146,6 +146,8 @@ pub struct Outcome {
     pub load_error: Option<String>,
     pub captured: Option<Captured>,
     pub analysis: Option<Analysis>,
+    /// The exchange-latency distribution of the capture, for charts.
+    pub latency_bins: Vec<LatencyBin>,
     pub verdict: Verdict,
     /// Hints from timing and TCP_INFO alone (when there was no capture).
     pub hints: Vec<String>,
@@ -242,19 +244,19 @@ pub fn run(plan: &Plan, mut step: impl FnMut(Step)) -> io::Result<Outcome> {
     };
 
     step(Step::Analysis);
-    let (captured, analysis) = match capture {
+    let (captured, analysis, latency_bins) = match capture {
         Some(c) => {
             // Let the last ACKs and FINs of the load's connections arrive.
             std::thread::sleep(Duration::from_millis(300));
             match c.finish() {
-                Ok((captured, analysis)) => (Some(captured), Some(analysis)),
+                Ok((captured, analysis, bins)) => (Some(captured), Some(analysis), bins),
                 Err(e) => {
                     could_not_see.push(format!("the capture failed: {e}"));
-                    (None, None)
+                    (None, None, Vec::new())
                 }
             }
         }
-        None => (None, None),
+        None => (None, None, Vec::new()),
     };
 
     let rtt_ms = round_trip.as_ref().and_then(|r| r.stats.median_ms());
@@ -291,6 +293,7 @@ pub fn run(plan: &Plan, mut step: impl FnMut(Step)) -> io::Result<Outcome> {
         load_error,
         captured,
         analysis,
+        latency_bins,
         verdict,
         hints,
         could_not_see,
@@ -393,7 +396,7 @@ const DRAIN: Duration = Duration::from_millis(200);
 /// pcap file), in order, numbered as the file numbers them.
 struct Running {
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<io::Result<(Captured, Analysis)>>,
+    thread: JoinHandle<io::Result<(Captured, Analysis, Vec<LatencyBin>)>>,
 }
 
 fn start_capture(plan: &Plan, server: SocketAddr) -> io::Result<Running> {
@@ -473,13 +476,14 @@ fn start_capture(plan: &Plan, server: SocketAddr) -> io::Result<Running> {
                 kernel,
                 written,
             };
-            Ok((captured, engine.finish()))
+            let (analysis, bins) = engine.finish_with_distribution();
+            Ok((captured, analysis, bins))
         })?;
     Ok(Running { stop, thread })
 }
 
 impl Running {
-    fn finish(self) -> io::Result<(Captured, Analysis)> {
+    fn finish(self) -> io::Result<(Captured, Analysis, Vec<LatencyBin>)> {
         self.stop.store(true, Ordering::Relaxed);
         self.thread
             .join()
