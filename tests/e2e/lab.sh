@@ -94,7 +94,8 @@ run_case() {
   shift
   for try in 1 2; do
     local rc=0
-    "$TD" lab run "$case" --compare --format json --write "$WORK/$case.pcap" "$@" >"$out" || rc=$?
+    "$TD" lab run "$case" --compare --format json --write "$WORK/$case.pcap" --html "$WORK/$case.html" \
+      "$@" >"$out" || rc=$?
     if [ "$rc" -eq 0 ] && check_run "$out"; then return 0; fi
     [ "$case" = packet-loss ] && [ "$try" -eq 1 ] || fail "$case $* (exit $rc): $(head -c 2000 "$out")"
     say "$case: not reproduced on try $try (random loss); once more"
@@ -106,6 +107,25 @@ say "every case with --compare"
 for case in ${LAB_CASES:-$("$TD" lab list --format json | python3 -c 'import json,sys; print(" ".join(c["case"] for c in json.load(sys.stdin)))')}; do
   run_case "$case"
 done
+
+# --html: each run's page names the case's finding first; the fixed run's page does not
+python3 - "$WORK" <<'PY' || fail "--html pages do not match the runs"
+import glob, json, os, sys
+work, n = sys.argv[1], 0
+for out in glob.glob(os.path.join(work, "*.json")):
+    d = json.load(open(out))
+    exp = (d.get("expected") or {}).get("kind")
+    page = out[:-5] + ".html"
+    if not exp or not os.path.exists(page) or not d.get("after"):
+        continue
+    h, fixed = open(page).read(), open(out[:-5] + "-fixed.html").read()
+    assert h.startswith("<!DOCTYPE html>") and "<svg" in h, page
+    first = d["before"]["findings"][0]["kind"]
+    assert first in h, (page, first)
+    n += 1
+assert n >= 5, n
+print("lab e2e: --html pages of %d cases name their finding" % n)
+PY
 
 # 2. the seed cases with real software
 say "real peers"

@@ -127,6 +127,10 @@ pub struct RunArgs {
     /// `-fixed` before the extension.
     #[arg(long, value_name = "FILE.pcap")]
     pub write: Option<PathBuf>,
+    /// Write the analysis as a self-contained HTML page; with --compare the fixed run goes
+    /// to FILE with `-fixed` before the extension.
+    #[arg(long, value_name = "REPORT.html", conflicts_with = "diagnose")]
+    pub html: Option<PathBuf>,
     /// Bytes kept of each captured frame.
     #[arg(long, default_value_t = 512, value_name = "BYTES")]
     pub snaplen: u32,
@@ -325,8 +329,41 @@ fn run_command(a: &RunArgs) -> Result<u8> {
             return Err(e);
         }
     };
+    if let Some(path) = &a.html {
+        write_html(&case, path, &outcome.before)?;
+        if let Some(f) = &outcome.after {
+            write_html(&case, &fixed_name(path), f)?;
+        }
+    }
     let ok = print(&case, &before, &outcome, a)?;
     Ok(if ok { EXIT_OK } else { EXIT_MISMATCH })
+}
+
+/// `--html`: one phase's analysis as a self-contained page (without
+/// time-sequence graphs: those need a second read of a capture file, which
+/// `tcpdoctor analyze --html` of the `--write` pcap draws).
+fn write_html(case: &Case, path: &Path, phase: &Phase) -> Result<()> {
+    let f = std::fs::File::create(path)
+        .map_err(|e| anyhow::anyhow!("creating {}: {e}", path.display()))?;
+    let mut w = std::io::BufWriter::new(f);
+    let source = format!("lab case {}", case.name);
+    let format = format!(
+        "live capture at the {} ({} packets)",
+        phase.capture.vantage.as_str(),
+        phase.capture.packets
+    );
+    tcpdoctor_html::render(
+        &phase.analysis,
+        &tcpdoctor_html::Extras {
+            source: &source,
+            format: &format,
+            latency: &phase.latency_bins,
+            traces: &[],
+        },
+        &mut w,
+    )?;
+    std::io::Write::flush(&mut w)?;
+    Ok(())
 }
 
 fn run_case(

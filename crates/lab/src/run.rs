@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use serde::Serialize;
 use tcpdoctor_capture::write::{PcapNgWriter, PcapWriter};
-use tcpdoctor_diagnose::model::Analysis;
+use tcpdoctor_diagnose::model::{Analysis, LatencyBin};
 use tcpdoctor_diagnose::{Engine, Options};
 use tcpdoctor_live::{Capture, LinkType, Timestamp};
 
@@ -64,6 +64,8 @@ pub struct Phase {
     pub metrics: Metrics,
     pub capture: CaptureInfo,
     pub analysis: Analysis,
+    /// The exchange-latency distribution, for the HTML report's chart.
+    pub latency_bins: Vec<LatencyBin>,
     pub delay_line_drops: u64,
 }
 
@@ -228,7 +230,7 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
     }
     // The last ACKs and FINs.
     thread::sleep(rtt * 2 + Duration::from_millis(150));
-    let (analysis, capture) = cap.finish()?;
+    let (analysis, latency_bins, capture) = cap.finish()?;
     if s.action == Action::DropFirstSyn {
         Topology::iptables_in(&t.server, "-D", &syn_rule)?;
     }
@@ -246,6 +248,7 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
         metrics,
         capture,
         analysis,
+        latency_bins,
         delay_line_drops: t.delay.as_ref().map_or(0, |d| d.dropped()) - drops_before,
     })
 }
@@ -329,10 +332,14 @@ pub fn round3(v: f64) -> f64 {
 /// A capture running on its own threads: one reads frames from the kernel,
 /// another feeds them to the engine (and the pcap file), so that analysis
 /// never holds up the reading.
+/// What the analysis thread hands back: the analysis, its latency
+/// distribution and the name of the file written, if any.
+type Analysed = (Analysis, Vec<LatencyBin>, Option<String>);
+
 struct RunningCapture {
     stop: Arc<AtomicBool>,
     reader: thread::JoinHandle<Result<(u64, u64)>>,
-    analyser: thread::JoinHandle<Result<(Analysis, Option<String>)>>,
+    analyser: thread::JoinHandle<Result<Analysed>>,
 }
 
 struct Owned {
@@ -425,7 +432,8 @@ fn start_capture(
             if let Some(w) = out {
                 w.finish()?;
             }
-            Ok((engine.finish(), write.map(|p| p.display().to_string())))
+            let (analysis, bins) = engine.finish_with_distribution();
+            Ok((analysis, bins, write.map(|p| p.display().to_string())))
         })?;
     Ok(RunningCapture {
         stop,
@@ -435,10 +443,10 @@ fn start_capture(
 }
 
 impl RunningCapture {
-    fn finish(self) -> Result<(Analysis, CaptureInfo)> {
+    fn finish(self) -> Result<(Analysis, Vec<LatencyBin>, CaptureInfo)> {
         self.stop.store(true, Ordering::Relaxed);
         let (packets, drops) = ns::join(self.reader)?;
-        let (mut analysis, written) = self
+        let (mut analysis, bins, written) = self
             .analyser
             .join()
             .map_err(|_| anyhow::anyhow!("the analysis thread panicked"))??;
@@ -449,6 +457,7 @@ impl RunningCapture {
         }
         Ok((
             analysis,
+            bins,
             CaptureInfo {
                 vantage: Vantage::Client,
                 namespace: String::new(),
