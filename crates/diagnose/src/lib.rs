@@ -314,6 +314,7 @@ impl Engine {
             capture_ns as f64
         };
         fold_listen_queue(&mut d.aggregates, d.options.max_evidence);
+        fold_syn_floods(&mut d.aggregates, &d.floods, d.options.max_evidence);
         let mut findings: Vec<Finding> = d
             .aggregates
             .into_values()
@@ -326,7 +327,7 @@ impl Engine {
         });
         let (findings, minor_findings): (Vec<Finding>, Vec<Finding>) = findings
             .into_iter()
-            .partition(|f| f.share_of_time >= d.options.min_share);
+            .partition(|f| f.share_of_time >= d.options.min_share || text::overwhelmed(f));
         let mut connections = std::mem::take(&mut d.summaries);
         connections.sort_by_key(|c| c.id);
         let t0 = first.nanos() as f64 / 1e6;
@@ -462,6 +463,76 @@ fn fold_listen_queue(aggregates: &mut FxHashMap<AggKey, Aggregate>, max_evidence
                 agg.evidence.truncate(max_evidence);
             }
         }
+    }
+}
+
+/// Each flooded endpoint becomes a `syn_flood` finding; the SYN retries of
+/// legitimate connections to it (dropped with the flood's SYNs) are its cost.
+fn fold_syn_floods(
+    aggregates: &mut FxHashMap<AggKey, Aggregate>,
+    floods: &rules::syn_flood::Floods,
+    max_evidence: usize,
+) {
+    for (target, t) in floods.flooded() {
+        let mut agg = Aggregate::new(
+            Kind::SynFlood,
+            target,
+            "network",
+            Detail::Flood {
+                attempts: t.attempts,
+                half_open: t.half_open,
+                one_shot: t.one_shot,
+                answered: t.answered,
+                refused: t.refused,
+                sources: t.sources(),
+                first_ns: t.first_ns,
+                last_ns: t.last_ns,
+                delayed: 0,
+            },
+        );
+        agg.connections = t.half_open;
+        agg.occurrences = t.half_open;
+        agg.evidence = t
+            .samples
+            .iter()
+            .map(|&(connection, frame)| Evidence {
+                connection,
+                frames: vec![frame],
+                delay_ms: 0.0,
+            })
+            .collect();
+        let retries: Vec<AggKey> = aggregates
+            .keys()
+            .filter(|k| k.kind == Kind::SynRetransmit && k.endpoint == target)
+            .cloned()
+            .collect();
+        let mut delayed = 0;
+        for key in retries {
+            let Some(s) = aggregates.remove(&key) else {
+                continue;
+            };
+            delayed += s.connections;
+            agg.delays.merge(&s.delays);
+            agg.total_ns += s.total_ns;
+            agg.count += s.count;
+            if agg.ladder.is_none() {
+                agg.ladder = s.ladder;
+            }
+            // The legitimate clients' waits first: they are the cost.
+            let mut ev = s.evidence;
+            ev.append(&mut agg.evidence);
+            ev.truncate(max_evidence);
+            agg.evidence = ev;
+        }
+        if let Detail::Flood { delayed: d, .. } = &mut agg.first {
+            *d = delayed;
+        }
+        let key = AggKey {
+            kind: Kind::SynFlood,
+            role: "network",
+            endpoint: target,
+        };
+        aggregates.insert(key, agg);
     }
 }
 
@@ -746,6 +817,46 @@ pub(crate) struct Aggregate {
     flights: u64,
 }
 
+impl Aggregate {
+    fn new(kind: Kind, addr: SocketAddr, role: &'static str, first: Detail) -> Aggregate {
+        Aggregate {
+            kind,
+            culprit: Culprit {
+                endpoint: addr.to_string(),
+                role,
+            },
+            culprit_addr: addr,
+            peer_role: match role {
+                "client" => "server",
+                "server" => "client",
+                _ => "endpoints",
+            },
+            connections: 0,
+            occurrences: 0,
+            delays: Histogram::default(),
+            total_ns: 0,
+            evidence: Vec::new(),
+            ladder: None,
+            first,
+            ack_wait: Histogram::default(),
+            after_ack: Histogram::default(),
+            window_sum: 0,
+            window_min: u32::MAX,
+            bytes: 0,
+            transfer_ns: 0,
+            stalls: 0,
+            rtt_ns_min: None,
+            count: 0,
+            flagged: 0,
+            inside_ns: 0,
+            handshakes: 0,
+            handshake_ns: 0,
+            requests: 0,
+            flights: 0,
+        }
+    }
+}
+
 pub(crate) struct Diagnoser {
     options: Options,
     aggregates: FxHashMap<AggKey, Aggregate>,
@@ -775,6 +886,8 @@ pub(crate) struct Diagnoser {
     /// Completed exchanges not yet drained (with [`Options::live`]).
     live_exchanges: Vec<(SocketAddr, i64)>,
     live_overflow: u64,
+    /// Handshakes per server endpoint, for SYN floods.
+    floods: rules::syn_flood::Floods,
 }
 
 impl Diagnoser {
@@ -797,6 +910,7 @@ impl Diagnoser {
             scratch: Vec::new(),
             live_exchanges: Vec::new(),
             live_overflow: 0,
+            floods: Default::default(),
         }
     }
 
@@ -823,41 +937,10 @@ impl Diagnoser {
         let first_in_conn = state.kinds_seen & o.kind.bit() == 0;
         state.kinds_seen |= o.kind.bit();
         state.time_lost_ns += o.delay_ns;
-        let agg = self.aggregates.entry(key).or_insert_with(|| Aggregate {
-            kind: o.kind,
-            culprit: Culprit {
-                endpoint: addr.to_string(),
-                role,
-            },
-            culprit_addr: addr,
-            peer_role: match role {
-                "client" => "server",
-                "server" => "client",
-                _ => "endpoints",
-            },
-            connections: 0,
-            occurrences: 0,
-            delays: Histogram::default(),
-            total_ns: 0,
-            evidence: Vec::new(),
-            ladder: None,
-            first: o.detail.clone(),
-            ack_wait: Histogram::default(),
-            after_ack: Histogram::default(),
-            window_sum: 0,
-            window_min: u32::MAX,
-            bytes: 0,
-            transfer_ns: 0,
-            stalls: 0,
-            rtt_ns_min: None,
-            count: 0,
-            flagged: 0,
-            inside_ns: 0,
-            handshakes: 0,
-            handshake_ns: 0,
-            requests: 0,
-            flights: 0,
-        });
+        let agg = self
+            .aggregates
+            .entry(key)
+            .or_insert_with(|| Aggregate::new(o.kind, addr, role, o.detail.clone()));
         if first_in_conn {
             agg.connections += 1;
             if agg.connections == 2 && role == "client" && agg.culprit_addr != addr {
@@ -977,6 +1060,7 @@ impl Diagnoser {
                 agg.flagged += u64::from(ack_dropped);
                 agg.inside_ns += accept_wait_ns;
             }
+            Detail::Flood { .. } => {}
             Detail::Blackhole {
                 retransmissions,
                 rtt_ns,
@@ -1057,6 +1141,7 @@ impl Diagnoser {
         (self.heavy_open + self.spare_heavy.len()) * size_of::<Heavy>()
             + self.listed.capacity() * size_of::<Listed>()
             + self.summaries.capacity() * size_of::<ConnectionSummary>()
+            + self.floods.state_bytes()
     }
 
     /// Gives `state`'s diagnosis state back for reuse.
@@ -1187,6 +1272,7 @@ impl Analyzer for Diagnoser {
             self.release(state);
             return;
         }
+        self.floods.on_close(conn);
         let mut out = std::mem::take(&mut self.scratch);
         if let Some(h) = state.heavy.as_deref_mut() {
             h.window.on_close(conn, &mut out);

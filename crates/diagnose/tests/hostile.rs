@@ -68,7 +68,16 @@ fn a_flood_of_a_million_syns_keeps_open_state_bounded() {
     assert_eq!(a.capture.connections, 1_000_000);
     assert_eq!(a.capture.connections_closed_early, 0);
     assert!(a.capture.peak_open_connections <= 75_001);
-    assert!(a.findings.is_empty() && a.minor_findings.is_empty());
+    // And it is named: one flood, 2^17 distinct sources (±3%), never answered.
+    assert!(a.minor_findings.is_empty());
+    assert_eq!(a.findings.len(), 1, "{:?}", a.findings);
+    let f = &json(&a)["findings"][0];
+    assert_eq!(f["kind"], "syn_flood");
+    assert_eq!(f["culprit"]["endpoint"], "10.0.0.80:80");
+    assert_eq!(f["details"]["half_open"], 1_000_000);
+    assert_eq!(f["details"]["share_answered"], 0.0);
+    let sources = f["details"]["distinct_sources"].as_f64().unwrap();
+    assert!((sources - 131_072.0).abs() < 131_072.0 * 0.03, "{sources}");
 }
 
 #[test]
@@ -197,4 +206,51 @@ fn compact_handshakes_change_no_analysis_of_the_fixtures() {
         };
         assert_eq!(run(true), run(false), "{}", path.display());
     }
+}
+
+#[test]
+fn scans_retrying_clients_and_busy_servers_are_not_floods() {
+    let kinds = |frames: &[(i64, TcpSegment<'static>)]| -> Vec<String> {
+        let mut e = Engine::new(Options::default());
+        for (t, s) in frames {
+            e.push_segment(at_ms(*t), LinkType::Ethernet, 54, s);
+        }
+        let a = e.finish();
+        a.findings
+            .iter()
+            .chain(&a.minor_findings)
+            .map(|f| f.kind.to_string())
+            .collect()
+    };
+    // A port scan: one SYN to each of 5,000 ports in 1 s, each refused.
+    let mut scan = Vec::new();
+    for p in 0..5000u32 {
+        let mut s = syn(7, p * 31, &[]);
+        s.dst_port = 1 + p as u16;
+        let mut rst = s.clone();
+        std::mem::swap(&mut rst.src, &mut rst.dst);
+        std::mem::swap(&mut rst.src_port, &mut rst.dst_port);
+        rst.flags = TcpFlags(TcpFlags::RST | TcpFlags::ACK);
+        rst.seq = 0;
+        rst.ack = s.seq.wrapping_add(1);
+        scan.push((i64::from(p) / 5, s));
+        scan.push((i64::from(p) / 5, rst));
+    }
+    assert!(!kinds(&scan).contains(&"syn_flood".to_string()));
+    // 500 clients that cannot reach a dead server: each SYN retried at 1 s
+    // and 3 s, as a TCP stack does.
+    let mut dead = Vec::new();
+    for n in 0..500u32 {
+        let s = syn(n, n * 7, MSS_WS);
+        let t = i64::from(n) * 10;
+        dead.extend([(t, s.clone()), (t + 1000, s.clone()), (t + 3000, s)]);
+    }
+    dead.sort_by_key(|f| f.0);
+    let k = kinds(&dead);
+    assert!(!k.contains(&"syn_flood".to_string()), "{k:?}");
+    // The same 500 SYNs sent once each, unanswered: that is a flood.
+    let once: Vec<_> = (0..500u32)
+        .map(|n| (i64::from(n) * 10, syn(n, n * 7, &[])))
+        .collect();
+    assert_eq!(kinds(&once), ["syn_flood"]);
 }

@@ -50,7 +50,10 @@ pub fn cause_of(part: &str, findings: &[Finding]) -> String {
         "server" => pick(&["server_delay"], part),
         "client_idle" => pick(&["client_delay"], part),
         "network" => pick(&["network_latency"], part),
-        "syn_retry_wait" => pick(&["syn_retransmit", "listen_queue_overflow"], part),
+        "syn_retry_wait" => pick(
+            &["syn_retransmit", "listen_queue_overflow", "syn_flood"],
+            part,
+        ),
         _ => part.to_string(),
     }
 }

@@ -186,6 +186,10 @@ fn cause(f: &Finding, a: &Analysis) -> String {
             "{ep} ({role}) accepts connections too slowly: its listen backlog overflows, SYNs and \
              handshake ACKs are dropped and connections wait ~{typ} to be taken"
         ),
+        "syn_flood" => format!(
+            "a SYN flood hits {ep}: handshakes that never complete, from forged or scripted sources; \
+             legitimate clients whose SYNs were dropped with it wait ~{typ} each"
+        ),
         "path_mtu_blackhole" => format!(
             "full-size packets from {ep} vanish on the path (an MTU black hole: ICMP 'fragmentation \
              needed' filtered) and the data waits ~{typ} for the sender to retry with smaller segments"

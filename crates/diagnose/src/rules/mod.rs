@@ -10,6 +10,7 @@ pub mod receive_window;
 pub mod retransmission;
 pub mod setup;
 pub mod slow_start_after_idle;
+pub mod syn_flood;
 pub mod timing;
 pub mod zero_window;
 
@@ -34,6 +35,7 @@ pub enum Kind {
     SlowStartAfterIdle,
     PathMtuBlackhole,
     ListenQueueOverflow,
+    SynFlood,
 }
 
 impl Kind {
@@ -52,6 +54,7 @@ impl Kind {
             Kind::SlowStartAfterIdle => "slow_start_after_idle",
             Kind::PathMtuBlackhole => "path_mtu_blackhole",
             Kind::ListenQueueOverflow => "listen_queue_overflow",
+            Kind::SynFlood => "syn_flood",
         }
     }
 
@@ -182,6 +185,19 @@ pub enum Detail {
         syn_drops: u32,
         ack_dropped: bool,
         accept_wait_ns: i64,
+    },
+    /// A flooded endpoint (made when the report is, from [`syn_flood::Floods`]).
+    Flood {
+        attempts: u64,
+        half_open: u64,
+        one_shot: u64,
+        answered: u64,
+        refused: u64,
+        sources: u64,
+        first_ns: i64,
+        last_ns: i64,
+        /// Legitimate connections to the target whose SYN had to be retried.
+        delayed: u64,
     },
     Blackhole {
         /// The segment size that never got through, the one that did.

@@ -23,7 +23,10 @@ pub fn on_close(conn: &Connection, out: &mut Vec<Occurrence>) {
         let mut frames = vec![first.frame, last.frame];
         frames.extend(hs.synack.map(|m| m.frame));
         (syn_wait, frames, hs.synack.is_some())
-    } else if synack_retries > 0 {
+    } else if synack_retries > 0 && (hs.ack.is_some() || conn.client.data_packets > 0) {
+        // (A SYN-ACK retried to a client that never answered and never
+        // retried its SYN kept no request waiting: a forged SYN, or a
+        // capture cut short. A SYN flood's half-open connections look so.)
         // The server sent its SYN-ACK again (it, or the client's ACK, was
         // lost): setup waited from the first SYN-ACK to the last.
         let (Some(first), Some(last)) = (hs.synack, hs.last_synack) else {
