@@ -40,9 +40,13 @@ pub enum Part {
     CongestionWait,
     /// Moving the request and response bytes.
     Transfer,
+    /// A TLS handshake's round trips and the client's part of it.
+    TlsHandshake,
+    /// The server's part of a TLS handshake: its key exchange and signature.
+    TlsKeyExchange,
 }
 
-pub const PARTS: usize = 10;
+pub const PARTS: usize = 12;
 
 impl Part {
     pub const ALL: [Part; PARTS] = [
@@ -56,6 +60,8 @@ impl Part {
         Part::Window,
         Part::CongestionWait,
         Part::Transfer,
+        Part::TlsHandshake,
+        Part::TlsKeyExchange,
     ];
 
     pub fn name(self) -> &'static str {
@@ -70,6 +76,8 @@ impl Part {
             Part::Window => "window_wait",
             Part::CongestionWait => "congestion_wait",
             Part::Transfer => "transfer",
+            Part::TlsHandshake => "tls_handshake",
+            Part::TlsKeyExchange => "tls_key_exchange",
         }
     }
 }

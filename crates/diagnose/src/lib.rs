@@ -41,7 +41,7 @@ use rules::{endpoint_of, Blame, Detail, Kind, Occurrence};
 /// How many leading bytes of a segment's payload the engine may look at
 /// (HTTP heads, to name the software in a fix); 0 for anything else.
 pub fn payload_needed(payload: &[u8]) -> usize {
-    http::head_len(payload)
+    http::head_len(payload).max(rules::tls::payload_needed(payload))
 }
 
 /// Engine settings.
@@ -628,6 +628,7 @@ pub(crate) struct Heavy {
     restart: rules::slow_start_after_idle::RestartState,
     mtu: rules::path_mtu::MtuState,
     listen: rules::listen_queue::ListenState,
+    tls: rules::tls::TlsState,
     kinds_seen: u32,
     time_lost_ns: i64,
     exchanges: u64,
@@ -656,6 +657,7 @@ impl Heavy {
             restart,
             mtu,
             listen,
+            tls,
             kinds_seen,
             time_lost_ns,
             exchanges,
@@ -677,6 +679,7 @@ impl Heavy {
         *restart = Default::default();
         *mtu = Default::default();
         *listen = Default::default();
+        *tls = Default::default();
         *kinds_seen = 0;
         *time_lost_ns = 0;
         *exchanges = 0;
@@ -1061,6 +1064,17 @@ impl Diagnoser {
                 agg.inside_ns += accept_wait_ns;
             }
             Detail::Flood { .. } => {}
+            Detail::Tls {
+                server_ns,
+                client_ns,
+                rounds,
+                rtt_ns,
+            } => {
+                agg.inside_ns += server_ns;
+                agg.transfer_ns += client_ns;
+                agg.count += u64::from(rounds);
+                agg.rtt_ns_min = min_opt(agg.rtt_ns_min, rtt_ns);
+            }
             Detail::Blackhole {
                 retransmissions,
                 rtt_ns,
@@ -1163,6 +1177,9 @@ impl Analyzer for Diagnoser {
     fn segment(&mut self, conn: &Connection, state: &mut ConnState, seg: &Segment<'_>) {
         let h = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
         h.ring.push(seg);
+        if seg.len > 0 {
+            h.tls.on_segment(seg);
+        }
         let out = &mut self.scratch;
         let delayed = h.nagle.on_segment(conn, seg, out);
         h.zero_window.on_segment(seg, out);
@@ -1204,9 +1221,19 @@ impl Analyzer for Diagnoser {
     }
 
     fn exchange(&mut self, conn: &Connection, state: &mut ConnState, ex: &Exchange) {
-        let (inside, longest) = heavy(&mut self.spare_heavy, &mut self.heavy_open, state)
-            .idle
-            .take_exchange();
+        let h = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
+        let (inside, longest) = h.idle.take_exchange();
+        // A TLS handshake's rounds are not the application's exchanges: the
+        // first exchange after them carries their time.
+        let opened;
+        let (ex, tls) = match h.tls.on_exchange(conn, ex, &mut h.claims) {
+            rules::tls::Step::Handshake => return,
+            rules::tls::Step::Opened(e, o) => {
+                opened = e;
+                (&opened, Some(o))
+            }
+            rules::tls::Step::Plain => (ex, None),
+        };
         let (c, s) = (Dir::ClientToServer.index(), Dir::ServerToClient.index());
         if let Some(o) = rules::timing::client_delay(conn, ex, inside[c], longest[c]) {
             self.record(conn, state, o);
@@ -1219,6 +1246,9 @@ impl Analyzer for Diagnoser {
             .split(conn, ex)
             .unwrap_or([0; budget::PARTS]);
         if let Some(o) = rules::timing::server_delay(conn, ex, &split, inside[s], longest[s]) {
+            self.record(conn, state, o);
+        }
+        if let Some(o) = tls.and_then(|t| rules::tls::occurrence(conn, &split, &t)) {
             self.record(conn, state, o);
         }
         let state = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);

@@ -690,6 +690,81 @@ pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
                        "accept_wait_ms": ms(a.inside_ns)}),
             )
         }
+        (Kind::TlsHandshake, _) => {
+            let n = a.occurrences.max(1);
+            let per = |ns: i64| round3(ns as f64 / n as f64 / 1e6);
+            let (kx, cl) = (per(a.inside_ns), per(a.transfer_ns));
+            let rounds = round3(a.count as f64 / n as f64);
+            let network = round3((per(a.total_ns) - kx - cl).max(0.0));
+            let rtt = a.rtt_ns_min.map(ms);
+            let version = if rounds >= 1.5 {
+                "a full TLS 1.2 handshake: two round trips before the first request"
+            } else {
+                "a one-round-trip handshake (TLS 1.3, or a resumed TLS 1.2 session)"
+            };
+            let (cause, why, fix) = match role {
+                "server" => (
+                    "key_exchange",
+                    format!(
+                        "most of it is {ep}'s own time between the client's flight and its answer — \
+                         {kx:.2} ms per handshake: computing its key share and signing it with the \
+                         certificate's private key (RSA keys of 3072–4096 bits cost milliseconds per \
+                         signature; ECDSA P-256 or Ed25519 a few microseconds), or waiting on a hardware \
+                         module or an OCSP lookup"
+                    ),
+                    format!(
+                        "At {ep}: sign with an ECDSA P-256 certificate (or serve one beside the RSA one: nginx \
+                         takes several `ssl_certificate` lines) instead of a large RSA key; let clients resume \
+                         sessions (`ssl_session_cache shared:SSL:10m; ssl_session_tickets on;`) so repeat \
+                         handshakes skip the signature; enable TLS 1.3; and keep connections alive so each \
+                         request does not pay a handshake. `openssl speed rsa4096 ecdsap256` shows the cost per \
+                         signature on this CPU."
+                    ),
+                ),
+                "client" => (
+                    "client",
+                    format!(
+                        "most of it is the client's own time between the server's flight and its next one — \
+                         {cl:.2} ms per handshake: verifying the certificate chain, computing its key \
+                         share, or a client that starts its TLS library cold (a new process per request)"
+                    ),
+                    format!(
+                        "At the client {ep}: reuse connections (keep-alive, a connection pool) and TLS sessions \
+                         (session tickets), keep the process and its TLS context warm between requests, and \
+                         check what it does between the server's handshake flight and its answer."
+                    ),
+                ),
+                _ => (
+                    "round_trips",
+                    format!(
+                        "most of it is round trips: {version}, {network:.2} ms of network per handshake \
+                         (round trip {rtt_text})",
+                        rtt_text = rtt.map_or("unknown".to_string(), |r| format!("{r:.2} ms")),
+                    ),
+                    format!(
+                        "Reuse connections to {ep} (keep-alive, a connection pool) so the handshake is paid \
+                         once; enable TLS 1.3 (one round trip instead of two) and session resumption \
+                         (tickets, or 0-RTT for idempotent requests); terminate TLS closer to the clients (a \
+                         CDN or edge proxy)."
+                    ),
+                ),
+            };
+            let explanation = format!(
+                "{conns} connection(s) to {srv} opened with a TLS handshake ({version}) that took {typical:.2} ms \
+                 (median), {total:.0} ms in all, before the first request could leave: {why}. Per handshake: \
+                 {network:.2} ms round trips, {kx:.2} ms the server's key exchange, {cl:.2} ms the \
+                 client's processing (means).",
+                conns = a.connections,
+                srv = if server.is_empty() { ep.clone() } else { server.clone() },
+            );
+            (
+                explanation,
+                fix,
+                json!({"cause": cause, "handshakes": a.occurrences, "round_trips": rounds,
+                       "key_exchange_ms": kx, "client_ms": cl, "network_ms": network,
+                       "rtt_ms": rtt}),
+            )
+        }
         (
             Kind::SynFlood,
             Detail::Flood {

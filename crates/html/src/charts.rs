@@ -23,6 +23,8 @@ pub fn color(part: &str) -> &'static str {
         "syn_retry_wait" => "#e377c2",
         "client_idle" => "#bcbd22",
         "transfer" => "#2ca02c",
+        "tls_handshake" => "#aec7e8",
+        "tls_key_exchange" => "#393b79",
         _ => "#aaaaaa",
     }
 }
@@ -50,6 +52,7 @@ pub fn cause_of(part: &str, findings: &[Finding]) -> String {
         "server" => pick(&["server_delay"], part),
         "client_idle" => pick(&["client_delay"], part),
         "network" => pick(&["network_latency"], part),
+        "tls_handshake" | "tls_key_exchange" => "tls_handshake".into(),
         "syn_retry_wait" => pick(
             &["syn_retransmit", "listen_queue_overflow", "syn_flood"],
             part,

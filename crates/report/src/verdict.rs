@@ -186,6 +186,16 @@ fn cause(f: &Finding, a: &Analysis) -> String {
             "{ep} ({role}) accepts connections too slowly: its listen backlog overflows, SYNs and \
              handshake ACKs are dropped and connections wait ~{typ} to be taken"
         ),
+        "tls_handshake" => match f.details.get("cause").and_then(|c| c.as_str()) {
+            Some("key_exchange") => format!(
+                "{ep} ({role}) takes ~{typ} per TLS handshake, most of it its own key exchange \
+                 (the certificate key's signature)"
+            ),
+            Some("client") => format!(
+                "each TLS handshake takes ~{typ}, most of it the client's own processing between flights"
+            ),
+            _ => format!("each new connection pays a TLS handshake of ~{typ}, mostly round trips"),
+        },
         "syn_flood" => format!(
             "a SYN flood hits {ep}: handshakes that never complete, from forged or scripted sources; \
              legitimate clients whose SYNs were dropped with it wait ~{typ} each"

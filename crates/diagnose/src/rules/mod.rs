@@ -12,6 +12,7 @@ pub mod setup;
 pub mod slow_start_after_idle;
 pub mod syn_flood;
 pub mod timing;
+pub mod tls;
 pub mod zero_window;
 
 use tcpdoctor_flow::{Connection, Dir};
@@ -36,6 +37,7 @@ pub enum Kind {
     PathMtuBlackhole,
     ListenQueueOverflow,
     SynFlood,
+    TlsHandshake,
 }
 
 impl Kind {
@@ -55,6 +57,7 @@ impl Kind {
             Kind::PathMtuBlackhole => "path_mtu_blackhole",
             Kind::ListenQueueOverflow => "listen_queue_overflow",
             Kind::SynFlood => "syn_flood",
+            Kind::TlsHandshake => "tls_handshake",
         }
     }
 
@@ -185,6 +188,15 @@ pub enum Detail {
         syn_drops: u32,
         ack_dropped: bool,
         accept_wait_ns: i64,
+    },
+    Tls {
+        /// The server's key exchange, the client's processing between
+        /// flights (the rest of the handshake is round trips).
+        server_ns: i64,
+        client_ns: i64,
+        /// Handshake round trips (2 for a full TLS 1.2 handshake, 1 for TLS 1.3).
+        rounds: u32,
+        rtt_ns: Option<i64>,
     },
     /// A flooded endpoint (made when the report is, from [`syn_flood::Floods`]).
     Flood {

@@ -1,0 +1,238 @@
+//! TLS handshakes: told by their record headers, and folded into the
+//! exchange they open.
+//!
+//! A TLS connection begins with a handshake: ClientHello, the server's flight
+//! (ServerHello, certificate, its key share signed with the certificate's
+//! key), and for TLS 1.2 a second round (the client's key exchange and
+//! Finished, the server's Finished) — RFC 5246 §7.3; TLS 1.3 needs one round
+//! trip (RFC 8446 §2). Each round is a request and a response to the
+//! connection tracker. Record headers tell them apart (RFC 8446 §5.1: content
+//! type 22 is a handshake record; application data is 23): an exchange whose
+//! request begins with a handshake record is a handshake round, not a request
+//! of the application; so is a client flight of only change_cipher_spec and
+//! Finished, when the server answers it before the request comes (TLS 1.3's
+//! session tickets).
+//!
+//! Handshake rounds are not counted as exchanges: their time is put in the
+//! budget of the application exchange that follows (a connection's first
+//! request waits for its TLS handshake as it does for the TCP one), as the
+//! `tls_handshake` part, and the server's share of it — between the end of a
+//! client flight reaching the server and the server's answer, its key
+//! exchange and signature — as `tls_key_exchange`. A handshake of at least
+//! [`MIN_HANDSHAKE_NS`] is an occurrence of `tls_handshake`, blamed on
+//! whichever of the server (key exchange), the client (its own processing
+//! between flights) and the path (the round trips) took the most of it.
+
+use tcpdoctor_flow::{Connection, Dir, Exchange, SegKind, Segment};
+use tcpdoctor_wire::Timestamp;
+
+use super::{Blame, Detail, Kind, Occurrence};
+use crate::budget::{index, Claims, Part, Split};
+
+/// Handshakes shorter than this are not reported.
+pub const MIN_HANDSHAKE_NS: i64 = 1_000_000;
+
+/// Whether `p` starts with a TLS record header: a content type of
+/// change_cipher_spec, alert, handshake or application data, a 3.x version
+/// (SSL 3.0 to TLS 1.3's legacy 3.3) and a length within the record limit.
+pub fn looks_like_record(p: &[u8]) -> bool {
+    p.len() >= 5
+        && (20..=23).contains(&p[0])
+        && p[1] == 3
+        && p[2] <= 4
+        && u16::from_be_bytes([p[3], p[4]]) <= (1 << 14) + 2048
+}
+
+/// How many leading payload bytes the rule reads: the record header and the
+/// handshake message type.
+pub fn payload_needed(p: &[u8]) -> usize {
+    if looks_like_record(p) {
+        p.len().min(6)
+    } else {
+        0
+    }
+}
+
+/// The content type of the record `p` starts, if it starts one.
+fn record_type(p: &[u8]) -> Option<u8> {
+    looks_like_record(p).then(|| p[0])
+}
+
+const CHANGE_CIPHER_SPEC: u8 = 20;
+const HANDSHAKE: u8 = 22;
+/// A client flight that starts with change_cipher_spec and is no larger than
+/// this is only the handshake's end: CCS (6 bytes) and an encrypted Finished
+/// (58–74 bytes in TLS 1.3, less in a resumed TLS 1.2 session). With a
+/// request of any size behind it, it is larger.
+const MAX_FINISHED_FLIGHT: u64 = 96;
+
+/// Per connection.
+#[derive(Debug, Default)]
+pub struct TlsState {
+    /// Direction of the last new data seen.
+    last_dir: Option<Dir>,
+    /// The record type the request in progress began with.
+    request_record: Option<u8>,
+    /// The client's first data: a TLS record (`Some(true)`), or not.
+    tls: Option<bool>,
+    pending: Option<Pending>,
+}
+
+/// Handshake rounds waiting for the application exchange they open.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    first: Exchange,
+    rounds: u32,
+    client_ns: i64,
+    last_end: Timestamp,
+}
+
+/// What [`TlsState::on_exchange`] made of an exchange.
+pub enum Step {
+    /// Not TLS, or an exchange after the handshake's first.
+    Plain,
+    /// A handshake round: not an exchange of the application.
+    Handshake,
+    /// The first exchange after a handshake, stretched back to its start.
+    Opened(Exchange, Opened),
+}
+
+/// The handshake an exchange paid for.
+#[derive(Debug, Clone, Copy)]
+pub struct Opened {
+    pub rounds: u32,
+    /// The client's time between the server's flight and its next one.
+    pub client_ns: i64,
+    /// The handshake's first segment.
+    pub frame: u64,
+}
+
+impl TlsState {
+    pub fn on_segment(&mut self, seg: &Segment<'_>) {
+        if seg.len == 0 || seg.kind != SegKind::NewData || self.last_dir == Some(seg.dir) {
+            return;
+        }
+        self.last_dir = Some(seg.dir);
+        if seg.dir == Dir::ClientToServer {
+            let record = record_type(seg.payload);
+            let tls = *self.tls.get_or_insert(record == Some(HANDSHAKE));
+            self.request_record = record.filter(|_| tls);
+        }
+    }
+
+    /// Classifies a completed exchange and claims its handshake time.
+    pub fn on_exchange(&mut self, conn: &Connection, ex: &Exchange, claims: &mut Claims) -> Step {
+        let (Some(req_first), Some(req_last), Some(resp_first), Some(resp_last)) = (
+            ex.request_first,
+            ex.request_last,
+            ex.response_first,
+            ex.response_last,
+        ) else {
+            return Step::Plain;
+        };
+        let to_server = conn.distance_to(Dir::ServerToClient).unwrap_or(0);
+        let to_client = conn.distance_to(Dir::ClientToServer).unwrap_or(0);
+        let turnaround = |p: &Pending, claims: &mut Claims| {
+            claims.claim(Part::TlsHandshake, p.last_end, req_first.ts);
+            (req_first.ts.since(p.last_end) - to_client).max(0)
+        };
+        let round = self.request_record == Some(HANDSHAKE);
+        let finished = self.request_record == Some(CHANGE_CIPHER_SPEC)
+            && ex.request_bytes <= MAX_FINISHED_FLIGHT;
+        if round || finished {
+            let mut p = self.pending.unwrap_or(Pending {
+                first: *ex,
+                rounds: 0,
+                client_ns: 0,
+                last_end: req_first.ts,
+            });
+            if self.pending.is_some() {
+                p.client_ns += turnaround(&p, claims);
+            }
+            // The flight's transfer and its way to the server, the server's
+            // answer, the answer's transfer.
+            let at_server = Timestamp::from_nanos(req_last.ts.nanos() + to_server).min(resp_first.ts);
+            claims.claim(Part::TlsHandshake, req_first.ts, at_server);
+            claims.claim(Part::TlsKeyExchange, at_server, resp_first.ts);
+            claims.claim(Part::TlsHandshake, resp_first.ts, resp_last.ts);
+            // The client waits for each flight it starts with a handshake
+            // message (ClientHello, its key exchange); TLS 1.3's server
+            // sends its session tickets after the client's Finished unasked.
+            p.rounds += u32::from(round);
+            p.last_end = resp_last.ts;
+            self.pending = Some(p);
+            return Step::Handshake;
+        }
+        let Some(p) = self.pending.take() else {
+            return Step::Plain;
+        };
+        let client_ns = p.client_ns + turnaround(&p, claims);
+        let mut opened = *ex;
+        opened.setup = p.first.setup;
+        if opened.setup.is_none() {
+            opened.request_first = p.first.request_first;
+        }
+        Step::Opened(
+            opened,
+            Opened {
+                rounds: p.rounds,
+                client_ns,
+                frame: p.first.request_first.map_or(0, |m| m.frame),
+            },
+        )
+    }
+}
+
+/// The `tls_handshake` occurrence of an exchange that paid for a handshake.
+pub fn occurrence(conn: &Connection, split: &Split, o: &Opened) -> Option<Occurrence> {
+    let total = split[index(Part::TlsHandshake)] + split[index(Part::TlsKeyExchange)];
+    if total < MIN_HANDSHAKE_NS {
+        return None;
+    }
+    let server = split[index(Part::TlsKeyExchange)];
+    let client = o.client_ns.min(total - server);
+    let network = total - server - client;
+    let culprit = if server >= client && server >= network {
+        Blame::Side(Dir::ServerToClient)
+    } else if client >= network {
+        Blame::Side(Dir::ClientToServer)
+    } else {
+        Blame::Network(Dir::ClientToServer)
+    };
+    Some(Occurrence {
+        kind: Kind::TlsHandshake,
+        culprit,
+        delay_ns: total,
+        frames: vec![o.frame],
+        notes: vec![(o.frame, "ClientHello".to_string())],
+        ladder_from: Some(o.frame),
+        ladder: None,
+        span: None,
+        detail: Detail::Tls {
+            server_ns: server,
+            client_ns: client,
+            rounds: o.rounds,
+            rtt_ns: conn.path_rtt_ns(),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_headers() {
+        // ClientHello in a TLS 1.0 record (as TLS 1.3 clients send it).
+        assert_eq!(record_type(&[22, 3, 1, 0, 200, 1]), Some(HANDSHAKE));
+        assert_eq!(record_type(&[20, 3, 3, 0, 1, 1]), Some(CHANGE_CIPHER_SPEC));
+        assert!(looks_like_record(&[23, 3, 3, 0x40, 0]));
+        // HTTP, SSH, a record too long, a short payload.
+        assert!(!looks_like_record(b"GET / HTTP/1.1"));
+        assert!(!looks_like_record(b"SSH-2.0-OpenSSH"));
+        assert!(!looks_like_record(&[22, 3, 3, 0xff, 0xff]));
+        assert!(!looks_like_record(&[22, 3, 3]));
+        assert_eq!(payload_needed(&[22, 3, 1, 0, 200, 1, 0, 0]), 6);
+        assert_eq!(payload_needed(b"hello world"), 0);
+    }
+}
