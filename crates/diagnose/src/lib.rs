@@ -226,7 +226,7 @@ impl Engine {
         });
         // Shares as `finish` computes them: of the exchanges' time, or of
         // the capture's span when there is no exchange.
-        let exchange_ns = d.exchange_hist.sum_ns();
+        let exchange_ns = d.exchange_hist.sum_ns() + i128::from(d.extra_stake_ns);
         let denominator = if exchange_ns > 0 {
             exchange_ns as f64
         } else {
@@ -306,7 +306,7 @@ impl Engine {
         let latency_budget = budget_summary(&mut d);
         let bins = latency_bins(&d);
         let first = self.first_ts.unwrap_or_default();
-        let exchange_total_ns = d.exchange_hist.sum_ns();
+        let exchange_total_ns = d.exchange_hist.sum_ns() + i128::from(d.extra_stake_ns);
         let capture_ns = self.last_ts.since(first);
         let denominator = if exchange_total_ns > 0 {
             exchange_total_ns as f64
@@ -380,6 +380,7 @@ impl Engine {
             peak_open_connections: peak,
             connections_closed_early: closed_early,
             connections_listed: connections.len() as u64,
+            share_total_ms: round3(denominator / 1e6),
             duration_ms: round3(capture_ns as f64 / 1e6),
             start_unix: first.nanos() as f64 / 1e9,
             bytes_on_wire: self.bytes_on_wire,
@@ -631,6 +632,9 @@ pub(crate) struct Heavy {
     tls: rules::tls::TlsState,
     kinds_seen: u32,
     time_lost_ns: i64,
+    /// Time lost per finding (aggregate) on this connection, to claim
+    /// overlapping time once when it closes.
+    lost: Vec<(AggKey, i64)>,
     exchanges: u64,
     exchange_sum_ns: i64,
     exchange_max_ns: i64,
@@ -660,6 +664,7 @@ impl Heavy {
             tls,
             kinds_seen,
             time_lost_ns,
+            lost,
             exchanges,
             exchange_sum_ns,
             exchange_max_ns,
@@ -682,6 +687,7 @@ impl Heavy {
         *tls = Default::default();
         *kinds_seen = 0;
         *time_lost_ns = 0;
+        lost.clear();
         *exchanges = 0;
         *exchange_sum_ns = 0;
         *exchange_max_ns = 0;
@@ -891,6 +897,9 @@ pub(crate) struct Diagnoser {
     live_overflow: u64,
     /// Handshakes per server endpoint, for SYN floods.
     floods: rules::syn_flood::Floods,
+    /// Time lost outside complete exchanges (a share's total is the
+    /// exchanges' time and this; see [`Diagnoser::claim_once`]).
+    extra_stake_ns: i64,
 }
 
 impl Diagnoser {
@@ -914,6 +923,7 @@ impl Diagnoser {
             live_exchanges: Vec::new(),
             live_overflow: 0,
             floods: Default::default(),
+            extra_stake_ns: 0,
         }
     }
 
@@ -940,6 +950,10 @@ impl Diagnoser {
         let first_in_conn = state.kinds_seen & o.kind.bit() == 0;
         state.kinds_seen |= o.kind.bit();
         state.time_lost_ns += o.delay_ns;
+        match state.lost.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, ns)) => *ns += o.delay_ns,
+            None => state.lost.push((key.clone(), o.delay_ns)),
+        }
         let agg = self
             .aggregates
             .entry(key)
@@ -1323,6 +1337,9 @@ impl Analyzer for Diagnoser {
             self.record(conn, state, o);
         }
         self.scratch = out;
+        if let Some(h) = state.heavy.as_deref_mut() {
+            self.extra_stake_ns += claim_once(h, conn, &mut self.aggregates);
+        }
         self.connection_count += 1;
         let v = text::vantage(conn);
         // The same literals most of the time: their addresses tell first.
@@ -1365,6 +1382,36 @@ impl Analyzer for Diagnoser {
         }
         self.release(state);
     }
+}
+
+/// Claims a closing connection's lost time once: findings may explain the
+/// same interval (a window wait during a retransmission timeout), but the
+/// connection cannot have lost more than it lasted. Beyond that, the excess is
+/// taken from each finding of the connection in proportion. Returns the lost
+/// time that lies outside the connection's complete exchanges (setup that
+/// never led to one, a transfer cut short), which joins the total that
+/// every share is of.
+fn claim_once(
+    h: &mut Heavy,
+    conn: &Connection,
+    aggregates: &mut FxHashMap<AggKey, Aggregate>,
+) -> i64 {
+    let lost: i64 = h.lost.iter().map(|(_, ns)| ns).sum();
+    if lost <= 0 {
+        return 0;
+    }
+    let counted = lost.min(conn.duration_ns().max(h.exchange_sum_ns));
+    if counted < lost {
+        let excess = lost - counted;
+        for (key, ns) in &h.lost {
+            if let Some(agg) = aggregates.get_mut(key) {
+                let cut = (i128::from(excess) * i128::from(*ns) / i128::from(lost)) as i64;
+                agg.total_ns -= cut;
+            }
+        }
+        h.time_lost_ns = counted;
+    }
+    (counted - h.exchange_sum_ns).max(0)
 }
 
 /// Where a connection stands in the list: more time lost first, then longer,

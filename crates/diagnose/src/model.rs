@@ -39,6 +39,12 @@ pub struct CaptureSummary {
     pub connections_closed_early: u64,
     /// The connections listed under `connections` (the ones that lost the most time).
     pub connections_listed: u64,
+    /// The total every finding's `share_of_time` is of (ms): the complete
+    /// exchanges' time plus the time findings lost outside them (setup that
+    /// never led to an exchange, a transfer cut short); the capture's span
+    /// when there is neither. Time two findings explain at once is counted
+    /// once, so the shares add up to at most 1.
+    pub share_total_ms: f64,
     pub duration_ms: f64,
     /// Unix time of the first packet, seconds.
     pub start_unix: f64,

@@ -154,3 +154,34 @@ fn the_median_budget_is_led_by_the_cause() {
         );
     }
 }
+
+/// Every share is of one stated total and overlapping time is claimed once:
+/// on every capture, the findings' shares add up to at most the whole.
+#[test]
+fn shares_of_every_capture_add_up_to_at_most_the_whole() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if !(name.ends_with(".pcap") || name.ends_with(".pcapng")) {
+            continue;
+        }
+        let out = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
+            .args(["analyze", "--format", "json", path.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let shares: Vec<f64> = ["findings", "minor_findings"]
+            .iter()
+            .flat_map(|k| v[k].as_array().unwrap().clone())
+            .map(|f| f["share_of_time"].as_f64().unwrap())
+            .collect();
+        // Each share is rounded to 0.001.
+        let slack = 0.0005 * shares.len() as f64;
+        let sum: f64 = shares.iter().sum();
+        assert!(sum <= 1.0 + slack, "{name}: shares add up to {sum}");
+        checked += 1;
+    }
+    assert!(checked >= 40, "{checked} captures");
+}
