@@ -97,7 +97,12 @@ What it reports (largest cost first; causes under 1% of the time are listed as m
   server_delay             request complete, response late: the server thinking
   client_delay             the client idle after the handshake before its request
   network_latency          the round trip itself is most of the time
-  congestion_limited       flights of a transfer waiting on the congestion window (slow start, regrowth)
+  congestion_limited       transfers waiting on the congestion window (slow start, regrowth)
+  slow_start_after_idle    a sender restarting from its initial window after an idle spell
+  path_mtu_blackhole       full-size packets vanish on the path (ICMP 'frag needed' filtered)
+  listen_queue_overflow    the server's accept queue full: SYNs and handshake ACKs dropped
+  syn_flood                half-open handshakes to one endpoint, single SYNs never retried
+  tls_handshake            TLS handshakes: the server's key exchange, the client, round trips
 
 Exit status: 0 analysed (a truncated or partly corrupt capture is analysed up to where it
 breaks, with a warning); 1 --fail-on-finding was given and a finding was reported;
