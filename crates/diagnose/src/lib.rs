@@ -1045,7 +1045,11 @@ impl Diagnoser {
                 requests,
                 flights,
                 exchanges,
+                tls_rounds,
+                tls_ns,
             } => {
+                agg.stalls += tls_rounds;
+                agg.transfer_ns += tls_ns;
                 agg.rtt_ns_min = min_opt(agg.rtt_ns_min, Some(rtt_ns));
                 agg.count += exchanges;
                 agg.handshakes += handshakes;
@@ -1081,9 +1085,11 @@ impl Diagnoser {
             Detail::Tls {
                 server_ns,
                 client_ns,
+                network_ns,
                 rounds,
                 rtt_ns,
             } => {
+                agg.handshake_ns += network_ns;
                 agg.inside_ns += server_ns;
                 agg.transfer_ns += client_ns;
                 agg.count += u64::from(rounds);
@@ -1266,7 +1272,8 @@ impl Analyzer for Diagnoser {
             self.record(conn, state, o);
         }
         let state = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
-        state.latency.on_exchange(conn, ex, &split);
+        let tls_net = tls.map(|t| (t.rounds, rules::tls::network_ns(&split, &t)));
+        state.latency.on_exchange(conn, ex, &split, tls_net);
         let d = ex.duration_ns();
         self.exchange_hist.record(d);
         if self.options.live {

@@ -397,10 +397,13 @@ pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
             } else {
                 "round_trips"
             };
-            let trips = a.handshakes + a.requests + a.flights;
+            let trips = a.handshakes + a.stalls + a.requests + a.flights;
             let mut which = Vec::new();
             if a.handshakes > 0 {
                 which.push(format!("{} handshake(s)", a.handshakes));
+            }
+            if a.stalls > 0 {
+                which.push(format!("{} TLS handshake round trip(s)", a.stalls));
             }
             if a.requests > 0 {
                 which.push(format!("{} request/response", a.requests));
@@ -423,8 +426,13 @@ pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
                 setup = if new_connections {
                     format!(
                         " Most exchanges open a connection of their own, so each pays the TCP handshake's round \
-                         trip ({:.0} ms in all) before its request can leave.",
-                        ms(a.handshake_ns)
+                         trip ({:.0} ms in all){} before its request can leave.",
+                        ms(a.handshake_ns),
+                        if a.stalls > 0 {
+                            format!(" and its TLS handshake's ({:.0} ms)", ms(a.transfer_ns))
+                        } else {
+                            String::new()
+                        }
                     )
                 } else {
                     String::new()
@@ -448,7 +456,8 @@ pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
                 fix,
                 json!({"rtt_ms": rtt, "round_trips": trips, "handshake_round_trips": a.handshakes,
                        "request_round_trips": a.requests, "flight_round_trips": a.flights,
-                       "handshake_ms": ms(a.handshake_ns), "exchanges": a.count, "cause": cause}),
+                       "handshake_ms": ms(a.handshake_ns), "exchanges": a.count, "cause": cause,
+                       "tls_round_trips": a.stalls, "tls_handshake_ms": ms(a.transfer_ns)}),
             )
         }
         (Kind::ZeroWindow, _) => {
@@ -695,7 +704,7 @@ pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
             let per = |ns: i64| round3(ns as f64 / n as f64 / 1e6);
             let (kx, cl) = (per(a.inside_ns), per(a.transfer_ns));
             let rounds = round3(a.count as f64 / n as f64);
-            let network = round3((per(a.total_ns) - kx - cl).max(0.0));
+            let network = round3(a.handshake_ns as f64 / n as f64 / 1e6);
             let rtt = a.rtt_ns_min.map(ms);
             let version = if rounds >= 1.5 {
                 "a full TLS 1.2 handshake: two round trips before the first request"
@@ -721,7 +730,7 @@ pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
                          signature on this CPU."
                     ),
                 ),
-                "client" => (
+                _ => (
                     "client",
                     format!(
                         "most of it is the client's own time between the server's flight and its next one — \
@@ -734,24 +743,11 @@ pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
                          check what it does between the server's handshake flight and its answer."
                     ),
                 ),
-                _ => (
-                    "round_trips",
-                    format!(
-                        "most of it is round trips: {version}, {network:.2} ms of network per handshake \
-                         (round trip {rtt_text})",
-                        rtt_text = rtt.map_or("unknown".to_string(), |r| format!("{r:.2} ms")),
-                    ),
-                    format!(
-                        "Reuse connections to {ep} (keep-alive, a connection pool) so the handshake is paid \
-                         once; enable TLS 1.3 (one round trip instead of two) and session resumption \
-                         (tickets, or 0-RTT for idempotent requests); terminate TLS closer to the clients (a \
-                         CDN or edge proxy)."
-                    ),
-                ),
             };
             let explanation = format!(
-                "{conns} connection(s) to {srv} opened with a TLS handshake ({version}) that took {typical:.2} ms \
-                 (median), {total:.0} ms in all, before the first request could leave: {why}. Per handshake: \
+                "{conns} connection(s) to {srv} opened with a TLS handshake ({version}) in which the endpoints \
+                 spent {typical:.2} ms (median) of their own time, {total:.0} ms in all, before the first request \
+                 could leave: {why}. Per handshake: \
                  {network:.2} ms round trips, {kx:.2} ms the server's key exchange, {cl:.2} ms the \
                  client's processing (means).",
                 conns = a.connections,

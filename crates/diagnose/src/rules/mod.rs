@@ -140,6 +140,9 @@ pub enum Detail {
         requests: u64,
         /// Further flights of responses larger than the congestion window.
         flights: u64,
+        /// TLS handshake round trips, and their time on the network.
+        tls_rounds: u64,
+        tls_ns: i64,
         exchanges: u64,
     },
     ZeroWindow {
@@ -194,6 +197,7 @@ pub enum Detail {
         /// flights (the rest of the handshake is round trips).
         server_ns: i64,
         client_ns: i64,
+        network_ns: i64,
         /// Handshake round trips (2 for a full TLS 1.2 handshake, 1 for TLS 1.3).
         rounds: u32,
         rtt_ns: Option<i64>,

@@ -166,11 +166,21 @@ pub struct LatencyState {
     exchanges: u64,
     handshakes: u64,
     requests: u64,
+    tls_rounds: u64,
+    tls_ns: i64,
     first: Option<[Option<u64>; 4]>,
 }
 
 impl LatencyState {
-    pub fn on_exchange(&mut self, conn: &Connection, ex: &Exchange, split: &Split) {
+    /// `tls`: the TLS handshake the exchange paid for, its rounds and
+    /// their time on the network (the rest was the endpoints').
+    pub fn on_exchange(
+        &mut self,
+        conn: &Connection,
+        ex: &Exchange,
+        split: &Split,
+        tls: Option<(u32, i64)>,
+    ) {
         let Some(rtt) = conn.path_rtt_ns() else {
             return;
         };
@@ -183,6 +193,10 @@ impl LatencyState {
         self.request_ns += net;
         self.flight_ns += flights;
         self.handshakes += u64::from(hs > 0);
+        if let Some((rounds, ns)) = tls {
+            self.tls_rounds += u64::from(rounds);
+            self.tls_ns += ns;
+        }
         // Captured at the server, the request's round trip is outside the exchange.
         self.requests += u64::from(net > 0 && net * 2 >= rtt);
         self.total_ns += ex.duration_ns();
@@ -218,7 +232,7 @@ impl LatencyState {
         } else {
             (self.flight_ns - restart_ns).max(0)
         };
-        let network = self.handshake_ns + self.request_ns + flights;
+        let network = self.handshake_ns + self.tls_ns + self.request_ns + flights;
         if rtt < MIN_LATENCY_RTT_NS
             || self.exchanges == 0
             || network <= 0
@@ -246,6 +260,8 @@ impl LatencyState {
                 requests: self.requests,
                 flights: ((flights + rtt / 2) / rtt.max(1)) as u64,
                 exchanges: self.exchanges,
+                tls_rounds: self.tls_rounds,
+                tls_ns: self.tls_ns,
             },
         });
     }

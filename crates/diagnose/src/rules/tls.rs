@@ -18,10 +18,11 @@
 //! request waits for its TLS handshake as it does for the TCP one), as the
 //! `tls_handshake` part, and the server's share of it — between the end of a
 //! client flight reaching the server and the server's answer, its key
-//! exchange and signature — as `tls_key_exchange`. A handshake of at least
-//! [`MIN_HANDSHAKE_NS`] is an occurrence of `tls_handshake`, blamed on
-//! whichever of the server (key exchange), the client (its own processing
-//! between flights) and the path (the round trips) took the most of it.
+//! exchange and signature — as `tls_key_exchange`. The endpoints' own time in
+//! a handshake, when at least [`MIN_HANDSHAKE_NS`], is an occurrence of
+//! `tls_handshake`, blamed on the server (key exchange) or the client (its
+//! processing between flights), whichever took more; the handshake's round
+//! trips are counted by `network_latency` with the others.
 
 use tcpdoctor_flow::{Connection, Dir, Exchange, SegKind, Segment};
 use tcpdoctor_wire::Timestamp;
@@ -183,26 +184,36 @@ impl TlsState {
     }
 }
 
-/// The `tls_handshake` occurrence of an exchange that paid for a handshake.
-pub fn occurrence(conn: &Connection, split: &Split, o: &Opened) -> Option<Occurrence> {
+/// The handshake's time: the server's, the client's, the path's.
+fn parts(split: &Split, o: &Opened) -> (i64, i64, i64) {
     let total = split[index(Part::TlsHandshake)] + split[index(Part::TlsKeyExchange)];
-    if total < MIN_HANDSHAKE_NS {
+    let server = split[index(Part::TlsKeyExchange)];
+    let client = o.client_ns.clamp(0, total - server);
+    (server, client, total - server - client)
+}
+
+/// The handshake's round trips on the network: `network_latency`'s.
+pub fn network_ns(split: &Split, o: &Opened) -> i64 {
+    parts(split, o).2
+}
+
+/// The `tls_handshake` occurrence of an exchange that paid for a handshake:
+/// the endpoints' own time in it (its round trips are `network_latency`'s),
+/// blamed on the one that took more.
+pub fn occurrence(conn: &Connection, split: &Split, o: &Opened) -> Option<Occurrence> {
+    let (server, client, network) = parts(split, o);
+    if server + client < MIN_HANDSHAKE_NS {
         return None;
     }
-    let server = split[index(Part::TlsKeyExchange)];
-    let client = o.client_ns.min(total - server);
-    let network = total - server - client;
-    let culprit = if server >= client && server >= network {
+    let culprit = if server >= client {
         Blame::Side(Dir::ServerToClient)
-    } else if client >= network {
-        Blame::Side(Dir::ClientToServer)
     } else {
-        Blame::Network(Dir::ClientToServer)
+        Blame::Side(Dir::ClientToServer)
     };
     Some(Occurrence {
         kind: Kind::TlsHandshake,
         culprit,
-        delay_ns: total,
+        delay_ns: server + client,
         frames: vec![o.frame],
         notes: vec![(o.frame, "ClientHello".to_string())],
         ladder_from: Some(o.frame),
@@ -211,6 +222,7 @@ pub fn occurrence(conn: &Connection, split: &Split, o: &Opened) -> Option<Occurr
         detail: Detail::Tls {
             server_ns: server,
             client_ns: client,
+            network_ns: network,
             rounds: o.rounds,
             rtt_ns: conn.path_rtt_ns(),
         },
