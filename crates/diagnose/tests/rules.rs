@@ -716,3 +716,84 @@ fn listen_queue_overflow_when_the_server_ignores_a_completed_handshake() {
     );
     assert!(kinds(&request_ignored(false)).is_empty());
 }
+
+impl Sim {
+    /// Writes `head` over the start of the last frame's payload of `len` bytes.
+    fn payload_starts(&mut self, head: &[u8], len: usize) -> &mut Self {
+        let f = &mut self.frames.last_mut().unwrap().1;
+        let at = f.len() - len;
+        f[at..at + head.len()].copy_from_slice(head);
+        self
+    }
+}
+
+/// A TLS 1.2 connection: ClientHello, the server's flight after
+/// `server_us`, the client's key exchange, the server's Finished, then one
+/// request and its response (records: 22 handshake, 20 CCS, 23 data).
+fn tls12(server_us: i64) -> Analysis {
+    let mut sim = Sim::default();
+    sim.handshake();
+    let hello = 200;
+    sim.c(1100, 1, 1, PSH, hello)
+        .payload_starts(&[22, 3, 1, 0, 195, 1], hello);
+    let t = 1100 + 500 + server_us;
+    sim.s(t, 1, 201, PSH, 1400)
+        .payload_starts(&[22, 3, 3, 5, 0, 2], 1400);
+    sim.c(t + 600, 201, 1401, PSH, 126)
+        .payload_starts(&[22, 3, 3, 0, 70, 16], 126);
+    sim.s(t + 1200, 1401, 327, PSH, 51)
+        .payload_starts(&[20, 3, 3, 0, 1, 1], 51);
+    sim.c(t + 1300, 327, 1452, PSH, 120)
+        .payload_starts(&[23, 3, 3, 0, 115], 120);
+    sim.s(t + 1900, 1452, 447, PSH, 700)
+        .payload_starts(&[23, 3, 3, 2, 183], 700);
+    sim.c(t + 2500, 447, 2152, ACK, 0);
+    sim.run()
+}
+
+#[test]
+fn tls_handshake_rounds_are_not_requests_and_a_slow_key_exchange_is_the_servers() {
+    let slow = tls12(20_000);
+    // One exchange: the request. The two handshake rounds are its setup.
+    assert_eq!(slow.capture.exchanges, 1);
+    assert_eq!(kinds(&slow)[0], "tls_handshake");
+    let f = &slow.findings[0];
+    assert_eq!(f.culprit.role, "server");
+    assert_eq!(f.details["cause"], "key_exchange");
+    assert_eq!(f.details["round_trips"], 2.0);
+    let b = &slow
+        .capture
+        .latency_budget
+        .as_ref()
+        .unwrap()
+        .median
+        .parts_ms;
+    let kx = b.iter().find(|p| p.0 == "tls_key_exchange").unwrap().1;
+    assert!((19.0..=21.0).contains(&kx), "{kx}");
+    // A server that answers at once: no finding, the exchange still one.
+    let quick = tls12(50);
+    assert_eq!(quick.capture.exchanges, 1);
+    assert!(
+        !kinds(&quick).contains(&"tls_handshake"),
+        "{:?}",
+        kinds(&quick)
+    );
+}
+
+#[test]
+fn handshake_bytes_inside_a_plain_connection_are_not_tls() {
+    // An HTTP connection whose second request happens to start 22 3 1.
+    let mut sim = Sim::default();
+    sim.handshake();
+    sim.c(1100, 1, 1, PSH, 100)
+        .payload_starts(b"GET / HTTP/1.1\r\n", 100);
+    sim.s(1700, 1, 101, PSH, 200)
+        .payload_starts(b"HTTP/1.1 200 OK\r\n", 200);
+    sim.c(2000, 101, 201, PSH, 100)
+        .payload_starts(&[22, 3, 1, 0, 90, 1], 100);
+    sim.s(30_000, 201, 201, PSH, 200);
+    sim.c(30_500, 201, 401, ACK, 0);
+    let a = sim.run();
+    assert_eq!(a.capture.exchanges, 2);
+    assert!(!kinds(&a).contains(&"tls_handshake"));
+}

@@ -152,7 +152,8 @@ impl TlsState {
             }
             // The flight's transfer and its way to the server, the server's
             // answer, the answer's transfer.
-            let at_server = Timestamp::from_nanos(req_last.ts.nanos() + to_server).min(resp_first.ts);
+            let at_server =
+                Timestamp::from_nanos(req_last.ts.nanos() + to_server).min(resp_first.ts);
             claims.claim(Part::TlsHandshake, req_first.ts, at_server);
             claims.claim(Part::TlsKeyExchange, at_server, resp_first.ts);
             claims.claim(Part::TlsHandshake, resp_first.ts, resp_last.ts);
