@@ -502,6 +502,8 @@ impl Connection {
         from_client && self.client.syn_seen && Seq(syn.seq) != self.client.base && active
     }
 
+    /// Updates the connection with one segment, as a sequence of named
+    /// steps, and shows the segment (and any exchange it completes) to `emit`.
     pub(crate) fn update<'p>(
         &mut self,
         frame: u64,
@@ -515,7 +517,6 @@ impl Connection {
         if ts > self.last_ts {
             self.last_ts = ts;
         }
-        let flags = seg.flags;
         let (me, peer) = match dir {
             Dir::ClientToServer => (&mut self.client, &mut self.server),
             Dir::ServerToClient => (&mut self.server, &mut self.client),
@@ -524,191 +525,41 @@ impl Connection {
         if me.ttl == 0 {
             me.ttl = seg.ttl;
         }
-        let seq = Seq(seg.seq);
-        // The same data segment again within microseconds is a copy made by
-        // the capture setup (a SPAN port sees both ingress and egress), not
-        // something the sender did: no TCP stack retransmits that fast.
-        if seg.payload_len > 0 {
-            let sig = u128::from(seg.seq)
-                | u128::from(seg.ack) << 32
-                | u128::from(seg.payload_len) << 64
-                | u128::from(flags.0) << 96
-                | u128::from(seg.window) << 112;
-            if me.last_data_sig == sig && ts.since(me.last_data_ts) <= DUPLICATE_NS {
-                me.duplicates += 1;
-                return;
-            }
-            me.last_data_sig = sig;
-            me.last_data_ts = ts;
+        if me.is_capture_copy(seg, ts) {
+            return;
         }
-
-        let mut refresh_smss = false;
         let mut refresh_rtt = false;
-        // Handshake and options.
-        if flags.syn() {
-            refresh_smss = true;
+        let mut refresh_smss = false;
+        if seg.flags.syn() {
+            handshake_options(me, peer, &mut self.handshake, seg, mark);
             refresh_rtt = true;
-            let options = seg.options();
-            if !me.syn_seen || me.base != seq {
-                me.base = seq;
-                me.base_known = true;
-            }
-            me.syn_seen = true;
-            me.mss = options.mss.or(me.mss);
-            me.window_scale_option = options.window_scale;
-            me.sack_permitted = options.sack_permitted;
-            me.timestamps = options.timestamps.is_some();
-            if flags.ack() {
-                // RFC 7323 §2.2: a SYN-ACK carries window scale only if the SYN
-                // did, so it alone tells whether scaling is on.
-                let scaling = options.window_scale.is_some();
-                me.window_shift = Some(options.window_scale.unwrap_or(0));
-                peer.window_shift = match (scaling, peer.syn_seen) {
-                    (false, _) => Some(0),
-                    (true, true) => peer.window_scale_option,
-                    (true, false) => None,
-                };
-                if !scaling {
-                    me.window_shift = Some(0);
-                }
-                self.handshake.synack_count += 1;
-                self.handshake.last_synack = Some(mark);
-                if self.handshake.synack.is_none() {
-                    self.handshake.synack = Some(mark);
-                }
-            } else {
-                self.handshake.syn_count += 1;
-                if self.handshake.first_syn.is_none() {
-                    self.handshake.first_syn = Some(mark);
-                }
-                if self.handshake.synack.is_none() {
-                    self.handshake.syn = Some(mark);
-                }
-            }
+            refresh_smss = true;
         } else if !me.base_known {
-            me.base = seq.plus(u32::MAX);
+            // Mid-connection: relative numbers start before this segment.
+            me.base = Seq(seg.seq).plus(u32::MAX);
             me.base_known = true;
         }
-
-        // The window this segment advertises (RFC 7323 §2.2: never scaled on SYNs).
-        let window = if flags.syn() {
-            u32::from(seg.window)
-        } else {
-            u32::from(seg.window) << me.window_shift.unwrap_or(0)
-        };
-        me.window = window;
-        if !flags.syn() && !flags.rst() {
-            me.window_min = Some(me.window_min.map_or(window, |w| w.min(window)));
-            me.window_max = me.window_max.max(window);
-        }
-
-        // Classify by the sender's sequence space.
-        let len = seg.payload_len;
-        let end = seq.plus(seg.seq_len());
-        let mut new_bytes = 0u32;
-        let kind = if flags.syn() {
-            if !me.snd_init || end > me.snd_max {
-                me.snd_max = end;
-                me.snd_init = true;
-            }
-            SegKind::Syn
-        } else if len == 0 {
-            if !me.snd_init {
-                me.snd_max = end;
-                me.snd_init = true;
-            } else if end > me.snd_max {
-                me.snd_max = end;
-            }
-            SegKind::Ack
-        } else if !me.snd_init || seq >= me.snd_max {
-            if me.snd_init && seq > me.snd_max {
-                me.gaps += 1;
-            }
-            me.snd_max = end;
-            me.snd_init = true;
-            new_bytes = len;
-            SegKind::NewData
-        } else if end <= me.snd_max {
-            let all_acked = me.una_init && me.una >= me.snd_max.plus(u32::MAX);
-            if len <= 1 && end == me.snd_max && all_acked {
-                me.keepalives += 1;
-                SegKind::KeepAliveOrProbe
-            } else {
-                me.retransmissions += 1;
-                me.retransmitted_bytes += u64::from(len);
-                SegKind::Retransmission
-            }
-        } else {
-            // Overlaps old data and extends it: a retransmission carrying new bytes.
-            new_bytes = end.distance_from(me.snd_max);
-            me.snd_max = end;
-            me.retransmissions += 1;
-            me.retransmitted_bytes += u64::from(len - new_bytes.min(len));
-            SegKind::Retransmission
-        };
-        if len > 0 {
-            me.data_packets += 1;
-            me.bytes += u64::from(new_bytes);
-            if len > me.largest_segment {
-                me.largest_segment = len;
-                refresh_smss = true;
-            }
-        }
-        if len > 0 || flags.fin() || flags.syn() {
-            me.remember(end, ts, kind == SegKind::Retransmission);
-        }
-        if flags.fin() && me.fin.is_none() {
-            me.fin = Some(mark);
-        }
-        if flags.rst() && me.rst.is_none() {
-            me.rst = Some(mark);
-        }
-        if flags.fin() || flags.rst() {
+        let window = me.advertise(seg);
+        let (kind, new_bytes) = me.classify(seg);
+        refresh_smss |= me.record_sent(seg, mark, kind, new_bytes);
+        if seg.flags.fin() || seg.flags.rst() {
             self.closed =
                 (me.fin.is_some() && peer.fin.is_some()) || me.rst.is_some() || peer.rst.is_some();
         }
-
-        // What this segment acknowledges of the peer's data.
-        let mut acked = 0u32;
-        if flags.ack() && !flags.rst() {
-            let a = Seq(seg.ack);
-            if !peer.una_init {
-                peer.una = a;
-                peer.una_init = true;
-            } else if a > peer.una && (!peer.snd_init || a <= peer.snd_max) {
-                acked = a.distance_from(peer.una);
-                peer.una = a;
-                // The peer sends segments of at most its SMSS (the MSS this side
-                // announced, less the timestamp option when both use it).
-                let peer_smss = self.smss[dir.reverse().index()];
-                let immediate = acked >= 2 * peer_smss || peer.snd_max == a && flags.syn();
-                if let Some(sent_at) = peer.acked_sample(a) {
-                    if immediate {
-                        let sample = ts.since(sent_at);
-                        peer.rtt_samples += 1;
-                        refresh_rtt = true;
-                        peer.rtt_to_peer_ns =
-                            Some(peer.rtt_to_peer_ns.map_or(sample, |m| m.min(sample)));
-                    }
-                }
-            }
-            if dir == Dir::ClientToServer
-                && !flags.syn()
-                && self.handshake.ack.is_none()
-                && self.handshake.synack.is_some()
-                && peer.syn_seen
-                && a == peer.base.plus(1)
-            {
-                self.handshake.ack = Some(mark);
-                refresh_rtt = true;
-            }
+        let peer_smss = self.smss[dir.reverse().index()];
+        let (acked, sampled) = peer.take_ack(seg, ts, peer_smss);
+        refresh_rtt |= sampled;
+        if dir == Dir::ClientToServer && completes_handshake(&self.handshake, peer, seg) {
+            self.handshake.ack = Some(mark);
+            refresh_rtt = true;
         }
         let in_flight = me.in_flight();
         me.max_in_flight = me.max_in_flight.max(in_flight);
         let peer_window = peer.window;
-        let rel_seq = me.rel(seq);
+        let rel_seq = me.rel(Seq(seg.seq));
         let rel_ack = peer.rel(Seq(seg.ack));
         let peer_una = peer.una;
+        let end = Seq(seg.seq).plus(seg.seq_len());
 
         if refresh_rtt {
             self.path_rtt = self.compute_path_rtt();
@@ -723,6 +574,42 @@ impl Connection {
                 self.compute_smss(Dir::ServerToClient),
             ];
         }
+        self.exchange_milestones(dir, mark, kind, new_bytes, end, acked, peer_una, &mut emit);
+
+        let event = Segment {
+            frame,
+            ts,
+            dir,
+            seq: rel_seq,
+            len: seg.payload_len,
+            ack: rel_ack,
+            flags: seg.flags,
+            window,
+            kind,
+            acked,
+            in_flight,
+            peer_window,
+            payload: seg.payload,
+        };
+        emit(self, Event::Segment(&event));
+    }
+
+    /// Exchange milestones: client data opens a request, server data answers
+    /// it; the server's ACK covering the whole request is noted, and a
+    /// retransmission of the response moves its end.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn exchange_milestones<'p>(
+        &mut self,
+        dir: Dir,
+        mark: Mark,
+        kind: SegKind,
+        new_bytes: u32,
+        end: Seq,
+        acked: u32,
+        peer_una: Seq,
+        emit: &mut impl FnMut(&Connection, Event<'_, 'p>),
+    ) {
         // A retransmission of the response ends the exchange later: the
         // response is not complete before its last byte got through.
         if kind == SegKind::Retransmission && dir == Dir::ServerToClient {
@@ -730,7 +617,6 @@ impl Connection {
                 ex.response_last = Some(mark);
             }
         }
-        // Exchanges: client data opens a request, server data answers it.
         if new_bytes > 0 {
             let starts_request = dir == Dir::ClientToServer
                 && self.current.is_none_or(|e| e.response_first.is_some());
@@ -777,23 +663,234 @@ impl Connection {
                 }
             }
         }
+    }
+}
 
-        let event = Segment {
-            frame,
-            ts,
-            dir,
-            seq: rel_seq,
-            len,
-            ack: rel_ack,
-            flags,
-            window,
-            kind,
-            acked,
-            in_flight,
-            peer_window,
-            payload: seg.payload,
+/// The options of a SYN or SYN-ACK, and the handshake's milestones.
+/// Window scaling is on only if both SYNs carry the option, so the SYN-ACK
+/// alone tells (RFC 7323 §2.2); MSS, SACK and timestamps are per side
+/// (RFC 9293 §3.7.1, RFC 2018, RFC 7323 §3).
+#[inline]
+fn handshake_options(
+    me: &mut Half,
+    peer: &mut Half,
+    hs: &mut Handshake,
+    seg: &TcpSegment<'_>,
+    mark: Mark,
+) {
+    let seq = Seq(seg.seq);
+    let options = seg.options();
+    if !me.syn_seen || me.base != seq {
+        me.base = seq;
+        me.base_known = true;
+    }
+    me.syn_seen = true;
+    me.mss = options.mss.or(me.mss);
+    me.window_scale_option = options.window_scale;
+    me.sack_permitted = options.sack_permitted;
+    me.timestamps = options.timestamps.is_some();
+    if seg.flags.ack() {
+        let scaling = options.window_scale.is_some();
+        me.window_shift = Some(if scaling {
+            options.window_scale.unwrap_or(0)
+        } else {
+            0
+        });
+        peer.window_shift = match (scaling, peer.syn_seen) {
+            (false, _) => Some(0),
+            (true, true) => peer.window_scale_option,
+            (true, false) => None,
         };
-        emit(self, Event::Segment(&event));
+        hs.synack_count += 1;
+        hs.last_synack = Some(mark);
+        if hs.synack.is_none() {
+            hs.synack = Some(mark);
+        }
+    } else {
+        hs.syn_count += 1;
+        if hs.first_syn.is_none() {
+            hs.first_syn = Some(mark);
+        }
+        if hs.synack.is_none() {
+            hs.syn = Some(mark);
+        }
+    }
+}
+
+/// Whether the client's `seg` is the ACK of the SYN-ACK that completes the
+/// three-way handshake (RFC 9293 §3.5).
+#[inline]
+fn completes_handshake(hs: &Handshake, server: &Half, seg: &TcpSegment<'_>) -> bool {
+    seg.flags.ack()
+        && !seg.flags.rst()
+        && !seg.flags.syn()
+        && hs.ack.is_none()
+        && hs.synack.is_some()
+        && server.syn_seen
+        && Seq(seg.ack) == server.base.plus(1)
+}
+
+impl Half {
+    /// The same data segment again within [`DUPLICATE_NS`] is a copy made by
+    /// the capture setup (a SPAN port sees both ingress and egress), not
+    /// something the sender did: no TCP stack retransmits that fast. Counted.
+    #[inline]
+    fn is_capture_copy(&mut self, seg: &TcpSegment<'_>, ts: Timestamp) -> bool {
+        if seg.payload_len == 0 {
+            return false;
+        }
+        let sig = u128::from(seg.seq)
+            | u128::from(seg.ack) << 32
+            | u128::from(seg.payload_len) << 64
+            | u128::from(seg.flags.0) << 96
+            | u128::from(seg.window) << 112;
+        if self.last_data_sig == sig && ts.since(self.last_data_ts) <= DUPLICATE_NS {
+            self.duplicates += 1;
+            return true;
+        }
+        self.last_data_sig = sig;
+        self.last_data_ts = ts;
+        false
+    }
+
+    /// The window `seg` advertises, scaled (RFC 7323 §2.2: never on SYNs);
+    /// the smallest and largest after the handshake are kept.
+    #[inline]
+    fn advertise(&mut self, seg: &TcpSegment<'_>) -> u32 {
+        let flags = seg.flags;
+        let window = if flags.syn() {
+            u32::from(seg.window)
+        } else {
+            u32::from(seg.window) << self.window_shift.unwrap_or(0)
+        };
+        self.window = window;
+        if !flags.syn() && !flags.rst() {
+            self.window_min = Some(self.window_min.map_or(window, |w| w.min(window)));
+            self.window_max = self.window_max.max(window);
+        }
+        window
+    }
+
+    /// Where `seg` falls in this sender's sequence space (RFC 9293 §3.4):
+    /// new data (beyond the highest sequence sent; a jump past it is data the
+    /// capture missed), a retransmission (below it), or a keep-alive or window
+    /// probe (one byte or none just below it with everything acknowledged,
+    /// RFC 1122 §4.2.3.6). Returns the kind and the bytes sent for the first time.
+    #[inline]
+    fn classify(&mut self, seg: &TcpSegment<'_>) -> (SegKind, u32) {
+        let seq = Seq(seg.seq);
+        let len = seg.payload_len;
+        let end = seq.plus(seg.seq_len());
+        if seg.flags.syn() {
+            if !self.snd_init || end > self.snd_max {
+                self.snd_max = end;
+                self.snd_init = true;
+            }
+            (SegKind::Syn, 0)
+        } else if len == 0 {
+            if !self.snd_init {
+                self.snd_max = end;
+                self.snd_init = true;
+            } else if end > self.snd_max {
+                self.snd_max = end;
+            }
+            (SegKind::Ack, 0)
+        } else if !self.snd_init || seq >= self.snd_max {
+            if self.snd_init && seq > self.snd_max {
+                self.gaps += 1;
+            }
+            self.snd_max = end;
+            self.snd_init = true;
+            (SegKind::NewData, len)
+        } else if end <= self.snd_max {
+            let all_acked = self.una_init && self.una >= self.snd_max.plus(u32::MAX);
+            if len <= 1 && end == self.snd_max && all_acked {
+                self.keepalives += 1;
+                (SegKind::KeepAliveOrProbe, 0)
+            } else {
+                self.retransmissions += 1;
+                self.retransmitted_bytes += u64::from(len);
+                (SegKind::Retransmission, 0)
+            }
+        } else {
+            // Overlaps old data and extends it: a retransmission carrying new bytes.
+            let new_bytes = end.distance_from(self.snd_max);
+            self.snd_max = end;
+            self.retransmissions += 1;
+            self.retransmitted_bytes += u64::from(len - new_bytes.min(len));
+            (SegKind::Retransmission, new_bytes)
+        }
+    }
+
+    /// Retransmission bookkeeping: counts what was sent, remembers its end and
+    /// time for RTT samples (a retransmitted range gives none: Karn's
+    /// algorithm, RFC 6298 §3), and notes FIN and RST. Returns whether the
+    /// largest segment grew (the sender's MSS estimate changes).
+    #[inline]
+    fn record_sent(
+        &mut self,
+        seg: &TcpSegment<'_>,
+        mark: Mark,
+        kind: SegKind,
+        new_bytes: u32,
+    ) -> bool {
+        let len = seg.payload_len;
+        let flags = seg.flags;
+        let mut larger = false;
+        if len > 0 {
+            self.data_packets += 1;
+            self.bytes += u64::from(new_bytes);
+            if len > self.largest_segment {
+                self.largest_segment = len;
+                larger = true;
+            }
+        }
+        if len > 0 || flags.fin() || flags.syn() {
+            let end = Seq(seg.seq).plus(seg.seq_len());
+            self.remember(end, mark.ts, kind == SegKind::Retransmission);
+        }
+        if flags.fin() && self.fin.is_none() {
+            self.fin = Some(mark);
+        }
+        if flags.rst() && self.rst.is_none() {
+            self.rst = Some(mark);
+        }
+        larger
+    }
+
+    /// What `seg` (from the peer) acknowledges of this side's data: the
+    /// bytes newly acknowledged, and whether it gave an RTT sample. Only ACKs
+    /// that cannot have been delayed give samples: those covering two full
+    /// segments (`peer_smss` is this side's segment size; RFC 1122
+    /// §4.2.3.2, RFC 5681 §4.2) and the SYN-ACK's.
+    #[inline]
+    fn take_ack(&mut self, seg: &TcpSegment<'_>, ts: Timestamp, smss: u32) -> (u32, bool) {
+        let flags = seg.flags;
+        if !flags.ack() || flags.rst() {
+            return (0, false);
+        }
+        let a = Seq(seg.ack);
+        if !self.una_init {
+            self.una = a;
+            self.una_init = true;
+            return (0, false);
+        }
+        if a <= self.una || (self.snd_init && a > self.snd_max) {
+            return (0, false);
+        }
+        let acked = a.distance_from(self.una);
+        self.una = a;
+        let immediate = acked >= 2 * smss || self.snd_max == a && flags.syn();
+        let mut sampled = false;
+        if let Some(sent_at) = self.acked_sample(a) {
+            if immediate {
+                let sample = ts.since(sent_at);
+                self.rtt_samples += 1;
+                sampled = true;
+                self.rtt_to_peer_ns = Some(self.rtt_to_peer_ns.map_or(sample, |m| m.min(sample)));
+            }
+        }
+        (acked, sampled)
     }
 }
 
