@@ -80,7 +80,7 @@ pub fn nginx(server_ns: &str, s: &Setup) -> Result<External> {
         .unwrap_or_default();
     let tls = match s.tls {
         Some(key) => {
-            certificate(&dir, key)?;
+            certificate(server_ns, &dir, key)?;
             // TLS 1.2 only (its full handshake: two round trips and the
             // server's signature over its ECDHE share), and no resumption:
             // every connection pays the whole handshake.
@@ -129,22 +129,18 @@ pub fn nginx(server_ns: &str, s: &Setup) -> Result<External> {
 }
 
 /// A self-signed certificate and its key (`cert.pem`, `key.pem` in `dir`),
-/// made now with `openssl req -x509`.
-fn certificate(dir: &Path, key: TlsKey) -> Result<()> {
+/// made now with `openssl req -x509` (started like the peers, so that an
+/// interrupted run stops it too).
+fn certificate(ns_name: &str, dir: &Path, key: TlsKey) -> Result<()> {
     if !installed("openssl") {
-        bail!("HTTPS needs a certificate made with openssl, which is not installed (apt-get install openssl)");
+        bail!(
+            "HTTPS needs a certificate made with openssl, which is not installed \
+             (apt-get install openssl)"
+        );
     }
-    let out = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-noenc",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=tcpdoctor-lab",
-        ])
-        .arg("-addext")
+    let mut cmd = Command::new("openssl");
+    cmd.args(["req", "-x509", "-noenc", "-days", "2"])
+        .args(["-subj", "/CN=tcpdoctor-lab", "-addext"])
         .arg(format!("subjectAltName=IP:{}", server_addr().ip()))
         .args(key.openssl_args())
         .arg("-keyout")
@@ -152,8 +148,10 @@ fn certificate(dir: &Path, key: TlsKey) -> Result<()> {
         .arg("-out")
         .arg(dir.join("cert.pem"))
         .stdin(Stdio::null())
-        .output()
-        .context("running openssl")?;
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    // RSA 4096: seconds of prime search on a busy machine.
+    let out = ns::wait_output(ns::spawn_process(ns_name, cmd)?, Duration::from_secs(120))?;
     if !out.status.success() {
         bail!(
             "openssl could not make a {} certificate: {}",
@@ -224,7 +222,7 @@ pub fn curl_https(client_ns: &str, e: &External, n: usize) -> Result<Metrics> {
     let mut m = crate::run::metrics(&r, "curl");
     handshakes.sort_by(f64::total_cmp);
     m.tls_handshake_p50_ms = handshakes
-        .get((handshakes.len() + 1) / 2 - 1)
+        .get(handshakes.len().div_ceil(2).saturating_sub(1))
         .copied()
         .map(round3);
     m.tls_handshake_max_ms = handshakes.last().copied().map(round3);
