@@ -69,6 +69,21 @@ if case in ("nagle-delayed-ack", "jdk-httpserver", "client-write-write"):
 if case == "small-receive-window":
     assert m0["duration_s"] > 2, m0              # 605 KB through a ~3 KB window at 35 ms
     assert a["metrics"]["duration_s"] < 1, a["metrics"]
+if case == "syn-flood":
+    # every SYN sent, both times; the clients' SYNs go unanswered until the flood's half-open
+    # connections time out (seconds), and with SYN cookies they connect at once
+    for p in (b, a):
+        assert p["metrics"]["syn_flood"]["syns_sent"] == 20000, p["metrics"]
+        assert p["metrics"]["syn_flood"]["send_errors"] == 0, p["metrics"]
+        assert p["capture"]["packets"] > 20000, p["capture"]
+    assert m0["requests"] == 10 and m0["latency_p50_ms"] >= 1000, m0
+    assert a["metrics"]["latency_max_ms"] < 500, a["metrics"]
+if case == "tls-handshake":
+    # one curl (one full handshake) per request; the RSA 4096 signature makes it slower
+    assert m0["client"] == "curl" and m0["requests"] == 20, m0
+    assert m0["tls_handshake_p50_ms"] > a["metrics"]["tls_handshake_p50_ms"], (m0, a["metrics"])
+if case == "many-connections":
+    assert m0["requests"] == 300, m0
 # the capture written with --write tells the same story
 for name, p in (("before", b), ("after", a)):
     if p is None or not p["capture"]["written"]:

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::flood::SynFlood;
 use crate::peers::{ClientSpec, ServerSpec, SlowRead};
 use crate::topo::Vantage;
 
@@ -68,6 +69,33 @@ impl Peer {
     }
 }
 
+/// The key of the certificate nginx serves with TLS (made at run time,
+/// self-signed): what each full handshake's signature costs the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsKey {
+    /// RSA 4096: a private-key operation of several ms per handshake.
+    Rsa4096,
+    /// ECDSA P-256: about a hundred times cheaper.
+    EcdsaP256,
+}
+
+impl TlsKey {
+    /// `openssl req -newkey` arguments.
+    pub fn openssl_args(self) -> &'static [&'static str] {
+        match self {
+            TlsKey::Rsa4096 => &["-newkey", "rsa:4096"],
+            TlsKey::EcdsaP256 => &["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"],
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TlsKey::Rsa4096 => "RSA 4096",
+            TlsKey::EcdsaP256 => "ECDSA P-256",
+        }
+    }
+}
+
 /// Everything a phase (before or after the fix) is made of.
 #[derive(Debug, Clone)]
 pub struct Setup {
@@ -93,6 +121,15 @@ pub struct Setup {
     pub filter_frag_needed: bool,
     /// net.ipv4.tcp_mtu_probing of the server (Linux default: 0).
     pub server_mtu_probing: bool,
+    /// net.ipv4.tcp_syncookies of the server (Linux default: 1, cookies when
+    /// the SYN queue is full).
+    pub server_syncookies: bool,
+    /// SYNs from spoofed sources sent from the client namespace while the
+    /// client runs.
+    pub syn_flood: Option<SynFlood>,
+    /// nginx serves HTTPS (TLS 1.2 only, ECDHE, no session resumption) with a
+    /// certificate of this key, and curl is the client (one connection per request).
+    pub tls: Option<TlsKey>,
     pub server: ServerSpec,
     pub client: ClientSpec,
     pub action: Action,
@@ -115,6 +152,9 @@ impl Default for Setup {
             client_link_mtu: None,
             filter_frag_needed: false,
             server_mtu_probing: false,
+            server_syncookies: true,
+            syn_flood: None,
+            tls: None,
             server: ServerSpec::default(),
             client: ClientSpec::default(),
             action: Action::None,
@@ -593,6 +633,79 @@ pub fn all() -> Vec<Case> {
             fix: Some(("net.ipv4.tcp_slow_start_after_idle=0 on the server", |s| {
                 s.server_slow_start_after_idle = false
             })),
+            peers: &[Peer::Builtin],
+            wrk_connections: 4,
+        },
+        Case {
+            name: "syn-flood",
+            summary: "20,000 SYNs from spoofed sources in 2 s to a server with \
+                      tcp_syncookies=0, while 10 clients connect (one request each)",
+            expected: Some(("syn_flood", "network")),
+            detail: None,
+            headline: Headline::Latency,
+            vantage: Vantage::Server,
+            setup: Setup {
+                server_syncookies: false,
+                syn_flood: Some(SynFlood {
+                    syns: 20_000,
+                    over: MS(2000),
+                    client_after: MS(500),
+                }),
+                client: ClientSpec {
+                    workers: 10,
+                    connections: 1,
+                    requests: 1,
+                    ..ClientSpec::default()
+                },
+                ..Setup::default()
+            },
+            fix: Some((
+                "net.ipv4.tcp_syncookies=1 on the server (Linux's default)",
+                |s| s.server_syncookies = true,
+            )),
+            peers: &[Peer::Builtin],
+            wrk_connections: 4,
+        },
+        Case {
+            name: "tls-handshake",
+            summary: "20 HTTPS requests, one connection each, to nginx with an RSA 4096 \
+                      certificate (TLS 1.2, ECDHE-RSA, no session resumption)",
+            expected: Some(("tls_handshake", "server")),
+            detail: Some(("cause", "key_exchange")),
+            headline: Headline::Latency,
+            vantage: Vantage::Client,
+            setup: Setup {
+                tls: Some(TlsKey::Rsa4096),
+                client: ClientSpec {
+                    connections: 20,
+                    requests: 1,
+                    ..ClientSpec::default()
+                },
+                ..Setup::default()
+            },
+            fix: Some(("an ECDSA P-256 certificate", |s| {
+                s.tls = Some(TlsKey::EcdsaP256)
+            })),
+            peers: &[Peer::Nginx],
+            wrk_connections: 1,
+        },
+        Case {
+            name: "many-connections",
+            summary: "300 connections one after the other, one request each, on a clean path: \
+                      busy, and nothing to find",
+            expected: None,
+            detail: None,
+            headline: Headline::Latency,
+            vantage: Vantage::Server,
+            setup: Setup {
+                client: ClientSpec {
+                    connections: 300,
+                    requests: 1,
+                    ..ClientSpec::default()
+                },
+                ..Setup::default()
+            },
+            fix: None,
             peers: &[Peer::Builtin],
             wrk_connections: 4,
         },

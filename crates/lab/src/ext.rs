@@ -3,14 +3,15 @@
 //! run from source), and wrk as the load client.
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use crate::cases::Setup;
+use crate::cases::{Setup, TlsKey};
 use crate::ns;
+use crate::peers::ClientResult;
 use crate::run::{round3, server_addr, Metrics};
 
 const SMALL_SERVER: &str = include_str!("../../../fixtures/src/SmallServer.java");
@@ -77,6 +78,22 @@ pub fn nginx(server_ns: &str, s: &Setup) -> Result<External> {
         .peer_rcvbuf
         .map(|n| format!(" rcvbuf={n}"))
         .unwrap_or_default();
+    let tls = match s.tls {
+        Some(key) => {
+            certificate(server_ns, &dir, key)?;
+            // TLS 1.2 only (its full handshake: two round trips and the
+            // server's signature over its ECDHE share), and no resumption:
+            // every connection pays the whole handshake.
+            format!(
+                "    ssl_certificate {d}/cert.pem;\n    ssl_certificate_key {d}/key.pem;\n\
+                 ssl_protocols TLSv1.2;\n    \
+                 ssl_ciphers ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES128-GCM-SHA256;\n    \
+                 ssl_session_cache off;\n    ssl_session_tickets off;\n"
+            )
+        }
+        None => String::new(),
+    };
+    let ssl = if s.tls.is_some() { " ssl" } else { "" };
     let conf = format!(
         "daemon off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\n\
          events {{ worker_connections 4096; }}\n\
@@ -84,7 +101,7 @@ pub fn nginx(server_ns: &str, s: &Setup) -> Result<External> {
          client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fastcgi;\n\
          uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
          sendfile on;\n  tcp_nodelay {nodelay};\n  keepalive_timeout 65;\n  keepalive_requests 1000000;\n\
-         server {{\n    listen {addr}{rcvbuf};\n    root {d}/html;\n    index index.html;\n    location / {{ }}\n\
+         server {{\n    listen {addr}{ssl}{rcvbuf};\n{tls}    root {d}/html;\n    index index.html;\n    location / {{ }}\n\
          location /upload {{ client_max_body_size 10m; proxy_pass http://127.0.0.1:8082; }}\n  }}\n\
          server {{ listen 127.0.0.1:8082; location / {{ return 200 \"ok\\n\"; }} }}\n}}\n",
         nodelay = if s.peer_nodelay { "on" } else { "off" },
@@ -108,6 +125,130 @@ pub fn nginx(server_ns: &str, s: &Setup) -> Result<External> {
         dir,
         post: false,
         what: "nginx",
+    })
+}
+
+/// A self-signed certificate and its key (`cert.pem`, `key.pem` in `dir`),
+/// made now with `openssl req -x509` (started like the peers, so that an
+/// interrupted run stops it too).
+fn certificate(ns_name: &str, dir: &Path, key: TlsKey) -> Result<()> {
+    if !installed("openssl") {
+        bail!(
+            "HTTPS needs a certificate made with openssl, which is not installed \
+             (apt-get install openssl)"
+        );
+    }
+    let mut cmd = Command::new("openssl");
+    cmd.args(["req", "-x509", "-noenc", "-days", "2"])
+        .args(["-subj", "/CN=tcpdoctor-lab", "-addext"])
+        .arg(format!("subjectAltName=IP:{}", server_addr().ip()))
+        .args(key.openssl_args())
+        .arg("-keyout")
+        .arg(dir.join("key.pem"))
+        .arg("-out")
+        .arg(dir.join("cert.pem"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    // RSA 4096: seconds of prime search on a busy machine.
+    let out = ns::wait_output(ns::spawn_process(ns_name, cmd)?, Duration::from_secs(120))?;
+    if !out.status.success() {
+        bail!(
+            "openssl could not make a {} certificate: {}",
+            key.name(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// `n` HTTPS GETs from the client namespace to the nginx `e`, one curl
+/// process (so one connection and one full TLS 1.2 handshake) each, one after
+/// the other. curl verifies the server against its certificate alone (not
+/// the system's CA bundle, whose loading would add the client's own ms to
+/// every handshake). Latency: curl's `time_total`; the handshake:
+/// `time_appconnect - time_connect`.
+pub fn curl_https(client_ns: &str, e: &External, n: usize) -> Result<Metrics> {
+    if !installed("curl") {
+        bail!("this case's client is curl, which is not installed (apt-get install curl)");
+    }
+    let url = format!("https://{}/", server_addr());
+    let mut r = ClientResult::default();
+    let mut handshakes = Vec::new();
+    let start = Instant::now();
+    for _ in 0..n.max(1) {
+        let mut cmd = Command::new("curl");
+        cmd.arg("--cacert")
+            .arg(e.dir.join("cert.pem"))
+            .args([
+                "-sS",
+                "--tlsv1.2",
+                "--tls-max",
+                "1.2",
+                "--max-time",
+                "20",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code} %{time_connect} %{time_appconnect} %{time_total} %{size_download}\n",
+                &url,
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let child = ns::spawn_process(client_ns, cmd)?;
+        let out = ns::wait_output(child, Duration::from_secs(30))?;
+        let line = String::from_utf8_lossy(&out.stdout).to_string();
+        match parse_curl(&line) {
+            Some(c) if out.status.success() && c.status == 200 => {
+                r.latencies.push(Duration::from_secs_f64(c.total));
+                handshakes.push((c.appconnect - c.connect) * 1e3);
+                r.bytes_down += c.size;
+            }
+            _ => r.errors.push(format!(
+                "curl: {}{}",
+                line.trim(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )),
+        }
+    }
+    r.elapsed = start.elapsed();
+    if r.latencies.is_empty() {
+        bail!(
+            "curl completed no request: {}",
+            r.errors.first().map(String::as_str).unwrap_or("no error")
+        );
+    }
+    let mut m = crate::run::metrics(&r, "curl");
+    handshakes.sort_by(f64::total_cmp);
+    m.tls_handshake_p50_ms = handshakes
+        .get(handshakes.len().div_ceil(2).saturating_sub(1))
+        .copied()
+        .map(round3);
+    m.tls_handshake_max_ms = handshakes.last().copied().map(round3);
+    Ok(m)
+}
+
+/// One line of curl's `-w` report.
+struct CurlTimes {
+    status: u16,
+    connect: f64,
+    appconnect: f64,
+    total: f64,
+    size: u64,
+}
+
+fn parse_curl(line: &str) -> Option<CurlTimes> {
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let [status, connect, appconnect, total, size] = w.as_slice() else {
+        return None;
+    };
+    Some(CurlTimes {
+        status: status.parse().ok()?,
+        connect: connect.parse().ok()?,
+        appconnect: appconnect.parse().ok()?,
+        total: total.parse().ok()?,
+        size: size.parse::<f64>().ok()? as u64,
     })
 }
 
@@ -287,5 +428,15 @@ Requests/sec:   2248.11\nTransfer/sec:      1.75MB\n";
         assert_eq!(m.duration_s, 2.0);
         assert_eq!(m.requests_per_sec, 2248.11);
         assert!(parse_wrk("garbage").is_err());
+    }
+
+    #[test]
+    fn reads_curl_times() {
+        let c = parse_curl("200 0.000512 0.009870 0.010544 615\n").expect("parse");
+        assert_eq!(c.status, 200);
+        assert!((c.appconnect - c.connect - 0.009358).abs() < 1e-9);
+        assert_eq!(c.size, 615);
+        assert!(parse_curl("000 0.0 0.0").is_none());
+        assert!(parse_curl("").is_none());
     }
 }

@@ -44,6 +44,8 @@ const CWND: Option<(&str, &str)> = Some(("congestion_limited", "network"));
 const RESTART: Option<(&str, &str)> = Some(("slow_start_after_idle", "server"));
 const MTU: Option<(&str, &str)> = Some(("path_mtu_blackhole", "network"));
 const LISTEN: Option<(&str, &str)> = Some(("listen_queue_overflow", "server"));
+const FLOOD: Option<(&str, &str)> = Some(("syn_flood", "network"));
+const TLS: Option<(&str, &str)> = Some(("tls_handshake", "server"));
 
 /// Every fixture, in the order of fixtures/ACCURACY.md.
 pub fn all() -> Vec<Fixture> {
@@ -199,6 +201,16 @@ pub fn all() -> Vec<Fixture> {
             Server,
             same,
             LISTEN,
+        ),
+        // 300 connections one after the other, one request each: a busy
+        // server's SYNs, every one answered and completed.
+        f(
+            "many-connections.server.pcap",
+            "many-connections",
+            false,
+            Server,
+            same,
+            None,
         ),
         f(
             "network-latency.client.pcap",
@@ -409,6 +421,33 @@ pub fn all() -> Vec<Fixture> {
             same,
             CWND,
         ),
+        // 20,000 SYNs from spoofed sources in 2 s to a server with
+        // tcp_syncookies=0: its SYN queue full, 10 legitimate clients' SYNs
+        // go unanswered for 7 s; the twin answers with SYN cookies.
+        f(
+            "syn-cookies.server.pcap",
+            "syn-flood",
+            true,
+            Server,
+            same,
+            None,
+        ),
+        f(
+            "syn-flood.client.pcap",
+            "syn-flood",
+            false,
+            Client,
+            same,
+            FLOOD,
+        ),
+        f(
+            "syn-flood.server.pcap",
+            "syn-flood",
+            false,
+            Server,
+            same,
+            FLOOD,
+        ),
         f(
             "syn-retransmit.client.pcap",
             "syn-retransmit",
@@ -429,6 +468,42 @@ pub fn all() -> Vec<Fixture> {
             same,
             SYN_SERVER,
         ),
+        // nginx, TLS 1.2 with ECDHE and no resumption, 20 HTTPS requests by
+        // curl, one connection each: an RSA 4096 signature per handshake;
+        // the twin signs with ECDSA P-256.
+        Fixture {
+            peer: Peer::Nginx,
+            ..f(
+                "tls-ecdsa.client.pcap",
+                "tls-handshake",
+                true,
+                Client,
+                same,
+                None,
+            )
+        },
+        Fixture {
+            peer: Peer::Nginx,
+            ..f(
+                "tls-handshake.client.pcap",
+                "tls-handshake",
+                false,
+                Client,
+                same,
+                TLS,
+            )
+        },
+        Fixture {
+            peer: Peer::Nginx,
+            ..f(
+                "tls-handshake.server.pcap",
+                "tls-handshake",
+                false,
+                Server,
+                same,
+                TLS,
+            )
+        },
         f(
             "upload-default.client.pcap",
             "small-receive-window",

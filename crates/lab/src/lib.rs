@@ -14,6 +14,7 @@ pub mod cases;
 pub mod delay;
 pub mod ext;
 pub mod fixtures;
+pub mod flood;
 pub mod ns;
 pub mod peers;
 pub mod run;
@@ -120,9 +121,10 @@ pub struct RunArgs {
     #[arg(long, value_enum)]
     pub vantage: Option<Vantage>,
     /// Server software: the built-in one, or real nginx / JDK HttpServer (with wrk as
-    /// the client when installed).
-    #[arg(long, value_enum, default_value_t = Peer::Builtin)]
-    pub peer: Peer,
+    /// the client when installed). Default: the case's first (`lab list`), the built-in
+    /// one but for tls-handshake (nginx, with curl as the client).
+    #[arg(long, value_enum)]
+    pub peer: Option<Peer>,
     /// Write the capture (pcap); with --compare the fixed run goes to FILE with
     /// `-fixed` before the extension.
     #[arg(long, value_name = "FILE.pcap")]
@@ -285,11 +287,11 @@ fn run_command(a: &RunArgs) -> Result<u8> {
         let names: Vec<&str> = cases::all().iter().map(|c| c.name).collect();
         bail!("no case named {:?}; cases: {}", a.case, names.join(", "));
     };
-    if !case.peers.contains(&a.peer) {
+    if !case.peers.contains(&peer_of(&case, a)) {
         bail!(
             "case {} cannot run with --peer {}; it runs with: {}",
             case.name,
-            a.peer.name(),
+            peer_of(&case, a).name(),
             case.peers
                 .iter()
                 .map(|p| p.name())
@@ -376,13 +378,14 @@ fn run_case(
     let needs_line = |s: &Setup| !s.one_way.is_zero() || s.loss > 0.0;
     let line = needs_line(before) || after.is_some_and(needs_line);
     let mut topo = Topology::build(line, before.one_way)?;
-    let wrk = (a.peer.with_wrk() && case.headline == Headline::Latency && ext::installed("wrk"))
+    let peer = peer_of(case, a);
+    let wrk = (peer.with_wrk() && case.headline == Headline::Latency && ext::installed("wrk"))
         .then_some((case.wrk_connections, 2));
     let opts = |write: Option<PathBuf>| PhaseOptions {
         vantage,
         snaplen: a.snaplen,
         write,
-        peer: a.peer,
+        peer,
         wrk,
     };
     let result = (|| {
@@ -412,7 +415,7 @@ fn diagnose_case(case: &Case, before: &Setup, a: &RunArgs) -> Result<u8> {
     let plan = tcpdoctor_investigate::Plan::new(target, tcpdoctor_load::RequestSpec::default());
     let needs_line = !before.one_way.is_zero() || before.loss > 0.0;
     let outcome = Topology::build(needs_line, before.one_way).and_then(|mut topo| {
-        let outcome = run::diagnose_phase(&mut topo, before, a.peer, plan);
+        let outcome = run::diagnose_phase(&mut topo, before, peer_of(case, a), plan);
         topo.teardown();
         outcome
     });
@@ -451,7 +454,7 @@ fn diagnose_case(case: &Case, before: &Setup, a: &RunArgs) -> Result<u8> {
                 out,
                 "lab case {} ({}), server {} in namespace {}, diagnosed from the client namespace:\n",
                 case.name,
-                a.peer.name(),
+                peer_of(case, a).name(),
                 run::server_addr(),
                 ns::name("s")
             )?;
@@ -465,6 +468,13 @@ fn diagnose_case(case: &Case, before: &Setup, a: &RunArgs) -> Result<u8> {
         }
     }
     Ok(if ok { EXIT_OK } else { EXIT_MISMATCH })
+}
+
+/// The server software of a run: `--peer`, or the case's first.
+fn peer_of(case: &Case, a: &RunArgs) -> Peer {
+    a.peer
+        .or_else(|| case.peers.first().copied())
+        .unwrap_or(Peer::Builtin)
 }
 
 /// `x.pcap` → `x-fixed.pcap`.
@@ -549,7 +559,7 @@ fn print(case: &Case, before: &Setup, o: &Outcome, a: &RunArgs) -> Result<bool> 
             "case": case.name,
             "summary": case.summary,
             "expected": expected_json(case),
-            "peer": a.peer,
+            "peer": peer_of(case, a),
             "network": {
                 "rtt_asked_ms": before.one_way.as_secs_f64() * 2e3,
                 "loss_percent": before.loss * 100.0,
@@ -684,6 +694,27 @@ fn phase_text(
             fmt_bytes(m.bytes_down),
             fmt_bytes(m.throughput_bytes_per_sec as u64)
         )?,
+    }
+    if let (Some(p50), Some(max)) = (m.tls_handshake_p50_ms, m.tls_handshake_max_ms) {
+        writeln!(
+            out,
+            "tls        handshake (curl: appconnect − connect) p50 {} · max {}",
+            fmt_ms(p50),
+            fmt_ms(max)
+        )?;
+    }
+    if let Some(f) = &m.syn_flood {
+        writeln!(
+            out,
+            "flood      {} SYNs from spoofed sources (198.18.0.0/15) in {:.2} s{}",
+            f.syns_sent,
+            f.seconds,
+            if f.send_errors > 0 {
+                format!(", {} not sent", f.send_errors)
+            } else {
+                String::new()
+            }
+        )?;
     }
     if p.metrics.errors > 0 {
         writeln!(out, "errors     {} requests failed", p.metrics.errors)?;

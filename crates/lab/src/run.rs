@@ -20,6 +20,7 @@ use tcpdoctor_live::{Capture, LinkType, Timestamp};
 
 use crate::cases::{Action, Peer, Setup};
 use crate::ext;
+use crate::flood::{self, FloodReport};
 use crate::ns;
 use crate::peers::{self, ClientResult, Server};
 use crate::topo::{Topology, Vantage, SERVER_IP};
@@ -42,9 +43,18 @@ pub struct Metrics {
     pub bytes_down: u64,
     pub duration_s: f64,
     pub throughput_bytes_per_sec: f64,
-    /// Which client measured it: `builtin`, `wrk`.
+    /// Which client measured it: `builtin`, `wrk`, `curl`.
     pub client: &'static str,
     pub errors: u64,
+    /// With TLS: the handshake as curl measured it (`time_appconnect -
+    /// time_connect`), p50 and max.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_handshake_p50_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_handshake_max_ms: Option<f64>,
+    /// The SYN flood sent meanwhile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub syn_flood: Option<FloodReport>,
 }
 
 /// What the capture held.
@@ -126,6 +136,11 @@ fn prepare(t: &mut Topology, s: &Setup, peer: Peer) -> Result<(Running, Duration
         &t.server,
         "net.ipv4.tcp_mtu_probing",
         if s.server_mtu_probing { "1" } else { "0" },
+    )?;
+    ns::sysctl(
+        &t.server,
+        "net.ipv4.tcp_syncookies",
+        if s.server_syncookies { "1" } else { "0" },
     )?;
     let initcwnd = s.server_initcwnd.map(|n| n.to_string());
     let mut route = vec![
@@ -218,7 +233,20 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
         Action::Blackout { at, length } => Some(blackout(t.router.clone(), at, length)),
         _ => None,
     };
+    let flood = match s.syn_flood {
+        Some(f) => {
+            let h = ns::spawn_in(&t.client, "lab-syn-flood", move || {
+                flood::send(server_addr(), f)
+            })?;
+            thread::sleep(f.client_after);
+            Some(h)
+        }
+        None => None,
+    };
     let result = match &server {
+        Running::External(e) if s.tls.is_some() => {
+            ext::curl_https(&t.client, e, s.client.connections * s.client.workers)
+        }
         Running::External(e) if o.wrk.is_some() => {
             let (c, secs) = o.wrk.unwrap_or((4, 2));
             ext::wrk(&t.client, e, c, secs)
@@ -228,6 +256,7 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
     if let Some(b) = blackout {
         ns::join(b)?;
     }
+    let flood = flood.map(ns::join);
     // The last ACKs and FINs.
     thread::sleep(rtt * 2 + Duration::from_millis(150));
     let (analysis, latency_bins, capture) = cap.finish()?;
@@ -236,7 +265,8 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
     }
     t.set_loss(0.0)?;
     server.stop();
-    let metrics = result?;
+    let mut metrics = result?;
+    metrics.syn_flood = flood.transpose()?;
     let capture = CaptureInfo {
         vantage: o.vantage,
         namespace: cap_ns,
@@ -269,6 +299,9 @@ impl Running {
 
 fn start_server(server_ns: &str, s: &Setup, peer: Peer) -> Result<Running> {
     Ok(match peer {
+        _ if s.tls.is_some() && peer != Peer::Nginx => {
+            anyhow::bail!("this case serves HTTPS, which only nginx does here (--peer nginx)")
+        }
         Peer::Builtin => {
             Running::Builtin(Server::start(server_ns, server_addr(), s.server.clone())?)
         }
@@ -322,6 +355,7 @@ pub fn metrics(r: &ClientResult, client: &'static str) -> Metrics {
         throughput_bytes_per_sec: ((r.bytes_up + r.bytes_down) as f64 / secs).round(),
         client,
         errors: r.errors.len() as u64,
+        ..Metrics::default()
     }
 }
 

@@ -13,7 +13,8 @@
 //! FORWARD chain, after the delay line (where TSO super-segments have been cut
 //! into MTU-sized packets, so each drop is one packet), sparing SYNs and
 //! SYN-ACKs. Rate is a TBF qdisc on
-//! both hosts' `eth0`.
+//! both hosts' `eth0`. The router blackholes 198.18.0.0/15, the SYN flood's
+//! spoofed sources.
 
 use std::net::Ipv4Addr;
 use std::time::Duration;
@@ -96,6 +97,12 @@ impl Topology {
         }
         ip(&["-n", &c, "route", "add", "default", "via", "10.71.1.1"])?;
         ip(&["-n", &s, "route", "add", "default", "via", "10.71.2.1"])?;
+        // The syn-flood case's spoofed sources: the router discards what
+        // goes to them without a word. An ICMP "unreachable" back to the
+        // server would free the half-open connection its SYN made.
+        let (net, len) = crate::flood::SPOOFED_NET;
+        let spoofed = format!("{net}/{len}");
+        ip(&["-n", &r, "route", "add", "blackhole", &spoofed])?;
         if delay_line {
             let line = DelayLine::start(&r, DELAY_DEV, one_way)?;
             t.delay = Some(line);
