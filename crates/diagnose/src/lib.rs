@@ -315,6 +315,11 @@ impl Engine {
         };
         fold_listen_queue(&mut d.aggregates, d.options.max_evidence);
         fold_syn_floods(&mut d.aggregates, &d.floods, d.options.max_evidence);
+        for (key, agg) in d.aggregates.iter_mut() {
+            if key.kind == Kind::TlsHandshake {
+                agg.flagged = d.tls_handshakes.get(&key.endpoint).copied().unwrap_or(0);
+            }
+        }
         let mut findings: Vec<Finding> = d
             .aggregates
             .into_values()
@@ -325,9 +330,11 @@ impl Engine {
                 .total_cmp(&a.total_delay_ms)
                 .then(a.kind.cmp(b.kind))
         });
-        let (findings, minor_findings): (Vec<Finding>, Vec<Finding>) = findings
-            .into_iter()
-            .partition(|f| f.share_of_time >= d.options.min_share || text::overwhelmed(f));
+        let (findings, minor_findings): (Vec<Finding>, Vec<Finding>) =
+            findings.into_iter().partition(|f| {
+                (f.share_of_time >= d.options.min_share || text::overwhelmed(f))
+                    && !text::sporadic(f)
+            });
         let mut connections = std::mem::take(&mut d.summaries);
         connections.sort_by_key(|c| c.id);
         let t0 = first.nanos() as f64 / 1e6;
@@ -697,6 +704,9 @@ impl Heavy {
     }
 }
 
+/// Endpoints whose TLS handshakes are counted, at most.
+const MAX_TLS_ENDPOINTS: usize = 4096;
+
 /// Diagnosis states kept for reuse, at most.
 const SPARE_HEAVY: usize = 1024;
 
@@ -900,6 +910,9 @@ pub(crate) struct Diagnoser {
     /// Time lost outside complete exchanges (a share's total is the
     /// exchanges' time and this; see [`Diagnoser::claim_once`]).
     extra_stake_ns: i64,
+    /// TLS handshakes per server endpoint and per client address (port 0):
+    /// a `tls_handshake` finding must be the pattern, not a few outliers.
+    tls_handshakes: FxHashMap<SocketAddr, u64>,
 }
 
 impl Diagnoser {
@@ -924,6 +937,7 @@ impl Diagnoser {
             live_overflow: 0,
             floods: Default::default(),
             extra_stake_ns: 0,
+            tls_handshakes: FxHashMap::default(),
         }
     }
 
@@ -1268,8 +1282,17 @@ impl Analyzer for Diagnoser {
         if let Some(o) = rules::timing::server_delay(conn, ex, &split, inside[s], longest[s]) {
             self.record(conn, state, o);
         }
-        if let Some(o) = tls.and_then(|t| rules::tls::occurrence(conn, &split, &t)) {
-            self.record(conn, state, o);
+        if let Some(t) = tls {
+            for addr in [conn.server.addr, SocketAddr::new(conn.client.addr.ip(), 0)] {
+                if self.tls_handshakes.len() < MAX_TLS_ENDPOINTS
+                    || self.tls_handshakes.contains_key(&addr)
+                {
+                    *self.tls_handshakes.entry(addr).or_default() += 1;
+                }
+            }
+            if let Some(o) = rules::tls::occurrence(conn, &split, &t) {
+                self.record(conn, state, o);
+            }
         }
         let state = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
         let tls_net = tls.map(|t| (t.rounds, rules::tls::network_ns(&split, &t)));

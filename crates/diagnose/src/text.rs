@@ -86,6 +86,16 @@ pub(crate) fn overwhelmed(f: &Finding) -> bool {
             .is_some_and(|s| s < 0.5)
 }
 
+/// A finding that is not the pattern: slow TLS handshakes that are fewer
+/// than half of the endpoint's handshakes (a busy moment, not its keys).
+pub(crate) fn sporadic(f: &Finding) -> bool {
+    f.kind == Kind::TlsHandshake.name()
+        && f.details
+            .get("handshakes_seen")
+            .and_then(|v| v.as_u64())
+            .is_some_and(|seen| f.occurrences * 2 < seen)
+}
+
 pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
     let typical = round3(a.delays.quantile_ms(0.5));
     let total = ms(a.total_ns);
@@ -756,7 +766,8 @@ pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
             (
                 explanation,
                 fix,
-                json!({"cause": cause, "handshakes": a.occurrences, "round_trips": rounds,
+                json!({"cause": cause, "handshakes": a.occurrences, "handshakes_seen": a.flagged,
+                       "round_trips": rounds,
                        "key_exchange_ms": kx, "client_ms": cl, "network_ms": network,
                        "rtt_ms": rtt}),
             )

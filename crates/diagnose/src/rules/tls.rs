@@ -30,8 +30,11 @@ use tcpdoctor_wire::Timestamp;
 use super::{Blame, Detail, Kind, Occurrence};
 use crate::budget::{index, Claims, Part, Split};
 
-/// Handshakes shorter than this are not reported.
-pub const MIN_HANDSHAKE_NS: i64 = 1_000_000;
+/// The endpoints' own time in a handshake below this is not reported: a
+/// full handshake costs each side some CPU (an ECDSA P-256 signature tens of
+/// µs, a TLS library's key schedule and certificate parsing a few hundred),
+/// an RSA-2048 signature about 1 ms, RSA-4096 several.
+pub const MIN_HANDSHAKE_NS: i64 = 2_000_000;
 
 /// Whether `p` starts with a TLS record header: a content type of
 /// change_cipher_spec, alert, handshake or application data, a 3.x version
