@@ -535,6 +535,11 @@ fn fold_syn_floods(
         if let Detail::Flood { delayed: d, .. } = &mut agg.first {
             *d = delayed;
         }
+        // Occurrences: the legitimate connections that waited, when some did
+        // (the delays are theirs); else the flood's attempts.
+        if delayed > 0 {
+            agg.occurrences = delayed;
+        }
         let key = AggKey {
             kind: Kind::SynFlood,
             role: "network",
