@@ -925,3 +925,225 @@ fn server_port_guess(src_port: u16, dst_port: u16) -> bool {
         _ => src_port < dst_port,
     }
 }
+
+/// Each step of [`Connection::update`] on byte-built segments.
+#[cfg(test)]
+mod steps {
+    use super::*;
+    use tcpdoctor_wire::TcpFlags;
+
+    const SYN: u16 = TcpFlags::SYN;
+    const ACK: u16 = TcpFlags::ACK;
+    const PSH: u16 = TcpFlags::PSH | TcpFlags::ACK;
+
+    fn seg(
+        seq: u32,
+        ack: u32,
+        flags: u16,
+        len: u32,
+        options_raw: &'static [u8],
+    ) -> TcpSegment<'static> {
+        TcpSegment {
+            src: "10.0.0.1".parse().unwrap(),
+            dst: "10.0.0.2".parse().unwrap(),
+            ttl: 64,
+            src_port: 40000,
+            dst_port: 80,
+            seq,
+            ack,
+            flags: TcpFlags(flags),
+            window: 1000,
+            options_raw,
+            payload_len: len,
+            payload: &[],
+        }
+    }
+
+    fn half() -> Half {
+        Half::new("10.0.0.1:40000".parse().unwrap())
+    }
+
+    fn at(ms: i64) -> Timestamp {
+        Timestamp::from_nanos(ms * 1_000_000)
+    }
+
+    #[test]
+    fn a_copy_within_200_us_is_the_capture_s_not_a_retransmission() {
+        let mut h = half();
+        let s = seg(1, 1, PSH, 100, &[]);
+        assert!(!h.is_capture_copy(&s, at(0)));
+        assert!(h.is_capture_copy(&s, Timestamp::from_nanos(150_000)));
+        // Later, the same bytes are the sender's retransmission.
+        assert!(!h.is_capture_copy(&s, at(300)));
+        // Pure ACKs are never copies.
+        assert!(!h.is_capture_copy(&seg(1, 1, ACK, 0, &[]), at(300)));
+        assert_eq!(h.duplicates, 1);
+    }
+
+    #[test]
+    fn scaling_needs_both_syns_and_never_scales_a_syn() {
+        // SYN with wscale 7 (MSS 1460), SYN-ACK without: no scaling either way.
+        let (mut c, mut s, mut hs) = (half(), half(), Handshake::default());
+        let opts: &'static [u8] = &[2, 4, 5, 0xB4, 1, 3, 3, 7];
+        handshake_options(
+            &mut c,
+            &mut s,
+            &mut hs,
+            &seg(100, 0, SYN, 0, opts),
+            Mark::default(),
+        );
+        handshake_options(
+            &mut s,
+            &mut c,
+            &mut hs,
+            &seg(500, 101, SYN | ACK, 0, &[2, 4, 5, 0xB4]),
+            Mark::default(),
+        );
+        assert_eq!((c.window_shift, s.window_shift), (Some(0), Some(0)));
+        assert_eq!((hs.syn_count, hs.synack_count), (1, 1));
+        assert_eq!(c.mss, Some(1460));
+        // Both offer it: each side's own shift; windows on SYNs unscaled.
+        let (mut c, mut s, mut hs) = (half(), half(), Handshake::default());
+        handshake_options(
+            &mut c,
+            &mut s,
+            &mut hs,
+            &seg(100, 0, SYN, 0, opts),
+            Mark::default(),
+        );
+        handshake_options(
+            &mut s,
+            &mut c,
+            &mut hs,
+            &seg(500, 101, SYN | ACK, 0, &[1, 3, 3, 2]),
+            Mark::default(),
+        );
+        assert_eq!((c.window_shift, s.window_shift), (Some(7), Some(2)));
+        assert_eq!(c.advertise(&seg(100, 0, SYN, 0, opts)), 1000);
+        assert_eq!(c.advertise(&seg(101, 501, ACK, 0, &[])), 128_000);
+        assert_eq!(c.window_min, Some(128_000));
+    }
+
+    #[test]
+    fn sequence_space_new_data_gaps_retransmissions_and_keepalives() {
+        let mut h = half();
+        assert_eq!(
+            h.classify(&seg(1, 1, PSH, 100, &[])),
+            (SegKind::NewData, 100)
+        );
+        // A jump past the highest sequence: data the capture missed.
+        assert_eq!(
+            h.classify(&seg(201, 1, PSH, 100, &[])),
+            (SegKind::NewData, 100)
+        );
+        assert_eq!(h.gaps, 1);
+        assert_eq!(
+            h.classify(&seg(1, 1, PSH, 100, &[])),
+            (SegKind::Retransmission, 0)
+        );
+        // Overlapping old data and extending it: 50 new bytes.
+        assert_eq!(
+            h.classify(&seg(251, 1, PSH, 100, &[])),
+            (SegKind::Retransmission, 50)
+        );
+        assert_eq!(h.retransmissions, 2);
+        // Everything acknowledged: one byte just below the next sequence is a keep-alive.
+        h.una = Seq(351);
+        h.una_init = true;
+        assert_eq!(
+            h.classify(&seg(350, 1, ACK, 1, &[])),
+            (SegKind::KeepAliveOrProbe, 0)
+        );
+        assert_eq!(h.classify(&seg(351, 1, ACK, 0, &[])), (SegKind::Ack, 0));
+    }
+
+    #[test]
+    fn only_acks_that_cannot_be_delayed_give_rtt_samples() {
+        let mut h = half();
+        h.snd_init = true;
+        h.una = Seq(1);
+        h.una_init = true;
+        h.snd_max = Seq(1 + 3000);
+        h.remember(Seq(1001), at(0), false);
+        h.remember(Seq(3001), at(1), false);
+        // One segment's ACK after 40 ms: possibly delayed, no sample.
+        assert_eq!(
+            h.take_ack(&seg(1, 1001, ACK, 0, &[]), at(40), 1000),
+            (1000, false)
+        );
+        // Two segments at once: a sample of 9 ms (sent at 1 ms).
+        assert_eq!(
+            h.take_ack(&seg(1, 3001, ACK, 0, &[]), at(10), 1000),
+            (2000, true)
+        );
+        assert_eq!(h.rtt_to_peer_ns, Some(9_000_000));
+        // Old or beyond what was sent: nothing.
+        assert_eq!(
+            h.take_ack(&seg(1, 2001, ACK, 0, &[]), at(11), 1000),
+            (0, false)
+        );
+        assert_eq!(
+            h.take_ack(&seg(1, 9001, ACK, 0, &[]), at(11), 1000),
+            (0, false)
+        );
+    }
+
+    #[test]
+    fn the_ack_of_the_syn_ack_completes_the_handshake() {
+        let mut server = half();
+        server.syn_seen = true;
+        server.base = Seq(500);
+        let hs = Handshake {
+            synack: Some(Mark::default()),
+            ..Handshake::default()
+        };
+        assert!(completes_handshake(
+            &hs,
+            &server,
+            &seg(101, 501, ACK, 0, &[])
+        ));
+        assert!(!completes_handshake(
+            &hs,
+            &server,
+            &seg(101, 502, ACK, 0, &[])
+        ));
+        assert!(!completes_handshake(
+            &Handshake::default(),
+            &server,
+            &seg(101, 501, ACK, 0, &[])
+        ));
+        assert!(!completes_handshake(
+            &hs,
+            &server,
+            &seg(101, 501, TcpFlags::RST | ACK, 0, &[])
+        ));
+    }
+
+    #[test]
+    fn sent_bookkeeping_counts_bytes_and_marks_fin_and_rst() {
+        let mut h = half();
+        let s = seg(1, 1, PSH, 1200, &[]);
+        assert!(h.record_sent(&s, Mark::default(), SegKind::NewData, 1200));
+        assert!(!h.record_sent(
+            &seg(1201, 1, PSH, 800, &[]),
+            Mark::default(),
+            SegKind::NewData,
+            800
+        ));
+        assert_eq!(
+            (h.data_packets, h.bytes, h.largest_segment),
+            (2, 2000, 1200)
+        );
+        h.record_sent(
+            &seg(2001, 1, TcpFlags::FIN | ACK, 0, &[]),
+            Mark {
+                ts: at(5),
+                frame: 9,
+            },
+            SegKind::Ack,
+            0,
+        );
+        assert_eq!(h.fin.map(|m| m.frame), Some(9));
+        assert!(h.rst.is_none());
+    }
+}
