@@ -540,8 +540,9 @@ impl Connection {
             me.base_known = true;
         }
         let window = me.advertise(seg);
-        let (kind, new_bytes) = me.classify(seg);
-        refresh_smss |= me.record_sent(seg, mark, kind, new_bytes);
+        let end = Seq(seg.seq).plus(seg.seq_len());
+        let (kind, new_bytes) = me.classify(seg, end);
+        refresh_smss |= me.record_sent(seg, end, mark, kind, new_bytes);
         if seg.flags.fin() || seg.flags.rst() {
             self.closed =
                 (me.fin.is_some() && peer.fin.is_some()) || me.rst.is_some() || peer.rst.is_some();
@@ -559,7 +560,6 @@ impl Connection {
         let rel_seq = me.rel(Seq(seg.seq));
         let rel_ack = peer.rel(Seq(seg.ack));
         let peer_una = peer.una;
-        let end = Seq(seg.seq).plus(seg.seq_len());
 
         if refresh_rtt {
             self.path_rtt = self.compute_path_rtt();
@@ -777,10 +777,9 @@ impl Half {
     /// probe (one byte or none just below it with everything acknowledged,
     /// RFC 1122 §4.2.3.6). Returns the kind and the bytes sent for the first time.
     #[inline]
-    fn classify(&mut self, seg: &TcpSegment<'_>) -> (SegKind, u32) {
+    fn classify(&mut self, seg: &TcpSegment<'_>, end: Seq) -> (SegKind, u32) {
         let seq = Seq(seg.seq);
         let len = seg.payload_len;
-        let end = seq.plus(seg.seq_len());
         if seg.flags.syn() {
             if !self.snd_init || end > self.snd_max {
                 self.snd_max = end;
@@ -830,6 +829,7 @@ impl Half {
     fn record_sent(
         &mut self,
         seg: &TcpSegment<'_>,
+        end: Seq,
         mark: Mark,
         kind: SegKind,
         new_bytes: u32,
@@ -846,7 +846,6 @@ impl Half {
             }
         }
         if len > 0 || flags.fin() || flags.syn() {
-            let end = Seq(seg.seq).plus(seg.seq_len());
             self.remember(end, mark.ts, kind == SegKind::Retransmission);
         }
         if flags.fin() && self.fin.is_none() {
@@ -959,6 +958,14 @@ mod steps {
         }
     }
 
+    fn cls(h: &mut Half, s: &TcpSegment<'_>) -> (SegKind, u32) {
+        h.classify(s, Seq(s.seq).plus(s.seq_len()))
+    }
+
+    fn sent(h: &mut Half, s: &TcpSegment<'_>, mark: Mark, kind: SegKind, new: u32) -> bool {
+        h.record_sent(s, Seq(s.seq).plus(s.seq_len()), mark, kind, new)
+    }
+
     fn half() -> Half {
         Half::new("10.0.0.1:40000".parse().unwrap())
     }
@@ -1028,22 +1035,22 @@ mod steps {
     fn sequence_space_new_data_gaps_retransmissions_and_keepalives() {
         let mut h = half();
         assert_eq!(
-            h.classify(&seg(1, 1, PSH, 100, &[])),
+            cls(&mut h, &seg(1, 1, PSH, 100, &[])),
             (SegKind::NewData, 100)
         );
         // A jump past the highest sequence: data the capture missed.
         assert_eq!(
-            h.classify(&seg(201, 1, PSH, 100, &[])),
+            cls(&mut h, &seg(201, 1, PSH, 100, &[])),
             (SegKind::NewData, 100)
         );
         assert_eq!(h.gaps, 1);
         assert_eq!(
-            h.classify(&seg(1, 1, PSH, 100, &[])),
+            cls(&mut h, &seg(1, 1, PSH, 100, &[])),
             (SegKind::Retransmission, 0)
         );
         // Overlapping old data and extending it: 50 new bytes.
         assert_eq!(
-            h.classify(&seg(251, 1, PSH, 100, &[])),
+            cls(&mut h, &seg(251, 1, PSH, 100, &[])),
             (SegKind::Retransmission, 50)
         );
         assert_eq!(h.retransmissions, 2);
@@ -1051,10 +1058,10 @@ mod steps {
         h.una = Seq(351);
         h.una_init = true;
         assert_eq!(
-            h.classify(&seg(350, 1, ACK, 1, &[])),
+            cls(&mut h, &seg(350, 1, ACK, 1, &[])),
             (SegKind::KeepAliveOrProbe, 0)
         );
-        assert_eq!(h.classify(&seg(351, 1, ACK, 0, &[])), (SegKind::Ack, 0));
+        assert_eq!(cls(&mut h, &seg(351, 1, ACK, 0, &[])), (SegKind::Ack, 0));
     }
 
     #[test]
@@ -1123,8 +1130,9 @@ mod steps {
     fn sent_bookkeeping_counts_bytes_and_marks_fin_and_rst() {
         let mut h = half();
         let s = seg(1, 1, PSH, 1200, &[]);
-        assert!(h.record_sent(&s, Mark::default(), SegKind::NewData, 1200));
-        assert!(!h.record_sent(
+        assert!(sent(&mut h, &s, Mark::default(), SegKind::NewData, 1200));
+        assert!(!sent(
+            &mut h,
             &seg(1201, 1, PSH, 800, &[]),
             Mark::default(),
             SegKind::NewData,
@@ -1134,7 +1142,8 @@ mod steps {
             (h.data_packets, h.bytes, h.largest_segment),
             (2, 2000, 1200)
         );
-        h.record_sent(
+        sent(
+            &mut h,
             &seg(2001, 1, TcpFlags::FIN | ACK, 0, &[]),
             Mark {
                 ts: at(5),

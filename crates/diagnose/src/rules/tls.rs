@@ -112,10 +112,19 @@ pub struct Opened {
 }
 
 impl TlsState {
+    #[inline]
     pub fn on_segment(&mut self, seg: &Segment<'_>) {
-        if seg.len == 0 || seg.kind != SegKind::NewData || self.last_dir == Some(seg.dir) {
+        // Not TLS: decided by the client's first data, for good.
+        if self.tls == Some(false) || self.last_dir == Some(seg.dir) || seg.kind != SegKind::NewData
+        {
             return;
         }
+        self.on_message_start(seg);
+    }
+
+    /// New data in the other direction than the last: a message starts.
+    #[cold]
+    fn on_message_start(&mut self, seg: &Segment<'_>) {
         self.last_dir = Some(seg.dir);
         if seg.dir == Dir::ClientToServer {
             let record = record_type(seg.payload);
