@@ -319,14 +319,17 @@ impl Engine {
             .into_values()
             .map(|a| text::finding(a, denominator))
             .collect();
+        // Failed requests first (they are reported whatever time they took),
+        // then by time lost.
         findings.sort_by(|a, b| {
-            b.total_delay_ms
-                .total_cmp(&a.total_delay_ms)
+            rules::failure_name(b.kind)
+                .cmp(&rules::failure_name(a.kind))
+                .then(b.total_delay_ms.total_cmp(&a.total_delay_ms))
                 .then(a.kind.cmp(b.kind))
         });
         let (findings, minor_findings): (Vec<Finding>, Vec<Finding>) = findings
             .into_iter()
-            .partition(|f| f.share_of_time >= d.options.min_share);
+            .partition(|f| f.share_of_time >= d.options.min_share || rules::failure_name(f.kind));
         let mut connections = std::mem::take(&mut d.summaries);
         connections.sort_by_key(|c| c.id);
         let t0 = first.nanos() as f64 / 1e6;
@@ -557,6 +560,7 @@ pub(crate) struct Heavy {
     restart: rules::slow_start_after_idle::RestartState,
     mtu: rules::path_mtu::MtuState,
     listen: rules::listen_queue::ListenState,
+    reset: rules::refused_reset::ResetState,
     kinds_seen: u32,
     time_lost_ns: i64,
     exchanges: u64,
@@ -585,6 +589,7 @@ impl Heavy {
             restart,
             mtu,
             listen,
+            reset,
             kinds_seen,
             time_lost_ns,
             exchanges,
@@ -606,6 +611,7 @@ impl Heavy {
         *restart = Default::default();
         *mtu = Default::default();
         *listen = Default::default();
+        *reset = Default::default();
         *kinds_seen = 0;
         *time_lost_ns = 0;
         *exchanges = 0;
@@ -977,6 +983,15 @@ impl Diagnoser {
                 agg.flagged += u64::from(ack_dropped);
                 agg.inside_ns += accept_wait_ns;
             }
+            Detail::Failure {
+                requests_lost,
+                rst_ttl,
+                ttl,
+                ..
+            } => {
+                agg.count += u64::from(requests_lost);
+                agg.flagged += u64::from(rst_ttl != ttl);
+            }
             Detail::Blackhole {
                 retransmissions,
                 rtt_ns,
@@ -1081,6 +1096,7 @@ impl Analyzer for Diagnoser {
         let out = &mut self.scratch;
         let delayed = h.nagle.on_segment(conn, seg, out);
         h.zero_window.on_segment(seg, out);
+        h.reset.on_segment(conn, seg);
         {
             let Heavy {
                 ring,
@@ -1203,6 +1219,7 @@ impl Analyzer for Diagnoser {
         if let Some(h) = state.heavy.as_deref() {
             rules::listen_queue::on_close(&h.listen, conn, &mut out);
         }
+        rules::refused_reset::on_close(state.heavy.as_deref().map(|h| &h.reset), conn, &mut out);
         for o in out.drain(..) {
             self.record(conn, state, o);
         }
