@@ -433,7 +433,7 @@ fn diagnose_case(case: &Case, before: &Setup, a: &RunArgs) -> Result<u8> {
         Some((_, role)) => findings
             .first()
             .is_some_and(|f| is_expected(case, f) && f.culprit.role == role),
-        None => outcome.analysis.is_some() && findings.iter().all(|f| f.share_of_time < 0.05),
+        None => outcome.analysis.is_some() && findings.iter().all(|f| !notable(f)),
     };
     let mut out = io::stdout().lock();
     match a.format {
@@ -519,8 +519,14 @@ fn expected_first(case: &Case, p: &Phase) -> bool {
             .findings
             .first()
             .is_some_and(|f| is_expected(case, f) && f.culprit.role == role),
-        None => p.analysis.findings.iter().all(|f| f.share_of_time < 0.05),
+        None => p.analysis.findings.iter().all(|f| !notable(f)),
     }
+}
+
+/// A finding a healthy capture may not have: one costing 5% of the time or
+/// more, or failed requests (whatever time they took).
+fn notable(f: &Finding) -> bool {
+    f.share_of_time >= 0.05 || tcpdoctor_diagnose::rules::failure_name(f.kind)
 }
 
 /// Whether the expected finding is gone after the fix.
@@ -588,6 +594,14 @@ fn print(case: &Case, before: &Setup, o: &Outcome, a: &RunArgs) -> Result<bool> 
         let fix = case.fix.map(|f| f.0).unwrap_or("");
         phase_text(&mut out, &format!("AFTER  ({fix})"), case, p, a)?;
         let (metric, b, f) = headline(case, &o.before, p);
+        if metric == "failed_requests" {
+            writeln!(out)?;
+            writeln!(
+                out,
+                "RESULT     {b} failed requests → {f} with {fix}"
+            )?;
+            return check_text(out, case, first, gone).map(|_| ok);
+        }
         let unit = if metric == "duration_s" { "s" } else { "ms" };
         let label = if metric == "duration_s" {
             "took"
@@ -610,6 +624,16 @@ fn print(case: &Case, before: &Setup, o: &Outcome, a: &RunArgs) -> Result<bool> 
             describe_ratio(b, f)
         )?;
     }
+    check_text(out, case, first, gone)?;
+    Ok(ok)
+}
+
+fn check_text(
+    mut out: impl Write,
+    case: &Case,
+    first: bool,
+    gone: Option<bool>,
+) -> Result<()> {
     writeln!(out)?;
     let exp = expected_text(case);
     match (case.expected, first, gone) {
@@ -629,7 +653,7 @@ fn print(case: &Case, before: &Setup, o: &Outcome, a: &RunArgs) -> Result<bool> 
             "check      expected a healthy capture, but found something ✗"
         )?,
     }
-    Ok(ok)
+    Ok(())
 }
 
 /// The headline metric of a case: (name, before, after).
@@ -641,6 +665,11 @@ fn headline(case: &Case, b: &Phase, f: &Phase) -> (&'static str, f64, f64) {
             f.metrics.latency_p50_ms,
         ),
         Headline::Duration => ("duration_s", b.metrics.duration_s, f.metrics.duration_s),
+        Headline::Failures => (
+            "failed_requests",
+            b.metrics.errors as f64,
+            f.metrics.errors as f64,
+        ),
     }
 }
 
@@ -683,6 +712,14 @@ fn phase_text(
             fmt_bytes(m.bytes_up),
             fmt_bytes(m.bytes_down),
             fmt_bytes(m.throughput_bytes_per_sec as u64)
+        )?,
+        Headline::Failures => writeln!(
+            out,
+            "symptom    {} of {} requests failed ({}) · p50 of the others {}",
+            m.errors,
+            m.errors + m.requests,
+            m.client,
+            fmt_ms(m.latency_p50_ms),
         )?,
     }
     if p.metrics.errors > 0 {
@@ -734,6 +771,21 @@ fn phase_text(
 
 fn finding_text(out: &mut impl Write, i: usize, f: &Finding) -> Result<()> {
     let head = if i == 0 { "diagnosis " } else { "          " };
+    if let Some(lost) = f.details.get("requests_lost").and_then(Value::as_u64) {
+        writeln!(
+            out,
+            "{head} {}. {} — {} {} — {lost} request(s) failed",
+            i + 1,
+            f.kind,
+            f.culprit.role,
+            f.culprit.endpoint,
+        )?;
+        if i == 0 {
+            wrap(out, "why", &f.explanation)?;
+            wrap(out, "fix", &f.fix)?;
+        }
+        return Ok(());
+    }
     writeln!(
         out,
         "{head} {}. {} — {} {} — {} lost ({:.0}% of the time), {} × typically {}",
@@ -858,10 +910,10 @@ fn fixtures(a: &FixturesArgs) -> Result<u8> {
                     .analysis
                     .findings
                     .iter()
-                    .all(|f| f.share_of_time < 0.05),
+                    .all(|f| !notable(f)),
             };
             let got = first
-                .filter(|f| fx.expected.is_some() || f.share_of_time >= 0.05)
+                .filter(|f| fx.expected.is_some() || notable(f))
                 .map(|f| format!("{}/{}", f.kind, f.culprit.role))
                 .unwrap_or_else(|| "none".into());
             if (ok && phase.capture.kernel_drops == 0) || attempt == 3 {

@@ -89,6 +89,57 @@ const FRAG_NEEDED_RULE: [&str; 7] = [
     "DROP",
 ];
 
+/// The server's firewall answers every second SYN to the port with an RST:
+/// the port is closed to those connections.
+const REJECT_SYN_RULE: [&str; 18] = [
+    "INPUT",
+    "-p",
+    "tcp",
+    "--dport",
+    "8080",
+    "--syn",
+    "-m",
+    "statistic",
+    "--mode",
+    "nth",
+    "--every",
+    "2",
+    "--packet",
+    "0",
+    "-j",
+    "REJECT",
+    "--reject-with",
+    "tcp-reset",
+];
+
+/// The router resets every third request (a client segment with data) in
+/// the server's name: its RST goes back to the client, with the router's TTL.
+const RESET_BY_PATH_RULE: [&str; 23] = [
+    "FORWARD",
+    "-s",
+    "10.71.1.2",
+    "-p",
+    "tcp",
+    "--dport",
+    "8080",
+    "-m",
+    "length",
+    "--length",
+    "100:65535",
+    "-m",
+    "statistic",
+    "--mode",
+    "nth",
+    "--every",
+    "3",
+    "--packet",
+    "2",
+    "-j",
+    "REJECT",
+    "--reject-with",
+    "tcp-reset",
+];
+
 /// Sets the path up for setup `s`, starts the server and measures the
 /// round trip with it.
 fn prepare(t: &mut Topology, s: &Setup, peer: Peer) -> Result<(Running, Duration)> {
@@ -198,6 +249,12 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
     if s.action == Action::DropFirstSyn {
         Topology::iptables_in(&t.server, "-A", &syn_rule)?;
     }
+    if s.action == Action::RejectEverySecondSyn {
+        Topology::iptables_in(&t.server, "-A", &REJECT_SYN_RULE)?;
+    }
+    if s.action == Action::ResetByPath {
+        Topology::iptables_in(&t.router, "-A", &RESET_BY_PATH_RULE)?;
+    }
     // Let the measuring connections' last packets cross the path first.
     thread::sleep(rtt * 2 + Duration::from_millis(100));
 
@@ -233,6 +290,12 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
     let (analysis, latency_bins, capture) = cap.finish()?;
     if s.action == Action::DropFirstSyn {
         Topology::iptables_in(&t.server, "-D", &syn_rule)?;
+    }
+    if s.action == Action::RejectEverySecondSyn {
+        Topology::iptables_in(&t.server, "-D", &REJECT_SYN_RULE)?;
+    }
+    if s.action == Action::ResetByPath {
+        Topology::iptables_in(&t.router, "-D", &RESET_BY_PATH_RULE)?;
     }
     t.set_loss(0.0)?;
     server.stop();

@@ -186,6 +186,26 @@ fn cause(f: &Finding, a: &Analysis) -> String {
             "{ep} ({role}) accepts connections too slowly: its listen backlog overflows, SYNs and \
              handshake ACKs are dropped and connections wait ~{typ} to be taken"
         ),
+        "connection_refused" => {
+            let n = f.details.get("requests_lost").and_then(|v| v.as_u64()).unwrap_or(0);
+            return format!(
+                "connection refused by {ep}: {n} connection attempt(s) answered by an RST — nothing \
+                 accepts connections on that port, or a firewall rejects them ({})",
+                f.kind
+            );
+        }
+        "connection_reset" => {
+            let n = f.details.get("requests_lost").and_then(|v| v.as_u64()).unwrap_or(0);
+            let who = if role == "network" {
+                format!("by a device on the path in the name of {ep} (its RST's TTL differs from the server's)")
+            } else {
+                format!("by {ep} ({role})")
+            };
+            return format!(
+                "connections reset {who}: {n} request(s) got no response ({})",
+                f.kind
+            );
+        }
         "path_mtu_blackhole" => format!(
             "full-size packets from {ep} vanish on the path (an MTU black hole: ICMP 'fragmentation \
              needed' filtered) and the data waits ~{typ} for the sender to retry with smaller segments"
