@@ -596,10 +596,7 @@ fn print(case: &Case, before: &Setup, o: &Outcome, a: &RunArgs) -> Result<bool> 
         let (metric, b, f) = headline(case, &o.before, p);
         if metric == "failed_requests" {
             writeln!(out)?;
-            writeln!(
-                out,
-                "RESULT     {b} failed requests → {f} with {fix}"
-            )?;
+            writeln!(out, "RESULT     {b} failed requests → {f} with {fix}")?;
             return check_text(out, case, first, gone).map(|_| ok);
         }
         let unit = if metric == "duration_s" { "s" } else { "ms" };
@@ -628,12 +625,7 @@ fn print(case: &Case, before: &Setup, o: &Outcome, a: &RunArgs) -> Result<bool> 
     Ok(ok)
 }
 
-fn check_text(
-    mut out: impl Write,
-    case: &Case,
-    first: bool,
-    gone: Option<bool>,
-) -> Result<()> {
+fn check_text(mut out: impl Write, case: &Case, first: bool, gone: Option<bool>) -> Result<()> {
     writeln!(out)?;
     let exp = expected_text(case);
     match (case.expected, first, gone) {
@@ -906,11 +898,7 @@ fn fixtures(a: &FixturesArgs) -> Result<u8> {
             let first = phase.analysis.findings.first();
             let ok = match fx.expected {
                 Some((k, r)) => first.is_some_and(|f| f.kind == k && f.culprit.role == r),
-                None => phase
-                    .analysis
-                    .findings
-                    .iter()
-                    .all(|f| !notable(f)),
+                None => phase.analysis.findings.iter().all(|f| !notable(f)),
             };
             let got = first
                 .filter(|f| fx.expected.is_some() || notable(f))

@@ -23,6 +23,9 @@
 //! ```
 
 pub mod http;
+
+/// An I/O error in words, with the peer it came from (`connection refused by ADDR`).
+pub use worker::describe as describe_error;
 mod target;
 mod worker;
 
@@ -90,8 +93,13 @@ impl Live {
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
     }
-    fn stopped(&self) -> bool {
+    /// Whether [`Live::stop`] was called.
+    pub fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
+    }
+    /// The flag [`Live::stop`] sets, for code that waits on a plain flag.
+    pub fn stop_flag(&self) -> &AtomicBool {
+        &self.stop
     }
 }
 

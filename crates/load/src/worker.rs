@@ -4,8 +4,8 @@
 //! makes no `epoll_ctl` calls: a response completes, the next request is
 //! written at once, and the next readiness edge is its response.
 
-use std::collections::BTreeMap;
 use std::cmp::Reverse;
+use std::collections::BTreeMap;
 use std::collections::BinaryHeap;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
@@ -181,7 +181,7 @@ pub fn run(plan: &Plan<'_>, live: &Live) -> io::Result<Outcome> {
             late_sends: 0,
             max_late: Duration::ZERO,
             histogram: new_histogram(),
-                causes: BTreeMap::new(),
+            causes: BTreeMap::new(),
         },
         now: Instant::now(),
         to_send: Vec::with_capacity(plan.count),

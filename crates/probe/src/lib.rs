@@ -173,6 +173,8 @@ pub struct PingStats {
     pub received: u64,
     /// Probes answered by an ICMP error.
     pub errors: u64,
+    /// Of the answered probes, those answered by an RST: the port is closed.
+    pub refused: u64,
     /// Round trips of the answered probes, in order of arrival.
     pub rtts: Vec<Duration>,
 }
@@ -306,6 +308,7 @@ fn ping_raw(
                     continue;
                 };
                 stats.received += 1;
+                stats.refused += u64::from(kind == ReplyKind::Rst);
                 (
                     i,
                     PingReply {
@@ -376,6 +379,7 @@ fn ping_connect(
             Err(_) => continue,
         };
         stats.received += 1;
+        stats.refused += u64::from(kind == ReplyKind::Refused);
         stats.rtts.push(rtt);
         on_event(&PingEvent::Reply(PingReply {
             seq,
@@ -569,6 +573,7 @@ mod tests {
             transmitted: 4,
             received: 3,
             errors: 0,
+            refused: 0,
             rtts: [10, 20, 30].map(Duration::from_millis).to_vec(),
         };
         let (min, avg, max, mdev) = s.summary_ms().unwrap();
