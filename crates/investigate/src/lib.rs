@@ -262,7 +262,7 @@ pub fn run_with(
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
     let mut could_not_see = Vec::new();
     let mut interrupted = None;
-    let mut note_stop = |s: Step, interrupted: &mut Option<Step>| {
+    let note_stop = |s: Step, interrupted: &mut Option<Step>| {
         if interrupt.stopped() && interrupted.is_none() {
             *interrupted = Some(s);
         }
