@@ -105,8 +105,9 @@ pub struct RunArgs {
     /// Run the case again with its fix applied, and show the improvement.
     #[arg(long)]
     pub compare: bool,
-    /// Round-trip time to emulate in the router, in ms (default: the case's).
-    #[arg(long, value_name = "MS")]
+    /// Round-trip time to emulate in the router: 35ms, 0.1s, or a plain number of
+    /// milliseconds (default: the case's).
+    #[arg(long, value_name = "TIME", value_parser = parse_ms)]
     pub rtt: Option<f64>,
     /// Share of forwarded TCP packets the router drops, in percent, both directions
     /// (SYNs and SYN-ACKs excepted: a lost handshake is the syn-retransmit case).
@@ -140,6 +141,9 @@ pub struct RunArgs {
     /// Also print the full analysis report of each capture (text format).
     #[arg(long)]
     pub full: bool,
+    /// Progress lines on stderr also with --format json (text prints them anyway).
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
     /// Instead of the case's own client, run `tcpdoctor diagnose` from the client
     /// namespace against the case's server: round trip, requests, load, self-capture,
     /// verdict. For the cases a server or the path causes (nagle-delayed-ack,
@@ -202,6 +206,28 @@ fn command(args: LabArgs) -> Result<u8> {
         LabCommand::Run(a) => run_command(&a),
         LabCommand::Fixtures(a) => fixtures(&a),
     }
+}
+
+/// A time in milliseconds: `35ms`, `0.1s`, `200us`, or a plain number of ms.
+fn parse_ms(s: &str) -> std::result::Result<f64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a time (examples: 35ms, 0.1s, 35)"))?;
+    let ms = match unit {
+        "" | "ms" => n,
+        "s" => n * 1e3,
+        "us" | "µs" => n / 1e3,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use us, ms or s)")),
+    };
+    if !ms.is_finite() || ms < 0.0 {
+        return Err(format!("{s:?} is out of range"));
+    }
+    Ok(ms)
 }
 
 fn need_root() -> Result<()> {
@@ -375,23 +401,32 @@ fn run_case(
 ) -> Result<Outcome> {
     let needs_line = |s: &Setup| !s.one_way.is_zero() || s.loss > 0.0;
     let line = needs_line(before) || after.is_some_and(needs_line);
+    if a.verbose || a.format == Format::Text {
+        eprintln!(
+            "lab: {}: building the namespaces (client, router, server){}",
+            case.name,
+            if line { " and the delay line" } else { "" }
+        );
+    }
     let mut topo = Topology::build(line, before.one_way)?;
     let wrk = (a.peer.with_wrk() && case.headline == Headline::Latency && ext::installed("wrk"))
         .then_some((case.wrk_connections, 2));
-    let opts = |write: Option<PathBuf>| PhaseOptions {
+    let progress = a.verbose || a.format == Format::Text;
+    let opts = |write: Option<PathBuf>, label: &'static str| PhaseOptions {
         vantage,
         snaplen: a.snaplen,
         write,
         peer: a.peer,
         wrk,
+        progress: progress.then_some(label),
     };
     let result = (|| {
-        let b = run::phase(&mut topo, before, &opts(a.write.clone()))?;
+        let b = run::phase(&mut topo, before, &opts(a.write.clone(), "before"))?;
         let f = match after {
             Some(s) => Some(run::phase(
                 &mut topo,
                 s,
-                &opts(a.write.as_deref().map(fixed_name)),
+                &opts(a.write.as_deref().map(fixed_name), "after"),
             )?),
             None => None,
         };
@@ -883,6 +918,7 @@ fn fixtures(a: &FixturesArgs) -> Result<u8> {
                     write: Some(file.clone()),
                     peer,
                     wrk,
+                    progress: None,
                 };
                 let r = run::phase(&mut topo, &setup, &opts);
                 topo.teardown();

@@ -76,6 +76,18 @@ pub struct PhaseOptions {
     pub peer: Peer,
     /// Load with wrk (connections, seconds) instead of the built-in client.
     pub wrk: Option<(u32, u32)>,
+    /// Say on stderr what the phase is doing as it goes, under this label
+    /// (`before`, `after`); `None`: silent.
+    pub progress: Option<&'static str>,
+}
+
+/// A progress line on stderr: `lab: before: capturing at the client…`.
+pub fn say(label: Option<&str>, what: std::fmt::Arguments<'_>) {
+    if let Some(l) = label {
+        use std::io::Write;
+        let mut e = std::io::stderr().lock();
+        let _ = writeln!(e, "lab: {l}: {what}");
+    }
 }
 
 /// The router's filter of its own ICMP "fragmentation needed".
@@ -226,7 +238,16 @@ pub fn diagnose_phase(
 
 /// Runs one phase on topology `t`.
 pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
+    say(o.progress, format_args!("setting the path up, starting the server"));
     let (server, rtt) = prepare(t, s, o.peer)?;
+    say(
+        o.progress,
+        format_args!(
+            "server up, round trip {:.2} ms; capturing at the {} while the workload runs",
+            rtt.as_secs_f64() * 1e3,
+            o.vantage.as_str()
+        ),
+    );
     t.set_loss(s.loss)?;
     let syn_rule = [
         "INPUT",
@@ -288,6 +309,20 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
     // The last ACKs and FINs.
     thread::sleep(rtt * 2 + Duration::from_millis(150));
     let (analysis, latency_bins, capture) = cap.finish()?;
+    say(
+        o.progress,
+        format_args!(
+            "workload done ({} packets captured), analysed: {}",
+            capture.packets,
+            analysis
+                .findings
+                .first()
+                .map_or("no finding".to_string(), |f| format!(
+                    "{} first",
+                    f.kind
+                ))
+        ),
+    );
     if s.action == Action::DropFirstSyn {
         Topology::iptables_in(&t.server, "-D", &syn_rule)?;
     }
