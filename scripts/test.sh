@@ -11,6 +11,7 @@ command -v nginx   >/dev/null || need_pkgs+=(nginx-light)
 command -v wrk     >/dev/null || need_pkgs+=(wrk)
 command -v tcpdump >/dev/null || need_pkgs+=(tcpdump)
 command -v hping3  >/dev/null || need_pkgs+=(hping3)
+command -v traceroute >/dev/null || need_pkgs+=(traceroute)
 command -v ip      >/dev/null || need_pkgs+=(iproute2)
 command -v python3 >/dev/null || need_pkgs+=(python3)
 command -v iptables >/dev/null || need_pkgs+=(iptables)
@@ -56,6 +57,7 @@ if [ "$(id -u)" -eq 0 ]; then
   bash tests/e2e/diagnose.sh target/release/tcpdoctor
   bash tests/e2e/load.sh target/release/tcpdoctor
   bash tests/e2e/probe.sh target/release/tcpdoctor
+  bash tests/e2e/trace.sh target/release/tcpdoctor
   bash tests/e2e/sockets.sh target/release/tcpdoctor
   bash tests/e2e/sysctl.sh target/release/tcpdoctor
   bash tests/e2e/watch.sh target/release/tcpdoctor

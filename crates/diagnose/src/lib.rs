@@ -325,14 +325,19 @@ impl Engine {
             .into_values()
             .map(|a| text::finding(a, denominator))
             .collect();
+        // Failed requests first (they are reported whatever time they took),
+        // then by time lost.
         findings.sort_by(|a, b| {
-            b.total_delay_ms
-                .total_cmp(&a.total_delay_ms)
+            rules::failure_name(b.kind)
+                .cmp(&rules::failure_name(a.kind))
+                .then(b.total_delay_ms.total_cmp(&a.total_delay_ms))
                 .then(a.kind.cmp(b.kind))
         });
         let (findings, minor_findings): (Vec<Finding>, Vec<Finding>) =
             findings.into_iter().partition(|f| {
-                (f.share_of_time >= d.options.min_share || text::overwhelmed(f))
+                (f.share_of_time >= d.options.min_share
+                    || text::overwhelmed(f)
+                    || rules::failure_name(f.kind))
                     && !text::sporadic(f)
             });
         let mut connections = std::mem::take(&mut d.summaries);
@@ -642,6 +647,7 @@ pub(crate) struct Heavy {
     mtu: rules::path_mtu::MtuState,
     listen: rules::listen_queue::ListenState,
     tls: rules::tls::TlsState,
+    reset: rules::refused_reset::ResetState,
     kinds_seen: u32,
     time_lost_ns: i64,
     /// Time lost per finding (aggregate) on this connection, to claim
@@ -674,6 +680,7 @@ impl Heavy {
             mtu,
             listen,
             tls,
+            reset,
             kinds_seen,
             time_lost_ns,
             lost,
@@ -697,6 +704,7 @@ impl Heavy {
         *mtu = Default::default();
         *listen = Default::default();
         *tls = Default::default();
+        *reset = Default::default();
         *kinds_seen = 0;
         *time_lost_ns = 0;
         lost.clear();
@@ -1114,6 +1122,15 @@ impl Diagnoser {
                 agg.count += u64::from(rounds);
                 agg.rtt_ns_min = min_opt(agg.rtt_ns_min, rtt_ns);
             }
+            Detail::Failure {
+                requests_lost,
+                rst_ttl,
+                ttl,
+                ..
+            } => {
+                agg.count += u64::from(requests_lost);
+                agg.flagged += u64::from(rst_ttl != ttl);
+            }
             Detail::Blackhole {
                 retransmissions,
                 rtt_ns,
@@ -1222,6 +1239,7 @@ impl Analyzer for Diagnoser {
         let out = &mut self.scratch;
         let delayed = h.nagle.on_segment(conn, seg, out);
         h.zero_window.on_segment(seg, out);
+        h.reset.on_segment(conn, seg);
         {
             let Heavy {
                 ring,
@@ -1368,6 +1386,7 @@ impl Analyzer for Diagnoser {
         if let Some(h) = state.heavy.as_deref() {
             rules::listen_queue::on_close(&h.listen, conn, &mut out);
         }
+        rules::refused_reset::on_close(state.heavy.as_deref().map(|h| &h.reset), conn, &mut out);
         for o in out.drain(..) {
             self.record(conn, state, o);
         }

@@ -200,8 +200,14 @@ pub struct ConnectionSummary {
     pub window_scale: Directions<Option<u8>>,
     /// Smallest window each receiver advertised after the handshake (scaled bytes).
     pub min_window: Directions<Option<u32>>,
-    /// How the connection ended: `fin`, `rst`, `open` (capture ended first).
+    /// How the connection ended: `refused` (its SYN answered by an RST),
+    /// `unanswered` (SYNs and nothing back), `rst`, `fin` (both sides
+    /// closed), `open` (the capture ended first).
     pub end: &'static str,
+    /// Who sent the first RST (`refused`, `rst`) or FIN (`fin`): `client`,
+    /// `server`, or `network` for an RST whose TTL differs from the other
+    /// packets of the endpoint it names; null for `open` and `unanswered`.
+    pub ended_by: Option<&'static str>,
     /// Where the capture was taken: `client`, `server`, `between` or `unknown`.
     pub vantage: &'static str,
     /// How that was told: `ttl`, `handshake`, or why it could not be.

@@ -850,6 +850,9 @@ pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
                        "refused": refused, "legitimate_delayed": delayed}),
             )
         }
+        (Kind::ConnectionRefused | Kind::ConnectionReset, _) => {
+            crate::rules::refused_reset::words(&a)
+        }
         _ => (String::new(), String::new(), json!({})),
     };
     Finding {
@@ -1018,13 +1021,7 @@ pub(crate) fn connection_summary(conn: &Connection, st: Option<&Heavy>) -> Conne
     let idle = Heavy::default();
     let st = st.unwrap_or(&idle);
     let (place, told_from) = vantage(conn);
-    let end = if conn.client.rst.is_some() || conn.server.rst.is_some() {
-        "rst"
-    } else if conn.client.fin.is_some() && conn.server.fin.is_some() {
-        "fin"
-    } else {
-        "open"
-    };
+    let (end, ended_by) = crate::rules::refused_reset::end_state(conn);
     ConnectionSummary {
         id: conn.id,
         client: conn.client.addr,
@@ -1079,6 +1076,7 @@ pub(crate) fn connection_summary(conn: &Connection, st: Option<&Heavy>) -> Conne
             server_to_client: conn.server.window_min,
         },
         end,
+        ended_by,
         vantage: place,
         vantage_from: told_from,
         duplicates: conn.client.duplicates + conn.server.duplicates,

@@ -378,6 +378,7 @@ impl Core {
             server.packets = 1;
             server.ttl = c.ttl[1];
             server.rst = Some(c.answer);
+            server.rst_ttl = c.ttl[1];
             conn.closed = true;
         } else if c.step >= 2 {
             conn.client.una = Seq(c.isn[0]).plus(1);

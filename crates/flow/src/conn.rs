@@ -119,6 +119,10 @@ pub struct Half {
     pub window_max: u32,
     pub fin: Option<Mark>,
     pub rst: Option<Mark>,
+    /// The IP TTL (hop limit) of the first RST from this side: one that
+    /// differs from [`Half::ttl`] was sent by something else on the path
+    /// (a firewall or load balancer answering in this endpoint's name).
+    pub rst_ttl: u8,
     /// Minimum time from this side's data to the peer's ACK of it, from ACKs
     /// that cover at least two full segments (those are never delayed,
     /// RFC 1122 §4.2.3.2 / RFC 5681 §4.2) or the handshake: the round trip
@@ -169,6 +173,7 @@ impl Half {
             window_max: 0,
             fin: None,
             rst: None,
+            rst_ttl: 0,
             rtt_to_peer_ns: None,
             rtt_samples: 0,
             ttl: 0,
@@ -853,6 +858,7 @@ impl Half {
         }
         if flags.rst() && self.rst.is_none() {
             self.rst = Some(mark);
+            self.rst_ttl = seg.ttl;
         }
         larger
     }

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tcpdoctor_capture::write::PcapWriter;
+use tcpdoctor_capture::write::{PcapNgWriter, PcapWriter};
 use tcpdoctor_diagnose::model::{Analysis, LatencyBin};
 use tcpdoctor_diagnose::{Engine, Options};
 use tcpdoctor_live::{Capture, Filter, Stats};
@@ -153,23 +153,125 @@ pub struct Outcome {
     pub hints: Vec<String>,
     /// What this run could not see, and why.
     pub could_not_see: Vec<String>,
+    /// The step an interrupt (Ctrl-C) ended; the later ones were skipped.
+    pub interrupted: Option<Step>,
     pub elapsed: Duration,
+}
+
+impl Step {
+    pub fn name(self) -> &'static str {
+        match self {
+            Step::RoundTrip => "round_trip",
+            Step::Sequential => "sequential",
+            Step::Load => "load",
+            Step::Analysis => "analysis",
+        }
+    }
+}
+
+/// Where `--write` goes, opened before anything is measured: a path that
+/// cannot be written fails at once. `.pcapng` writes pcapng, anything else pcap.
+pub struct Output {
+    path: PathBuf,
+    file: File,
+}
+
+impl Output {
+    pub fn create(path: &std::path::Path) -> io::Result<Output> {
+        let file = File::create(path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        Ok(Output {
+            path: path.to_path_buf(),
+            file,
+        })
+    }
+
+    fn pcapng(&self) -> bool {
+        self.path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("pcapng"))
+    }
+}
+
+/// The capture file being written.
+enum Writer {
+    Pcap(PcapWriter<BufWriter<File>>),
+    PcapNg(PcapNgWriter<BufWriter<File>>),
+}
+
+impl Writer {
+    fn new(out: Output, link: tcpdoctor_wire::LinkType, snaplen: u32) -> io::Result<Writer> {
+        let ng = out.pcapng();
+        let w = BufWriter::new(out.file);
+        Ok(if ng {
+            let mut w = PcapNgWriter::new(w)?;
+            // Nanosecond timestamps (if_tsresol 9), as the ring gives them.
+            w.add_interface(link, snaplen, 9)?;
+            Writer::PcapNg(w)
+        } else {
+            Writer::Pcap(PcapWriter::new(w, link, snaplen)?)
+        })
+    }
+
+    fn write(
+        &mut self,
+        ts: tcpdoctor_wire::Timestamp,
+        data: &[u8],
+        orig_len: u32,
+    ) -> io::Result<()> {
+        match self {
+            Writer::Pcap(w) => w.write_packet(ts, data, orig_len),
+            Writer::PcapNg(w) => {
+                w.write_packet(0, u64::try_from(ts.nanos()).unwrap_or(0), data, orig_len)
+            }
+        }
+    }
+
+    fn finish(self) -> io::Result<()> {
+        match self {
+            Writer::Pcap(w) => w.into_inner().flush(),
+            Writer::PcapNg(w) => w.into_inner().flush(),
+        }
+    }
 }
 
 /// Runs the plan; `step` is told as each step starts. Errors only when
 /// nothing can be measured (e.g. the request cannot be built); a server that
 /// does not answer is reported in the outcome.
-pub fn run(plan: &Plan, mut step: impl FnMut(Step)) -> io::Result<Outcome> {
+pub fn run(plan: &Plan, step: impl FnMut(Step)) -> io::Result<Outcome> {
+    let output = match &plan.write {
+        Some(p) if plan.capture => Some(Output::create(p)?),
+        _ => None,
+    };
+    run_with(plan, output, &Live::default(), step)
+}
+
+/// [`run`], writing the capture to `output` (opened before: see [`Output`]),
+/// and ending early when `interrupt` is stopped ([`Live::stop`], e.g. on
+/// Ctrl-C): the step in progress ends with what it measured, the later ones
+/// are skipped, and what was captured is analysed.
+pub fn run_with(
+    plan: &Plan,
+    output: Option<Output>,
+    interrupt: &Live,
+    mut step: impl FnMut(Step),
+) -> io::Result<Outcome> {
     let started = Instant::now();
     let server = plan.target.addr;
     let request = build_request(&plan.target, &plan.request)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
     let mut could_not_see = Vec::new();
+    let mut interrupted = None;
+    let note_stop = |s: Step, interrupted: &mut Option<Step>| {
+        if interrupt.stopped() && interrupted.is_none() {
+            *interrupted = Some(s);
+        }
+    };
 
     // 1. Round trip, before the capture starts: the probes are not part of
     //    the traffic to explain.
     step(Step::RoundTrip);
-    let stop = AtomicBool::new(false);
+    let stop = interrupt.stop_flag();
     let mut method = None;
     let ping = tcpdoctor_probe::ping(
         &PingConfig {
@@ -179,7 +281,7 @@ pub fn run(plan: &Plan, mut step: impl FnMut(Step)) -> io::Result<Outcome> {
             timeout: Duration::from_secs(1),
             connect_only: false,
         },
-        &stop,
+        stop,
         |e| {
             if let tcpdoctor_probe::PingEvent::Started(m) = e {
                 method = Some(m.clone());
@@ -203,12 +305,18 @@ pub fn run(plan: &Plan, mut step: impl FnMut(Step)) -> io::Result<Outcome> {
         }
         Err(e) => (None, Some(e.to_string())),
     };
+    note_stop(Step::RoundTrip, &mut interrupted);
 
     // 2. Capture from here on.
-    let capture = if plan.capture {
-        match start_capture(plan, server) {
+    let capture = if plan.capture && interrupted.is_none() {
+        let path = output.as_ref().map(|o| o.path.clone());
+        match start_capture(plan, server, output) {
             Ok(c) => Some(c),
             Err(e) => {
+                if let Some(p) = path {
+                    // Nothing will be written to it.
+                    let _ = std::fs::remove_file(p);
+                }
                 could_not_see.push(format!(
                     "no capture ({e}): which packets waited, and why, cannot be seen; \
                      run as root (or with CAP_NET_RAW) for the diagnosis"
@@ -216,6 +324,8 @@ pub fn run(plan: &Plan, mut step: impl FnMut(Step)) -> io::Result<Outcome> {
                 None
             }
         }
+    } else if plan.capture {
+        None
     } else {
         could_not_see.push(
             "no capture (--no-capture): which packets waited, and why, cannot be seen".into(),
@@ -223,11 +333,19 @@ pub fn run(plan: &Plan, mut step: impl FnMut(Step)) -> io::Result<Outcome> {
         None
     };
 
-    step(Step::Sequential);
-    let sequential = sequential(plan, server, &request);
+    let sequential = if interrupted.is_none() {
+        step(Step::Sequential);
+        sequential(plan, server, &request, interrupt)
+    } else {
+        Sequential::default()
+    };
+    note_stop(Step::Sequential, &mut interrupted);
 
-    step(Step::Load);
-    let (load, load_error) = if plan.connections > 0 && !plan.load_duration.is_zero() {
+    let run_load = plan.connections > 0 && !plan.load_duration.is_zero() && interrupted.is_none();
+    if run_load {
+        step(Step::Load);
+    }
+    let (load, load_error) = if run_load {
         let config = tcpdoctor_load::Config {
             connections: plan.connections,
             threads: plan.threads.clamp(1, plan.connections),
@@ -235,13 +353,16 @@ pub fn run(plan: &Plan, mut step: impl FnMut(Step)) -> io::Result<Outcome> {
             timeout: plan.timeout,
             ..tcpdoctor_load::Config::new(plan.target.clone(), plan.request.clone())
         };
-        match tcpdoctor_load::run(&config, &Live::default()) {
+        match tcpdoctor_load::run(&config, interrupt) {
             Ok(r) => (Some(r), None),
             Err(e) => (None, Some(e.to_string())),
         }
     } else {
         (None, None)
     };
+    if run_load {
+        note_stop(Step::Load, &mut interrupted);
+    }
 
     step(Step::Analysis);
     let (captured, analysis, latency_bins) = match capture {
@@ -260,6 +381,17 @@ pub fn run(plan: &Plan, mut step: impl FnMut(Step)) -> io::Result<Outcome> {
     };
 
     let rtt_ms = round_trip.as_ref().and_then(|r| r.stats.median_ms());
+    let failure = match &load {
+        Some(l) if l.requests == 0 => l.main_error().map(|(what, _)| what.to_string()),
+        _ => None,
+    }
+    .or_else(|| {
+        sequential
+            .latencies_ms
+            .is_empty()
+            .then(|| sequential.error.clone())
+            .flatten()
+    });
     let (p50, p99) = match &load {
         Some(l) if l.requests > 0 => (Some(l.latency_at(0.5)), Some(l.latency_at(0.99))),
         _ => (
@@ -276,6 +408,7 @@ pub fn run(plan: &Plan, mut step: impl FnMut(Step)) -> io::Result<Outcome> {
         rtt_method: round_trip.as_ref().map_or("", |r| r.method),
         p50_ms: p50,
         p99_ms: p99,
+        failure,
     };
     let verdict = verdict(&symptom, analysis.as_ref());
     let hints = if analysis.is_none() {
@@ -297,19 +430,23 @@ pub fn run(plan: &Plan, mut step: impl FnMut(Step)) -> io::Result<Outcome> {
         verdict,
         hints,
         could_not_see,
+        interrupted,
         elapsed: started.elapsed(),
     })
 }
 
 /// Requests one after another on one keep-alive connection, each timed.
-fn sequential(plan: &Plan, server: SocketAddr, request: &[u8]) -> Sequential {
+fn sequential(plan: &Plan, server: SocketAddr, request: &[u8], interrupt: &Live) -> Sequential {
     let mut out = Sequential::default();
     let deadline = Instant::now() + plan.sequential_budget;
     let head = plan.request.method.eq_ignore_ascii_case("HEAD");
     let mut conn: Option<TcpStream> = None;
     let mut buf = vec![0u8; 64 * 1024];
     let mut parser = Parser::new(head);
-    while out.latencies_ms.len() < plan.sequential as usize && Instant::now() < deadline {
+    while out.latencies_ms.len() < plan.sequential as usize
+        && Instant::now() < deadline
+        && !interrupt.stopped()
+    {
         let stream = match &mut conn {
             Some(s) => s,
             None => {
@@ -319,7 +456,7 @@ fn sequential(plan: &Plan, server: SocketAddr, request: &[u8]) -> Sequential {
                 match connect(server, plan.timeout) {
                     Ok(s) => conn.insert(s),
                     Err(e) => {
-                        out.error = Some(format!("connect to {server}: {e}"));
+                        out.error = Some(tcpdoctor_load::describe_error(&e, server));
                         break;
                     }
                 }
@@ -342,7 +479,15 @@ fn sequential(plan: &Plan, server: SocketAddr, request: &[u8]) -> Sequential {
                 }
             }
             Err(e) => {
-                out.error = Some(format!("request {}: {e}", out.latencies_ms.len() + 1));
+                let what = match e.kind() {
+                    io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::BrokenPipe
+                    | io::ErrorKind::ConnectionAborted => {
+                        tcpdoctor_load::describe_error(&e, server)
+                    }
+                    _ => e.to_string(),
+                };
+                out.error = Some(format!("request {}: {what}", out.latencies_ms.len() + 1));
                 break;
             }
         }
@@ -399,7 +544,7 @@ struct Running {
     thread: JoinHandle<io::Result<(Captured, Analysis, Vec<LatencyBin>)>>,
 }
 
-fn start_capture(plan: &Plan, server: SocketAddr) -> io::Result<Running> {
+fn start_capture(plan: &Plan, server: SocketAddr, output: Option<Output>) -> io::Result<Running> {
     let (interface, local) = route::egress(server)?;
     // The kernel keeps only the connection's packets; the exact check (our
     // address too) is below.
@@ -411,15 +556,11 @@ fn start_capture(plan: &Plan, server: SocketAddr) -> io::Result<Running> {
     .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("filter: {e}")))?;
     let mut cap = Capture::open(&interface, plan.snaplen, Some(&filter))?;
     let link = cap.link_type();
-    let mut writer = match &plan.write {
-        Some(path) => {
-            let f = File::create(path)
-                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-            Some(PcapWriter::new(BufWriter::new(f), link, cap.snaplen())?)
-        }
+    let written = output.as_ref().map(|o| o.path.clone());
+    let mut writer = match output {
+        Some(out) => Some(Writer::new(out, link, cap.snaplen())?),
         None => None,
     };
-    let written = plan.write.clone();
     let stop = Arc::new(AtomicBool::new(false));
     let stop_thread = Arc::clone(&stop);
     let thread = std::thread::Builder::new()
@@ -454,13 +595,13 @@ fn start_capture(plan: &Plan, server: SocketAddr) -> io::Result<Running> {
                 }
                 frames += 1;
                 if let Some(w) = writer.as_mut() {
-                    w.write_packet(f.ts, f.data, f.orig_len)?;
+                    w.write(f.ts, f.data, f.orig_len)?;
                 }
                 engine.push_decoded(f.ts, link, f.orig_len, decoded);
             }
             let kernel = cap.stats()?;
             if let Some(w) = writer {
-                w.into_inner().flush()?;
+                w.finish()?;
             }
             if kernel.dropped > 0 {
                 engine.warn(format!(

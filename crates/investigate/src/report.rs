@@ -15,7 +15,7 @@ pub fn text(o: &Outcome, out: &mut impl Write) -> io::Result<()> {
         (Some(r), _) => match r.stats.summary_ms() {
             Some((min, avg, max, mdev)) => writeln!(
                 out,
-                "round trip  {} probes ({}), {:.0}% loss, min/avg/max/mdev = {:.3}/{:.3}/{:.3}/{:.3} ms{}",
+                "round trip  {} probes ({}), {:.0}% loss, min/avg/max/mdev = {:.3}/{:.3}/{:.3}/{:.3} ms{}{}",
                 r.stats.transmitted,
                 r.method,
                 r.stats.loss() * 100.0,
@@ -23,6 +23,11 @@ pub fn text(o: &Outcome, out: &mut impl Write) -> io::Result<()> {
                 avg,
                 max,
                 mdev,
+                if r.stats.refused > 0 {
+                    format!(" — {} answered by an RST: the port is closed", r.stats.refused)
+                } else {
+                    String::new()
+                },
                 r.fallback_reason
                     .as_deref()
                     .map(|w| format!(" (raw SYN probes not used: {w})"))
@@ -54,7 +59,15 @@ pub fn text(o: &Outcome, out: &mut impl Write) -> io::Result<()> {
     if let Some(e) = &s.error {
         writeln!(out, "one by one  stopped: {e}")?;
     }
-    if let Some(l) = &o.load {
+    if let Some(l) = o.load.as_ref().filter(|l| l.requests == 0) {
+        writeln!(
+            out,
+            "load        {} connections for {:.1} s: no response, {} errors",
+            l.connections,
+            l.elapsed.as_secs_f64(),
+            l.errors.total()
+        )?;
+    } else if let Some(l) = &o.load {
         let lat = l.latency();
         writeln!(
             out,
@@ -93,6 +106,25 @@ pub fn text(o: &Outcome, out: &mut impl Write) -> io::Result<()> {
                 .map(|p| format!(", written to {}", p.display()))
                 .unwrap_or_default()
         )?;
+    }
+    if let Some(step) = o.interrupted {
+        writeln!(
+            out,
+            "interrupted during the {} step: the report covers what was measured until then",
+            match step {
+                crate::Step::RoundTrip => "round-trip",
+                crate::Step::Sequential => "one-by-one",
+                crate::Step::Load => "load",
+                crate::Step::Analysis => "analysis",
+            }
+        )?;
+    }
+    if let Some(l) = &o.load {
+        let mut causes: Vec<(&String, &u64)> = l.error_causes.iter().collect();
+        causes.sort_by(|a, b| b.1.cmp(a.1));
+        for (what, n) in causes.iter().take(3) {
+            writeln!(out, "errors      {what}: {n}")?;
+        }
     }
     writeln!(out)?;
     writeln!(out, "VERDICT  {}", o.verdict.sentence())?;
@@ -145,6 +177,7 @@ pub fn to_json(o: &Outcome) -> serde_json::Result<Value> {
             "fallback_reason": r.fallback_reason,
             "probes": r.stats.transmitted,
             "answered": r.stats.received,
+            "refused": r.stats.refused,
             "loss": r.stats.loss(),
             "min_ms": s.map(|s| s.0),
             "avg_ms": s.map(|s| s.1),
@@ -164,7 +197,8 @@ pub fn to_json(o: &Outcome) -> serde_json::Result<Value> {
             "latency_ms": {"p50": lat.p50, "p75": lat.p75, "p90": lat.p90, "p99": lat.p99,
                            "p999": lat.p999, "max": lat.max, "mean": lat.mean},
             "errors": {"connect": l.errors.connect, "read": l.errors.read, "write": l.errors.write,
-                       "timeout": l.errors.timeout, "status": l.errors.status},
+                       "timeout": l.errors.timeout, "status": l.errors.status,
+                       "causes": l.error_causes},
         })
     });
     let s = &o.sequential;
@@ -190,6 +224,7 @@ pub fn to_json(o: &Outcome) -> serde_json::Result<Value> {
             "written": c.written.as_ref().map(|p| p.display().to_string()),
         })),
         "elapsed_s": o.elapsed.as_secs_f64(),
+        "interrupted": o.interrupted.map(|s| s.name()),
     });
     if let Value::Object(m) = &mut doc {
         m.insert(

@@ -14,6 +14,8 @@ pub enum Headline {
     Latency,
     /// Time of the whole transfer.
     Duration,
+    /// Requests that failed (refused or reset connections).
+    Failures,
 }
 
 /// Something done to the path while the workload runs.
@@ -27,6 +29,12 @@ pub enum Action {
     },
     /// The server's firewall drops the first SYN of every connection.
     DropFirstSyn,
+    /// The server's firewall rejects every second SYN with an RST
+    /// (`REJECT --reject-with tcp-reset`): a port closed to those connections.
+    RejectEverySecondSyn,
+    /// The router resets connections: every third request from the client is
+    /// answered by an RST from the router in the server's name.
+    ResetByPath,
 }
 
 /// Which server software runs.
@@ -454,6 +462,72 @@ pub fn all() -> Vec<Case> {
                 ..Setup::default()
             },
             fix: Some(("no SYN dropped", |s| s.action = Action::None)),
+            peers: &[Peer::Builtin],
+            wrk_connections: 4,
+        },
+        Case {
+            name: "connection-refused",
+            summary: "the server's firewall rejects every second SYN with an RST (6 connections)",
+            expected: Some(("connection_refused", "server")),
+            detail: None,
+            headline: Headline::Failures,
+            vantage: Vantage::Client,
+            setup: Setup {
+                client: ClientSpec {
+                    connections: 6,
+                    ..ClientSpec::default()
+                },
+                action: Action::RejectEverySecondSyn,
+                ..Setup::default()
+            },
+            fix: Some(("every connection accepted", |s| s.action = Action::None)),
+            peers: &[Peer::Builtin],
+            wrk_connections: 4,
+        },
+        Case {
+            name: "connection-reset",
+            summary: "the server resets the connection on the third request of each (3 \
+                      connections of 4 keep-alive requests)",
+            expected: Some(("connection_reset", "server")),
+            detail: None,
+            headline: Headline::Failures,
+            vantage: Vantage::Client,
+            setup: Setup {
+                server: ServerSpec {
+                    reset_on: 3,
+                    ..ServerSpec::default()
+                },
+                client: ClientSpec {
+                    connections: 3,
+                    requests: 4,
+                    ..ClientSpec::default()
+                },
+                ..Setup::default()
+            },
+            fix: Some(("a server that answers every request", |s| {
+                s.server.reset_on = 0
+            })),
+            peers: &[Peer::Builtin],
+            wrk_connections: 4,
+        },
+        Case {
+            name: "connection-reset-by-path",
+            summary: "the router resets every third request in the server's name (3 connections \
+                      of 4 keep-alive requests)",
+            expected: Some(("connection_reset", "network")),
+            detail: None,
+            headline: Headline::Failures,
+            vantage: Vantage::Client,
+            setup: Setup {
+                client: ClientSpec {
+                    connections: 3,
+                    requests: 4,
+                    ..ClientSpec::default()
+                },
+                action: Action::ResetByPath,
+                ..Setup::default()
+            },
+            fix: Some(("no reset on the path", |s| s.action = Action::None)),
             peers: &[Peer::Builtin],
             wrk_connections: 4,
         },

@@ -46,6 +46,9 @@ const MTU: Option<(&str, &str)> = Some(("path_mtu_blackhole", "network"));
 const LISTEN: Option<(&str, &str)> = Some(("listen_queue_overflow", "server"));
 const FLOOD: Option<(&str, &str)> = Some(("syn_flood", "network"));
 const TLS: Option<(&str, &str)> = Some(("tls_handshake", "server"));
+const REFUSED: Option<(&str, &str)> = Some(("connection_refused", "server"));
+const RESET: Option<(&str, &str)> = Some(("connection_reset", "server"));
+const RESET_PATH: Option<(&str, &str)> = Some(("connection_reset", "network"));
 
 /// Every fixture, in the order of fixtures/ACCURACY.md.
 pub fn all() -> Vec<Fixture> {
@@ -100,6 +103,59 @@ pub fn all() -> Vec<Fixture> {
             RouterServer,
             same,
             NAGLE_CLIENT,
+        ),
+        // A port closed to every second connection (a firewall's REJECT in
+        // the server), and its twin with every connection accepted.
+        f(
+            "connection-accepted.client.pcap",
+            "connection-refused",
+            true,
+            Client,
+            same,
+            None,
+        ),
+        // A server resetting the third request of each connection, and its
+        // twin answering every request.
+        f(
+            "connection-kept.client.pcap",
+            "connection-reset",
+            true,
+            Client,
+            same,
+            None,
+        ),
+        f(
+            "connection-refused.client.pcap",
+            "connection-refused",
+            false,
+            Client,
+            same,
+            REFUSED,
+        ),
+        // The router resets in the server's name: its RST has the router's TTL.
+        f(
+            "connection-reset-path.client.pcap",
+            "connection-reset-by-path",
+            false,
+            Client,
+            same,
+            RESET_PATH,
+        ),
+        f(
+            "connection-reset.client.pcap",
+            "connection-reset",
+            false,
+            Client,
+            same,
+            RESET,
+        ),
+        f(
+            "connection-reset.server.pcap",
+            "connection-reset",
+            false,
+            Server,
+            same,
+            RESET,
         ),
         f(
             "cwnd-collapse.server.pcap",

@@ -106,8 +106,9 @@ pub struct RunArgs {
     /// Run the case again with its fix applied, and show the improvement.
     #[arg(long)]
     pub compare: bool,
-    /// Round-trip time to emulate in the router, in ms (default: the case's).
-    #[arg(long, value_name = "MS")]
+    /// Round-trip time to emulate in the router: 35ms, 0.1s, or a plain number of
+    /// milliseconds (default: the case's).
+    #[arg(long, value_name = "TIME", value_parser = parse_ms)]
     pub rtt: Option<f64>,
     /// Share of forwarded TCP packets the router drops, in percent, both directions
     /// (SYNs and SYN-ACKs excepted: a lost handshake is the syn-retransmit case).
@@ -142,6 +143,9 @@ pub struct RunArgs {
     /// Also print the full analysis report of each capture (text format).
     #[arg(long)]
     pub full: bool,
+    /// Progress lines on stderr also with --format json (text prints them anyway).
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
     /// Instead of the case's own client, run `tcpdoctor diagnose` from the client
     /// namespace against the case's server: round trip, requests, load, self-capture,
     /// verdict. For the cases a server or the path causes (nagle-delayed-ack,
@@ -204,6 +208,28 @@ fn command(args: LabArgs) -> Result<u8> {
         LabCommand::Run(a) => run_command(&a),
         LabCommand::Fixtures(a) => fixtures(&a),
     }
+}
+
+/// A time in milliseconds: `35ms`, `0.1s`, `200us`, or a plain number of ms.
+fn parse_ms(s: &str) -> std::result::Result<f64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a time (examples: 35ms, 0.1s, 35)"))?;
+    let ms = match unit {
+        "" | "ms" => n,
+        "s" => n * 1e3,
+        "us" | "µs" => n / 1e3,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use us, ms or s)")),
+    };
+    if !ms.is_finite() || ms < 0.0 {
+        return Err(format!("{s:?} is out of range"));
+    }
+    Ok(ms)
 }
 
 fn need_root() -> Result<()> {
@@ -377,24 +403,33 @@ fn run_case(
 ) -> Result<Outcome> {
     let needs_line = |s: &Setup| !s.one_way.is_zero() || s.loss > 0.0;
     let line = needs_line(before) || after.is_some_and(needs_line);
+    if a.verbose || a.format == Format::Text {
+        eprintln!(
+            "lab: {}: building the namespaces (client, router, server){}",
+            case.name,
+            if line { " and the delay line" } else { "" }
+        );
+    }
     let mut topo = Topology::build(line, before.one_way)?;
     let peer = peer_of(case, a);
     let wrk = (peer.with_wrk() && case.headline == Headline::Latency && ext::installed("wrk"))
         .then_some((case.wrk_connections, 2));
-    let opts = |write: Option<PathBuf>| PhaseOptions {
+    let progress = a.verbose || a.format == Format::Text;
+    let opts = |write: Option<PathBuf>, label: &'static str| PhaseOptions {
         vantage,
         snaplen: a.snaplen,
         write,
         peer,
         wrk,
+        progress: progress.then_some(label),
     };
     let result = (|| {
-        let b = run::phase(&mut topo, before, &opts(a.write.clone()))?;
+        let b = run::phase(&mut topo, before, &opts(a.write.clone(), "before"))?;
         let f = match after {
             Some(s) => Some(run::phase(
                 &mut topo,
                 s,
-                &opts(a.write.as_deref().map(fixed_name)),
+                &opts(a.write.as_deref().map(fixed_name), "after"),
             )?),
             None => None,
         };
@@ -436,7 +471,7 @@ fn diagnose_case(case: &Case, before: &Setup, a: &RunArgs) -> Result<u8> {
         Some((_, role)) => findings
             .first()
             .is_some_and(|f| is_expected(case, f) && f.culprit.role == role),
-        None => outcome.analysis.is_some() && findings.iter().all(|f| f.share_of_time < 0.05),
+        None => outcome.analysis.is_some() && findings.iter().all(|f| !notable(f)),
     };
     let mut out = io::stdout().lock();
     match a.format {
@@ -529,8 +564,14 @@ fn expected_first(case: &Case, p: &Phase) -> bool {
             .findings
             .first()
             .is_some_and(|f| is_expected(case, f) && f.culprit.role == role),
-        None => p.analysis.findings.iter().all(|f| f.share_of_time < 0.05),
+        None => p.analysis.findings.iter().all(|f| !notable(f)),
     }
+}
+
+/// A finding a healthy capture may not have: one costing 5% of the time or
+/// more, or failed requests (whatever time they took).
+fn notable(f: &Finding) -> bool {
+    f.share_of_time >= 0.05 || tcpdoctor_diagnose::rules::failure_name(f.kind)
 }
 
 /// Whether the expected finding is gone after the fix.
@@ -598,6 +639,11 @@ fn print(case: &Case, before: &Setup, o: &Outcome, a: &RunArgs) -> Result<bool> 
         let fix = case.fix.map(|f| f.0).unwrap_or("");
         phase_text(&mut out, &format!("AFTER  ({fix})"), case, p, a)?;
         let (metric, b, f) = headline(case, &o.before, p);
+        if metric == "failed_requests" {
+            writeln!(out)?;
+            writeln!(out, "RESULT     {b} failed requests → {f} with {fix}")?;
+            return check_text(out, case, first, gone).map(|_| ok);
+        }
         let unit = if metric == "duration_s" { "s" } else { "ms" };
         let label = if metric == "duration_s" {
             "took"
@@ -620,6 +666,11 @@ fn print(case: &Case, before: &Setup, o: &Outcome, a: &RunArgs) -> Result<bool> 
             describe_ratio(b, f)
         )?;
     }
+    check_text(out, case, first, gone)?;
+    Ok(ok)
+}
+
+fn check_text(mut out: impl Write, case: &Case, first: bool, gone: Option<bool>) -> Result<()> {
     writeln!(out)?;
     let exp = expected_text(case);
     match (case.expected, first, gone) {
@@ -639,7 +690,7 @@ fn print(case: &Case, before: &Setup, o: &Outcome, a: &RunArgs) -> Result<bool> 
             "check      expected a healthy capture, but found something ✗"
         )?,
     }
-    Ok(ok)
+    Ok(())
 }
 
 /// The headline metric of a case: (name, before, after).
@@ -651,6 +702,11 @@ fn headline(case: &Case, b: &Phase, f: &Phase) -> (&'static str, f64, f64) {
             f.metrics.latency_p50_ms,
         ),
         Headline::Duration => ("duration_s", b.metrics.duration_s, f.metrics.duration_s),
+        Headline::Failures => (
+            "failed_requests",
+            b.metrics.errors as f64,
+            f.metrics.errors as f64,
+        ),
     }
 }
 
@@ -693,6 +749,14 @@ fn phase_text(
             fmt_bytes(m.bytes_up),
             fmt_bytes(m.bytes_down),
             fmt_bytes(m.throughput_bytes_per_sec as u64)
+        )?,
+        Headline::Failures => writeln!(
+            out,
+            "symptom    {} of {} requests failed ({}) · p50 of the others {}",
+            m.errors,
+            m.errors + m.requests,
+            m.client,
+            fmt_ms(m.latency_p50_ms),
         )?,
     }
     if let (Some(p50), Some(max)) = (m.tls_handshake_p50_ms, m.tls_handshake_max_ms) {
@@ -765,6 +829,21 @@ fn phase_text(
 
 fn finding_text(out: &mut impl Write, i: usize, f: &Finding) -> Result<()> {
     let head = if i == 0 { "diagnosis " } else { "          " };
+    if let Some(lost) = f.details.get("requests_lost").and_then(Value::as_u64) {
+        writeln!(
+            out,
+            "{head} {}. {} — {} {} — {lost} request(s) failed",
+            i + 1,
+            f.kind,
+            f.culprit.role,
+            f.culprit.endpoint,
+        )?;
+        if i == 0 {
+            wrap(out, "why", &f.explanation)?;
+            wrap(out, "fix", &f.fix)?;
+        }
+        return Ok(());
+    }
     writeln!(
         out,
         "{head} {}. {} — {} {} — {} lost ({:.0}% of the time), {} × typically {}",
@@ -870,6 +949,7 @@ fn fixtures(a: &FixturesArgs) -> Result<u8> {
                     write: Some(file.clone()),
                     peer,
                     wrk,
+                    progress: None,
                 };
                 let r = run::phase(&mut topo, &setup, &opts);
                 topo.teardown();
@@ -885,14 +965,10 @@ fn fixtures(a: &FixturesArgs) -> Result<u8> {
             let first = phase.analysis.findings.first();
             let ok = match fx.expected {
                 Some((k, r)) => first.is_some_and(|f| f.kind == k && f.culprit.role == r),
-                None => phase
-                    .analysis
-                    .findings
-                    .iter()
-                    .all(|f| f.share_of_time < 0.05),
+                None => phase.analysis.findings.iter().all(|f| !notable(f)),
             };
             let got = first
-                .filter(|f| fx.expected.is_some() || f.share_of_time >= 0.05)
+                .filter(|f| fx.expected.is_some() || notable(f))
                 .map(|f| format!("{}/{}", f.kind, f.culprit.role))
                 .unwrap_or_else(|| "none".into());
             if (ok && phase.capture.kernel_drops == 0) || attempt == 3 {

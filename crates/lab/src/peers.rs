@@ -44,6 +44,9 @@ pub struct ServerSpec {
     pub backlog: i32,
     /// The accept loop sleeps this long after each accept() (a busy server).
     pub accept_every: Duration,
+    /// Reset the connection (SO_LINGER 0, close) instead of answering the
+    /// request with this number on each connection (1-based); 0: never.
+    pub reset_on: usize,
 }
 
 impl Default for ServerSpec {
@@ -58,6 +61,7 @@ impl Default for ServerSpec {
             listen_rcvbuf: None,
             backlog: 128,
             accept_every: Duration::ZERO,
+            reset_on: 0,
         }
     }
 }
@@ -128,6 +132,7 @@ struct Response {
     split: bool,
     think: Duration,
     think_inside: Duration,
+    reset_on: usize,
 }
 
 impl Response {
@@ -158,6 +163,7 @@ impl Response {
             split: spec.split_write,
             think: spec.think,
             think_inside: spec.think_inside,
+            reset_on: spec.reset_on,
         }
     }
 }
@@ -207,6 +213,7 @@ fn serve(mut s: TcpStream, resp: &Response, stop: &AtomicBool) -> io::Result<()>
     let mut have = 0usize;
     let mut reply = resp.head.clone();
     reply.extend_from_slice(&resp.body);
+    let mut served = 0usize;
     loop {
         // The request head.
         let head_end = loop {
@@ -253,6 +260,19 @@ fn serve(mut s: TcpStream, resp: &Response, stop: &AtomicBool) -> io::Result<()>
                 }
                 Err(e) => return Err(e),
             }
+        }
+        served += 1;
+        if served == resp.reset_on {
+            // An abortive close: an RST instead of a FIN (RFC 9293 §3.6).
+            setsockopt(
+                &s,
+                sockopt::Linger,
+                &libc::linger {
+                    l_onoff: 1,
+                    l_linger: 0,
+                },
+            )?;
+            return Ok(());
         }
         if !resp.think.is_zero() {
             thread::sleep(resp.think);

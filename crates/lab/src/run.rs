@@ -86,6 +86,18 @@ pub struct PhaseOptions {
     pub peer: Peer,
     /// Load with wrk (connections, seconds) instead of the built-in client.
     pub wrk: Option<(u32, u32)>,
+    /// Say on stderr what the phase is doing as it goes, under this label
+    /// (`before`, `after`); `None`: silent.
+    pub progress: Option<&'static str>,
+}
+
+/// A progress line on stderr: `lab: before: capturing at the client…`.
+pub fn say(label: Option<&str>, what: std::fmt::Arguments<'_>) {
+    if let Some(l) = label {
+        use std::io::Write;
+        let mut e = std::io::stderr().lock();
+        let _ = writeln!(e, "lab: {l}: {what}");
+    }
 }
 
 /// The router's filter of its own ICMP "fragmentation needed".
@@ -97,6 +109,57 @@ const FRAG_NEEDED_RULE: [&str; 7] = [
     "fragmentation-needed",
     "-j",
     "DROP",
+];
+
+/// The server's firewall answers every second SYN to the port with an RST:
+/// the port is closed to those connections.
+const REJECT_SYN_RULE: [&str; 18] = [
+    "INPUT",
+    "-p",
+    "tcp",
+    "--dport",
+    "8080",
+    "--syn",
+    "-m",
+    "statistic",
+    "--mode",
+    "nth",
+    "--every",
+    "2",
+    "--packet",
+    "0",
+    "-j",
+    "REJECT",
+    "--reject-with",
+    "tcp-reset",
+];
+
+/// The router resets every third request (a client segment with data) in
+/// the server's name: its RST goes back to the client, with the router's TTL.
+const RESET_BY_PATH_RULE: [&str; 23] = [
+    "FORWARD",
+    "-s",
+    "10.71.1.2",
+    "-p",
+    "tcp",
+    "--dport",
+    "8080",
+    "-m",
+    "length",
+    "--length",
+    "100:65535",
+    "-m",
+    "statistic",
+    "--mode",
+    "nth",
+    "--every",
+    "3",
+    "--packet",
+    "2",
+    "-j",
+    "REJECT",
+    "--reject-with",
+    "tcp-reset",
 ];
 
 /// Sets the path up for setup `s`, starts the server and measures the
@@ -190,7 +253,19 @@ pub fn diagnose_phase(
 
 /// Runs one phase on topology `t`.
 pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
+    say(
+        o.progress,
+        format_args!("setting the path up, starting the server"),
+    );
     let (server, rtt) = prepare(t, s, o.peer)?;
+    say(
+        o.progress,
+        format_args!(
+            "server up, round trip {:.2} ms; capturing at the {} while the workload runs",
+            rtt.as_secs_f64() * 1e3,
+            o.vantage.as_str()
+        ),
+    );
     t.set_loss(s.loss)?;
     let syn_rule = [
         "INPUT",
@@ -212,6 +287,12 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
     ];
     if s.action == Action::DropFirstSyn {
         Topology::iptables_in(&t.server, "-A", &syn_rule)?;
+    }
+    if s.action == Action::RejectEverySecondSyn {
+        Topology::iptables_in(&t.server, "-A", &REJECT_SYN_RULE)?;
+    }
+    if s.action == Action::ResetByPath {
+        Topology::iptables_in(&t.router, "-A", &RESET_BY_PATH_RULE)?;
     }
     // Let the measuring connections' last packets cross the path first.
     thread::sleep(rtt * 2 + Duration::from_millis(100));
@@ -260,8 +341,25 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
     // The last ACKs and FINs.
     thread::sleep(rtt * 2 + Duration::from_millis(150));
     let (analysis, latency_bins, capture) = cap.finish()?;
+    say(
+        o.progress,
+        format_args!(
+            "workload done ({} packets captured), analysed: {}",
+            capture.packets,
+            analysis
+                .findings
+                .first()
+                .map_or("no finding".to_string(), |f| format!("{} first", f.kind))
+        ),
+    );
     if s.action == Action::DropFirstSyn {
         Topology::iptables_in(&t.server, "-D", &syn_rule)?;
+    }
+    if s.action == Action::RejectEverySecondSyn {
+        Topology::iptables_in(&t.server, "-D", &REJECT_SYN_RULE)?;
+    }
+    if s.action == Action::ResetByPath {
+        Topology::iptables_in(&t.router, "-D", &RESET_BY_PATH_RULE)?;
     }
     t.set_loss(0.0)?;
     server.stop();

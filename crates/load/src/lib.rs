@@ -23,6 +23,9 @@
 //! ```
 
 pub mod http;
+
+/// An I/O error in words, with the peer it came from (`connection refused by ADDR`).
+pub use worker::describe as describe_error;
 mod target;
 mod worker;
 
@@ -90,8 +93,13 @@ impl Live {
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
     }
-    fn stopped(&self) -> bool {
+    /// Whether [`Live::stop`] was called.
+    pub fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
+    }
+    /// The flag [`Live::stop`] sets, for code that waits on a plain flag.
+    pub fn stop_flag(&self) -> &AtomicBool {
+        &self.stop
     }
 }
 
@@ -174,9 +182,19 @@ pub struct Report {
     pub rate: Option<RateReport>,
     /// Latencies in microseconds.
     pub histogram: Histogram<u64>,
+    /// Errors by what happened, in words (`connection refused by ADDR`).
+    pub error_causes: BTreeMap<String, u64>,
 }
 
 impl Report {
+    /// The most frequent error, in words, and how often it happened.
+    pub fn main_error(&self) -> Option<(&str, u64)> {
+        self.error_causes
+            .iter()
+            .max_by_key(|(_, n)| **n)
+            .map(|(k, n)| (k.as_str(), *n))
+    }
+
     pub fn requests_per_sec(&self) -> f64 {
         per_sec(self.requests, self.elapsed)
     }
@@ -326,6 +344,7 @@ pub fn run(config: &Config, live: &Live) -> Result<Report, LoadError> {
             ..RateReport::default()
         }),
         histogram: worker::new_histogram(),
+        error_causes: BTreeMap::new(),
     };
     for r in results {
         let o = r.map_err(LoadError::Io)?;
@@ -334,6 +353,9 @@ pub fn run(config: &Config, live: &Live) -> Result<Report, LoadError> {
         report.bytes += o.bytes;
         report.connects += o.connects;
         report.errors.add(&o.errors);
+        for (k, n) in o.causes {
+            *report.error_causes.entry(k).or_default() += n;
+        }
         for (code, &n) in o.status.iter().enumerate() {
             if n > 0 {
                 *report.status.entry(code as u16).or_default() += n;

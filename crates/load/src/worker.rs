@@ -5,6 +5,7 @@
 //! written at once, and the next readiness edge is its response.
 
 use std::cmp::Reverse;
+use std::collections::BTreeMap;
 use std::collections::BinaryHeap;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
@@ -47,6 +48,37 @@ pub struct Outcome {
     pub late_sends: u64,
     pub max_late: Duration,
     pub histogram: Histogram<u64>,
+    /// Errors by what happened, in words (`connection refused by ADDR`).
+    pub causes: BTreeMap<String, u64>,
+}
+
+/// Distinct error descriptions kept; the rest are counted under "other".
+const MAX_CAUSES: usize = 16;
+
+/// Counts an error under its description.
+fn note(causes: &mut BTreeMap<String, u64>, what: String) {
+    if causes.len() < MAX_CAUSES || causes.contains_key(&what) {
+        *causes.entry(what).or_default() += 1;
+    } else {
+        *causes.entry("other errors".to_string()).or_default() += 1;
+    }
+}
+
+/// An I/O error in words, with the peer it came from.
+pub fn describe(e: &io::Error, addr: SocketAddr) -> String {
+    match e.kind() {
+        io::ErrorKind::ConnectionRefused => format!("connection refused by {addr}"),
+        io::ErrorKind::ConnectionReset => format!("connection reset by {addr}"),
+        io::ErrorKind::ConnectionAborted => format!("connection aborted ({addr})"),
+        io::ErrorKind::BrokenPipe => format!("broken pipe: closed by {addr}"),
+        io::ErrorKind::TimedOut => format!("timed out connecting to {addr}"),
+        io::ErrorKind::HostUnreachable => format!("host unreachable: {addr}"),
+        io::ErrorKind::NetworkUnreachable => format!("network unreachable: {addr}"),
+        io::ErrorKind::AddrNotAvailable => {
+            format!("no local address/port available to reach {addr}")
+        }
+        _ => format!("{e} ({addr})"),
+    }
 }
 
 pub fn new_histogram() -> Histogram<u64> {
@@ -149,6 +181,7 @@ pub fn run(plan: &Plan<'_>, live: &Live) -> io::Result<Outcome> {
             late_sends: 0,
             max_late: Duration::ZERO,
             histogram: new_histogram(),
+            causes: BTreeMap::new(),
         },
         now: Instant::now(),
         to_send: Vec::with_capacity(plan.count),
@@ -253,9 +286,10 @@ impl Worker<'_> {
                 c.stream = Some(s);
                 c.phase = Phase::Connecting;
             }
-            Err(_) => {
+            Err(e) => {
                 self.out.errors.connect += 1;
                 c.phase = Phase::Closed;
+                note(&mut self.out.causes, describe(&e, self.plan.addr));
             }
         }
     }
@@ -279,6 +313,12 @@ impl Worker<'_> {
                 Phase::Connecting | Phase::Writing | Phase::Reading => {
                     if self.now.duration_since(c.since) >= self.plan.timeout {
                         self.out.errors.timeout += 1;
+                        let what = if c.phase == Phase::Connecting {
+                            format!("no answer to connecting to {}", self.plan.addr)
+                        } else {
+                            format!("no response from {} in time", self.plan.addr)
+                        };
+                        note(&mut self.out.causes, what);
                         self.close(i);
                         self.connect(i);
                     }
@@ -311,8 +351,9 @@ impl Worker<'_> {
                 };
                 match s.take_error() {
                     Ok(None) => {}
-                    Ok(Some(_)) | Err(_) => {
+                    Ok(Some(e)) | Err(e) => {
                         self.out.errors.connect += 1;
+                        note(&mut self.out.causes, describe(&e, self.plan.addr));
                         self.close(i);
                         return;
                     }
@@ -420,7 +461,10 @@ impl Worker<'_> {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => break,
+                Err(e) => {
+                    note(&mut self.out.causes, describe(&e, self.plan.addr));
+                    break;
+                }
             }
         }
         self.out.errors.write += 1;
@@ -452,8 +496,13 @@ impl Worker<'_> {
     /// means drained, unless the peer closed (`drain`): then read to the end.
     fn read_some(&mut self, i: usize, drain: bool) -> ReadEnd {
         let Worker {
-            conns, buf, out, ..
+            conns,
+            buf,
+            out,
+            plan,
+            ..
         } = self;
+        let addr = plan.addr;
         let c = &mut conns[i];
         let Some(s) = c.stream.as_mut() else {
             return ReadEnd::Pending;
@@ -466,9 +515,17 @@ impl Worker<'_> {
                     }
                     // A close before any byte of a response was asked for is benign
                     // only when nothing was outstanding.
-                    return ReadEnd::Closed(
-                        !matches!(c.phase, Phase::Idle | Phase::Queued) || c.parser.received() > 0,
-                    );
+                    let error =
+                        !matches!(c.phase, Phase::Idle | Phase::Queued) || c.parser.received() > 0;
+                    if error {
+                        let what = if c.parser.received() > 0 {
+                            "closed by {} in the middle of a response"
+                        } else {
+                            "closed by {} before a response"
+                        };
+                        note(&mut out.causes, what.replace("{}", &addr.to_string()));
+                    }
+                    return ReadEnd::Closed(error);
                 }
                 Ok(n) => {
                     out.bytes += n as u64;
@@ -480,12 +537,18 @@ impl Worker<'_> {
                             }
                         }
                         Ok(Fed::Done(r)) => return ReadEnd::Done(r),
-                        Err(_) => return ReadEnd::Closed(true),
+                        Err(_) => {
+                            note(&mut out.causes, format!("unparsable response from {addr}"));
+                            return ReadEnd::Closed(true);
+                        }
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return ReadEnd::Pending,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return ReadEnd::Closed(true),
+                Err(e) => {
+                    note(&mut out.causes, describe(&e, addr));
+                    return ReadEnd::Closed(true);
+                }
             }
         }
     }

@@ -173,6 +173,8 @@ pub struct PingStats {
     pub received: u64,
     /// Probes answered by an ICMP error.
     pub errors: u64,
+    /// Of the answered probes, those answered by an RST: the port is closed.
+    pub refused: u64,
     /// Round trips of the answered probes, in order of arrival.
     pub rtts: Vec<Duration>,
 }
@@ -306,6 +308,7 @@ fn ping_raw(
                     continue;
                 };
                 stats.received += 1;
+                stats.refused += u64::from(kind == ReplyKind::Rst);
                 (
                     i,
                     PingReply {
@@ -376,6 +379,7 @@ fn ping_connect(
             Err(_) => continue,
         };
         stats.received += 1;
+        stats.refused += u64::from(kind == ReplyKind::Refused);
         stats.rtts.push(rtt);
         on_event(&PingEvent::Reply(PingReply {
             seq,
@@ -398,10 +402,31 @@ pub struct TraceConfig {
     pub target: SocketAddr,
     pub first_ttl: u8,
     pub max_hops: u8,
-    /// Probes per hop.
+    /// Probes per hop (per round).
     pub probes: u8,
-    /// How long to wait for each probe's answer.
+    /// How long to wait for each probe's answer, at most (see [`trace`]).
     pub wait: Duration,
+    /// Probes in flight at once (as traceroute's `-N`, 16 by default).
+    pub parallel: usize,
+    /// Rounds over the path (as mtr's cycles): 1 for a plain traceroute.
+    pub rounds: u32,
+    /// Time from the start of one round to the start of the next.
+    pub interval: Duration,
+}
+
+impl TraceConfig {
+    pub fn new(target: SocketAddr) -> TraceConfig {
+        TraceConfig {
+            target,
+            first_ttl: 1,
+            max_hops: 30,
+            probes: 3,
+            wait: Duration::from_secs(2),
+            parallel: 16,
+            rounds: 1,
+            interval: Duration::from_secs(1),
+        }
+    }
 }
 
 /// What answered one probe of a hop.
@@ -417,6 +442,13 @@ pub enum HopReply {
     Rst,
 }
 
+impl HopReply {
+    /// The path ends here: the target, or an unreachable.
+    fn ends(self) -> bool {
+        !matches!(self, HopReply::TimeExceeded)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct HopProbe {
     /// `None`: no answer within the wait (`*`).
@@ -426,22 +458,50 @@ pub struct HopProbe {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hop {
     pub ttl: u8,
+    /// Every probe of this hop, round after round.
     pub probes: Vec<HopProbe>,
 }
 
 impl Hop {
     /// The target answered (or an unreachable ended the path) at this hop.
     pub fn is_last(&self) -> bool {
-        self.probes.iter().any(|p| {
-            matches!(
-                p.answer,
-                Some((
-                    _,
-                    _,
-                    HopReply::SynAck | HopReply::Rst | HopReply::Unreachable(_)
-                ))
-            )
-        })
+        self.probes
+            .iter()
+            .any(|p| p.answer.is_some_and(|(_, _, k)| k.ends()))
+    }
+
+    /// Probes answered (by anything).
+    pub fn answered(&self) -> usize {
+        self.probes.iter().filter(|p| p.answer.is_some()).count()
+    }
+
+    /// Share of the probes never answered (0..1).
+    pub fn loss(&self) -> f64 {
+        if self.probes.is_empty() {
+            return 0.0;
+        }
+        1.0 - self.answered() as f64 / self.probes.len() as f64
+    }
+
+    /// Round trips of the answered probes, in order.
+    pub fn rtts(&self) -> Vec<Duration> {
+        self.probes
+            .iter()
+            .filter_map(|p| p.answer.map(|a| a.1))
+            .collect()
+    }
+
+    /// The addresses that answered, in order of first answer.
+    pub fn addresses(&self) -> Vec<IpAddr> {
+        let mut v: Vec<IpAddr> = Vec::new();
+        for p in &self.probes {
+            if let Some((a, _, _)) = p.answer {
+                if !v.contains(&a) {
+                    v.push(a);
+                }
+            }
+        }
+        v
     }
 }
 
@@ -452,6 +512,10 @@ pub struct TraceResult {
     pub hops: Vec<Hop>,
     /// The target answered with SYN-ACK or RST.
     pub reached: bool,
+    /// Rounds completed.
+    pub rounds: u32,
+    /// Stopped (Ctrl-C) before the end.
+    pub interrupted: bool,
 }
 
 /// Progress of a trace.
@@ -459,14 +523,40 @@ pub struct TraceResult {
 pub enum TraceEvent {
     /// The flow's source is known; probing starts.
     Started(SocketAddr),
-    Probe {
-        ttl: u8,
-        probe: HopProbe,
-    },
+    /// A hop's probes of the first round are all answered or given up,
+    /// and so are those of every hop before it: hops come in order.
     HopDone(Hop),
+    /// A round over the whole path is over (its number, from 1).
+    RoundDone(u32),
+}
+
+/// How long a probe is waited for once a farther hop has answered: this many
+/// times that answer's round trip (traceroute's `-w` NEAR factor), and at
+/// least [`NEAR_MIN`]. A router that answers nothing is then given up on as
+/// soon as the hops behind it have shown how long an answer takes.
+const NEAR_FACTOR: u32 = 10;
+const NEAR_MIN: Duration = Duration::from_millis(5);
+/// How often a wait looks at the stop flag.
+const TICK: Duration = Duration::from_millis(50);
+
+/// One probe on its way.
+#[derive(Debug, Clone, Copy)]
+struct InFlight {
+    seq: u32,
+    ttl: u8,
+    sent: Instant,
 }
 
 /// Trace the path to `config.target` with TTL-limited SYNs on one flow.
+///
+/// Up to [`TraceConfig::parallel`] probes are in flight at once, the nearest
+/// hops first (as modern traceroutes and mtr do): a hop that answers nothing
+/// costs one wait, shared with the hops probed beside it, not a wait per
+/// probe. A probe is given up after [`TraceConfig::wait`], or sooner once a
+/// farther hop has answered (see [`NEAR_FACTOR`]); once the target (or an
+/// unreachable) answers at some TTL, farther TTLs are no longer probed.
+/// With [`TraceConfig::rounds`] above 1, the path found is probed again,
+/// round after round, for loss and jitter per hop (as mtr).
 pub fn trace(
     config: &TraceConfig,
     stop: &AtomicBool,
@@ -481,65 +571,150 @@ pub fn trace(
     let mut p = RawProber::open(config.target)?;
     on_event(&TraceEvent::Started(p.src));
     let base = sequence_base() & 0xffff_0000;
+    let span = usize::from(config.max_hops - config.first_ttl) + 1;
+    let mut hops: Vec<Hop> = (0..span)
+        .map(|i| Hop {
+            ttl: config.first_ttl + i as u8,
+            probes: Vec::new(),
+        })
+        .collect();
+    // The TTL at which the path ends, once known.
+    let mut last: Option<u8> = None;
     let mut result = TraceResult {
         source: p.src,
         hops: Vec::new(),
         reached: false,
+        rounds: 0,
+        interrupted: false,
     };
-    for ttl in config.first_ttl..=config.max_hops {
-        let mut hop = Hop {
-            ttl,
-            probes: Vec::new(),
-        };
-        for k in 0..config.probes {
+    let mut emitted = 0usize;
+    let mut counter = 0u32;
+    let parallel = config.parallel.max(1);
+    for round in 0..config.rounds.max(1) {
+        let round_start = Instant::now();
+        // Probes of this round, nearest hops first.
+        let mut queue: std::collections::VecDeque<u8> = (config.first_ttl..=config.max_hops)
+            .filter(|t| last.is_none_or(|l| *t <= l))
+            .flat_map(|t| std::iter::repeat_n(t, usize::from(config.probes)))
+            .collect();
+        let mut inflight: Vec<InFlight> = Vec::new();
+        // The fastest answer so far from beyond each TTL (for NEAR).
+        let mut nearest_beyond: Vec<Option<Duration>> = vec![None; span];
+        while !queue.is_empty() || !inflight.is_empty() {
             if stop.load(Ordering::Relaxed) {
-                return Ok(result);
+                result.interrupted = true;
+                break;
             }
-            // The sequence number names the probe; nothing else in the flow changes.
-            let seq = base | (u32::from(ttl) << 8) | u32::from(k);
-            let sent = p.send(FLAG_SYN, seq, ttl)?;
-            let deadline = sent + config.wait;
-            let mut probe = HopProbe { answer: None };
-            while let Some((at, got)) = p.recv(deadline)? {
-                let rtt = at.duration_since(sent);
-                match got {
-                    Incoming::Icmp(c) if c.seq == seq => {
+            while inflight.len() < parallel {
+                let Some(ttl) = queue.pop_front() else { break };
+                if last.is_some_and(|l| ttl > l) {
+                    continue;
+                }
+                // The sequence number names the probe; nothing else in the flow changes.
+                let seq = base | (u32::from(ttl) << 8) | (counter & 0xff);
+                counter = counter.wrapping_add(1);
+                let sent = p.send(FLAG_SYN, seq, ttl)?;
+                inflight.push(InFlight { seq, ttl, sent });
+            }
+            // Wait for the next answer, until the first probe's deadline.
+            let deadline_of = |f: &InFlight, nearest_beyond: &[Option<Duration>]| {
+                let near = nearest_beyond[usize::from(f.ttl - config.first_ttl)]
+                    .map(|r| (r * NEAR_FACTOR).max(NEAR_MIN));
+                f.sent + near.map_or(config.wait, |n| n.min(config.wait))
+            };
+            let next_deadline = inflight
+                .iter()
+                .map(|f| deadline_of(f, &nearest_beyond))
+                .min();
+            let until = next_deadline.map_or(Instant::now(), |d| d.min(Instant::now() + TICK));
+            if let Some((at, got)) = p.recv(until)? {
+                let answer = match got {
+                    Incoming::Icmp(c) => {
                         let kind = match c.kind {
                             IcmpKind::TimeExceeded => HopReply::TimeExceeded,
                             k => HopReply::Unreachable(k),
                         };
-                        probe.answer = Some((c.from, rtt, kind));
-                        break;
+                        Some((c.seq, c.from, kind))
                     }
-                    Incoming::Tcp(t) if t.ack == seq.wrapping_add(1) && t.flags & FLAG_ACK != 0 => {
-                        let kind = if t.flags & FLAG_RST != 0 {
-                            HopReply::Rst
+                    Incoming::Tcp(t) if t.flags & FLAG_ACK != 0 => {
+                        let seq = t.ack.wrapping_sub(1);
+                        if t.flags & FLAG_RST != 0 {
+                            Some((seq, t.from, HopReply::Rst))
                         } else if t.flags & FLAG_SYN != 0 {
+                            // Leave nothing half-open at the target.
                             p.send(FLAG_RST, t.ack, 64)?;
-                            HopReply::SynAck
+                            Some((seq, t.from, HopReply::SynAck))
                         } else {
-                            continue;
-                        };
-                        probe.answer = Some((t.from, rtt, kind));
-                        break;
+                            None
+                        }
                     }
-                    _ => {} // late answer to an earlier probe, or not ours
+                    Incoming::Tcp(_) => None,
+                };
+                // Late answers to probes given up, or not ours: ignored.
+                if let Some((seq, from, kind)) = answer {
+                    if let Some(i) = inflight.iter().position(|f| f.seq == seq) {
+                        let f = inflight.swap_remove(i);
+                        let rtt = at.duration_since(f.sent);
+                        let at_ttl = usize::from(f.ttl - config.first_ttl);
+                        hops[at_ttl].probes.push(HopProbe {
+                            answer: Some((from, rtt, kind)),
+                        });
+                        for n in nearest_beyond.iter_mut().take(at_ttl) {
+                            *n = Some(n.map_or(rtt, |r| r.min(rtt)));
+                        }
+                        if kind.ends() && last.is_none_or(|l| f.ttl < l) {
+                            last = Some(f.ttl);
+                        }
+                    }
                 }
             }
-            on_event(&TraceEvent::Probe { ttl, probe });
-            hop.probes.push(probe);
+            // Give up on probes past their deadline, and on those beyond the end.
+            let now = Instant::now();
+            inflight.retain(|f| {
+                let beyond = last.is_some_and(|l| f.ttl > l);
+                let expired = now >= deadline_of(f, &nearest_beyond);
+                if expired && !beyond {
+                    hops[usize::from(f.ttl - config.first_ttl)]
+                        .probes
+                        .push(HopProbe { answer: None });
+                }
+                !(expired || beyond)
+            });
+            // The first round's hops, in order, as they complete.
+            if round == 0 {
+                let want = usize::from(config.probes);
+                while emitted < span
+                    && last.is_none_or(|l| hops[emitted].ttl <= l)
+                    && hops[emitted].probes.len() >= want
+                {
+                    on_event(&TraceEvent::HopDone(hops[emitted].clone()));
+                    emitted += 1;
+                }
+            }
         }
-        let last = hop.is_last();
-        result.reached |= hop
-            .probes
-            .iter()
-            .any(|p| matches!(p.answer, Some((_, _, HopReply::SynAck | HopReply::Rst))));
-        on_event(&TraceEvent::HopDone(hop.clone()));
-        result.hops.push(hop);
-        if last {
+        if result.interrupted {
             break;
         }
+        result.rounds = round + 1;
+        on_event(&TraceEvent::RoundDone(round + 1));
+        if round + 1 < config.rounds {
+            let next = round_start + config.interval;
+            while Instant::now() < next && !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(TICK.min(next.saturating_duration_since(Instant::now())));
+            }
+        }
     }
+    let end = last.map_or(span, |l| usize::from(l - config.first_ttl) + 1);
+    hops.truncate(end);
+    // A hop left incomplete by an interrupt is still shown if it has anything.
+    while hops.last().is_some_and(|h| h.probes.is_empty()) {
+        hops.pop();
+    }
+    result.reached = hops
+        .iter()
+        .flat_map(|h| &h.probes)
+        .any(|p| matches!(p.answer, Some((_, _, HopReply::SynAck | HopReply::Rst))));
+    result.hops = hops;
     Ok(result)
 }
 
@@ -569,6 +744,7 @@ mod tests {
             transmitted: 4,
             received: 3,
             errors: 0,
+            refused: 0,
             rtts: [10, 20, 30].map(Duration::from_millis).to_vec(),
         };
         let (min, avg, max, mdev) = s.summary_ms().unwrap();

@@ -220,15 +220,24 @@ fn wrap(
 
 fn finding(n: usize, f: &Finding, opts: TextOptions, out: &mut impl Write) -> io::Result<()> {
     writeln!(out)?;
-    writeln!(
-        out,
-        "{n}. {} — {} {} — {} lost ({:.0}% of exchange time)",
-        f.kind,
-        f.culprit.role,
-        f.culprit.endpoint,
-        fmt_ms(f.total_delay_ms),
-        f.share_of_time * 100.0
-    )?;
+    if let Some(lost) = f.details.get("requests_lost").and_then(|v| v.as_u64()) {
+        // A failure: what it cost is the requests, not time.
+        writeln!(
+            out,
+            "{n}. {} — {} {} — {lost} request(s) failed",
+            f.kind, f.culprit.role, f.culprit.endpoint,
+        )?;
+    } else {
+        writeln!(
+            out,
+            "{n}. {} — {} {} — {} lost ({:.0}% of exchange time)",
+            f.kind,
+            f.culprit.role,
+            f.culprit.endpoint,
+            fmt_ms(f.total_delay_ms),
+            f.share_of_time * 100.0
+        )?;
+    }
     writeln!(
         out,
         "   {} occurrences on {} connection(s), typically {} each",
@@ -313,7 +322,7 @@ fn connections(a: &Analysis, opts: TextOptions, out: &mut impl Write) -> io::Res
     )?;
     writeln!(
         out,
-        "  {:>5}  {:<22} {:<22} {:>9} {:>5} {:>10} {:>12} {:>7} {:>10} {:>10}",
+        "  {:>5}  {:<22} {:<22} {:>9} {:>5} {:>10} {:>12} {:>7} {:>10} {:>10}  end",
         "id",
         "client",
         "server",
@@ -332,7 +341,7 @@ fn connections(a: &Analysis, opts: TextOptions, out: &mut impl Write) -> io::Res
             .map_or("-".to_string(), |e| fmt_ms(e.mean));
         writeln!(
             out,
-            "  {:>5}  {:<22} {:<22} {:>9} {:>5} {:>10} {:>12} {:>7} {:>10} {:>10}",
+            "  {:>5}  {:<22} {:<22} {:>9} {:>5} {:>10} {:>12} {:>7} {:>10} {:>10}  {}",
             c.id,
             c.client,
             c.server,
@@ -346,7 +355,11 @@ fn connections(a: &Analysis, opts: TextOptions, out: &mut impl Write) -> io::Res
             ),
             c.retransmissions.client_to_server + c.retransmissions.server_to_client,
             fmt_ms(c.duration_ms),
-            fmt_ms(c.time_lost_ms)
+            fmt_ms(c.time_lost_ms),
+            match c.ended_by {
+                Some(by) => format!("{} by {by}", c.end),
+                None => c.end.to_string(),
+            }
         )?;
     }
     let guessed = a

@@ -15,6 +15,8 @@ pub struct Symptom {
     /// Request latency at p50 (and p99) as the user sees it.
     pub p50_ms: Option<f64>,
     pub p99_ms: Option<f64>,
+    /// Why no request completed, in words (`connection refused by ADDR`).
+    pub failure: Option<String>,
 }
 
 /// The verdict: `headline` states the symptom, `cause` the mechanism and
@@ -45,9 +47,10 @@ impl Verdict {
 /// Builds the verdict from the measured symptom and, when the traffic was
 /// captured, its analysis.
 pub fn verdict(s: &Symptom, a: Option<&Analysis>) -> Verdict {
-    let mut headline = match s.p50_ms {
-        Some(p50) => format!("requests take {} at p50", fmt_ms(p50)),
-        None => "no request completed".to_string(),
+    let mut headline = match (s.p50_ms, &s.failure) {
+        (Some(p50), _) => format!("requests take {} at p50", fmt_ms(p50)),
+        (None, Some(why)) => format!("no request completed: {why}"),
+        (None, None) => "no request completed".to_string(),
     };
     if let Some(p99) = s.p99_ms {
         if s.p50_ms.is_some() {
@@ -69,6 +72,17 @@ pub fn verdict(s: &Symptom, a: Option<&Analysis>) -> Verdict {
         };
     };
     match a.findings.first() {
+        Some(f) if s.p50_ms.is_none() && tcpdoctor_diagnose::rules::failure_name(f.kind) => {
+            // The finding says why no request completed: it leads.
+            Verdict {
+                headline: cause(f, a),
+                cause: Some(match &s.failure {
+                    Some(why) => headline.replacen(&format!(": {why}"), "", 1),
+                    None => headline,
+                }),
+                fix: Some(f.fix.clone()),
+            }
+        }
         Some(f) => Verdict {
             headline,
             cause: Some(cause(f, a)),
@@ -200,6 +214,26 @@ fn cause(f: &Finding, a: &Analysis) -> String {
             "a SYN flood hits {ep}: handshakes that never complete, from forged or scripted sources; \
              legitimate clients whose SYNs were dropped with it wait ~{typ} each"
         ),
+        "connection_refused" => {
+            let n = f.details.get("requests_lost").and_then(|v| v.as_u64()).unwrap_or(0);
+            return format!(
+                "connection refused by {ep}: {n} connection attempt(s) answered by an RST — nothing \
+                 accepts connections on that port, or a firewall rejects them ({})",
+                f.kind
+            );
+        }
+        "connection_reset" => {
+            let n = f.details.get("requests_lost").and_then(|v| v.as_u64()).unwrap_or(0);
+            let who = if role == "network" {
+                format!("by a device on the path in the name of {ep} (its RST's TTL differs from the server's)")
+            } else {
+                format!("by {ep} ({role})")
+            };
+            return format!(
+                "connections reset {who}: {n} request(s) got no response ({})",
+                f.kind
+            );
+        }
         "path_mtu_blackhole" => format!(
             "full-size packets from {ep} vanish on the path (an MTU black hole: ICMP 'fragmentation \
              needed' filtered) and the data waits ~{typ} for the sender to retry with smaller segments"

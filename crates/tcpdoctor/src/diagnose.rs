@@ -67,8 +67,9 @@ pub struct DiagnoseArgs {
     /// Measure only: do not capture (no root needed).
     #[arg(long)]
     no_capture: bool,
-    /// Also write the captured traffic to this pcap file.
-    #[arg(long, value_name = "FILE.pcap")]
+    /// Also write the captured traffic to this file: pcapng if its name ends in
+    /// `.pcapng`, pcap otherwise. Checked before anything is measured.
+    #[arg(short = 'w', long, value_name = "FILE.pcap")]
     write: Option<PathBuf>,
     /// Also write the analysis as one self-contained HTML page (with --write, its
     /// time-sequence graphs are drawn from that pcap).
@@ -102,8 +103,33 @@ pub fn run(args: &DiagnoseArgs) -> anyhow::Result<u8> {
         write: args.write.clone(),
         ..Plan::new(target, request)
     };
+    // A path that cannot be written fails now, not after the measurement.
+    let output = match &plan.write {
+        Some(p) if plan.capture => Some(tcpdoctor_investigate::Output::create(p)?),
+        _ => None,
+    };
+    // Ctrl-C ends the step in progress; what was measured is reported. A
+    // second one quits at once.
+    let interrupt = std::sync::Arc::new(tcpdoctor_load::Live::default());
+    {
+        let interrupt = std::sync::Arc::clone(&interrupt);
+        let _ = ctrlc::set_handler(move || {
+            if interrupt.stopped() {
+                std::process::exit(130);
+            }
+            interrupt.stop();
+            eprintln!(
+                "{}tcpdoctor: interrupted; reporting what was measured (Ctrl-C again to quit)",
+                if io::stderr().is_terminal() {
+                    "\r\x1b[2K"
+                } else {
+                    ""
+                }
+            );
+        });
+    }
     let progress = io::stderr().is_terminal() && matches!(args.format, Format::Text);
-    let outcome = tcpdoctor_investigate::run(&plan, |s| {
+    let outcome = tcpdoctor_investigate::run_with(&plan, output, &interrupt, |s| {
         if progress {
             let what = match s {
                 Step::RoundTrip => "measuring the round trip",

@@ -249,6 +249,31 @@ fn fmt_bytes(b: f64) -> String {
 
 fn text(r: &Report, out: &mut impl Write) -> io::Result<()> {
     let l = r.latency();
+    if r.requests == 0 {
+        // No latency to show: say why instead of a table of zeros.
+        match r.main_error() {
+            Some((what, n)) => writeln!(out, "  No response: {what} ({n} times)")?,
+            None => writeln!(out, "  No response")?,
+        }
+    } else {
+        latency_table(&l, out)?;
+    }
+    writeln!(
+        out,
+        "  {} requests in {:.2}s, {} read{}",
+        r.requests,
+        r.elapsed.as_secs_f64(),
+        fmt_bytes(r.bytes as f64),
+        if r.keepalive {
+            String::new()
+        } else {
+            format!(", {} connections", r.connects)
+        }
+    )?;
+    rest(r, out)
+}
+
+fn latency_table(l: &tcpdoctor_load::Latency, out: &mut impl Write) -> io::Result<()> {
     writeln!(out, "  Thread Stats   Avg      Stdev     Max   +/- Stdev")?;
     writeln!(
         out,
@@ -269,18 +294,10 @@ fn text(r: &Report, out: &mut impl Write) -> io::Result<()> {
     ] {
         writeln!(out, "  {label:>6}  {:>8}", fmt_ms(v))?;
     }
-    writeln!(
-        out,
-        "  {} requests in {:.2}s, {} read{}",
-        r.requests,
-        r.elapsed.as_secs_f64(),
-        fmt_bytes(r.bytes as f64),
-        if r.keepalive {
-            String::new()
-        } else {
-            format!(", {} connections", r.connects)
-        }
-    )?;
+    Ok(())
+}
+
+fn rest(r: &Report, out: &mut impl Write) -> io::Result<()> {
     if r.status.len() > 1 || r.status.keys().any(|&c| !(200..400).contains(&c)) {
         let codes: Vec<String> = r.status.iter().map(|(c, n)| format!("{c}: {n}")).collect();
         writeln!(out, "  Status codes: {}", codes.join(", "))?;
@@ -295,6 +312,11 @@ fn text(r: &Report, out: &mut impl Write) -> io::Result<()> {
             "  Socket errors: connect {}, read {}, write {}, timeout {}",
             e.connect, e.read, e.write, e.timeout
         )?;
+        let mut causes: Vec<(&String, &u64)> = r.error_causes.iter().collect();
+        causes.sort_by(|a, b| b.1.cmp(a.1));
+        for (what, n) in causes {
+            writeln!(out, "    {what}: {n}")?;
+        }
     }
     if let Some(rate) = &r.rate {
         writeln!(
@@ -342,6 +364,7 @@ pub fn json(r: &Report) -> serde_json::Value {
         "errors": {
             "connect": e.connect, "read": e.read, "write": e.write,
             "timeout": e.timeout, "status": e.status, "total": e.total(),
+            "causes": r.error_causes,
         },
         "status_codes": status,
         "rate": r.rate.map(|rate| serde_json::json!({

@@ -10,6 +10,7 @@ mod load;
 mod probe;
 mod sockets;
 mod sysctl;
+mod target;
 mod watch;
 use input::Input;
 use std::process::ExitCode;

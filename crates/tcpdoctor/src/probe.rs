@@ -1,6 +1,6 @@
 //! `tcpdoctor ping` and `tcpdoctor trace` (the work is in `tcpdoctor-probe`).
 
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,7 +50,7 @@ Exit status: 0 the target answered; 1 it did not; 2 usage error or no permission
 
 #[derive(clap::Args)]
 pub struct PingArgs {
-    /// Target: HOST:PORT, [IPV6]:PORT (port 80 when omitted).
+    /// Target: HOST:PORT, [IPV6]:PORT, or a URL (http://host:port/; port 80 when omitted).
     target: String,
     /// Probes to send (default: until Ctrl-C).
     #[arg(short = 'c', long, value_name = "N")]
@@ -77,7 +77,7 @@ pub struct PingArgs {
 
 #[derive(clap::Args)]
 pub struct TraceArgs {
-    /// Target: HOST:PORT, [IPV6]:PORT (port 80 when omitted).
+    /// Target: HOST:PORT, [IPV6]:PORT, or a URL (http://host:port/; port 80 when omitted).
     target: String,
     /// Maximum number of hops.
     #[arg(short = 'm', long, default_value_t = 30, value_name = "N")]
@@ -85,12 +85,32 @@ pub struct TraceArgs {
     /// First TTL.
     #[arg(short = 'f', long, default_value_t = 1, value_name = "N")]
     first_ttl: u8,
-    /// Probes per hop.
+    /// Probes per hop (per round).
     #[arg(short = 'q', long, default_value_t = 3, value_name = "N")]
     queries: u8,
-    /// Wait for each probe's answer.
+    /// Longest wait for a probe's answer; once a farther hop has answered, a probe is
+    /// given up after 10 times that answer's round trip (as traceroute's -w).
     #[arg(short = 'w', long, default_value = "2s", value_parser = parse_duration, value_name = "TIME")]
     wait: Duration,
+    /// Probes in flight at once (traceroute -N).
+    #[arg(short = 'N', long, default_value_t = 16, value_name = "N")]
+    parallel: usize,
+    /// Rounds over the path, for loss and jitter per hop (as mtr -c); the table of
+    /// each hop's loss and round trips is printed at the end.
+    #[arg(
+        short = 'c',
+        long,
+        visible_alias = "repeat",
+        default_value_t = 1,
+        value_name = "N"
+    )]
+    count: u32,
+    /// Time between the starts of two rounds (with --count).
+    #[arg(short = 'i', long, default_value = "1s", value_parser = parse_duration, value_name = "TIME")]
+    interval: Duration,
+    /// Print only the per-hop table at the end (as mtr --report), not the hops as they come.
+    #[arg(long)]
+    report: bool,
     /// Use IPv4 only.
     #[arg(short = '4', conflicts_with = "ipv6")]
     ipv4: bool,
@@ -122,7 +142,10 @@ fn ms(d: Duration) -> f64 {
 }
 
 pub fn ping(args: &PingArgs) -> anyhow::Result<u8> {
-    let target = tcpdoctor_probe::resolve(&args.target, family(args.ipv4, args.ipv6))?;
+    let target = tcpdoctor_probe::resolve(
+        &crate::target::host_port(&args.target),
+        family(args.ipv4, args.ipv6),
+    )?;
     if args.interval.is_zero() || args.timeout.is_zero() {
         anyhow::bail!("interval and timeout must be above 0");
     }
@@ -266,9 +289,12 @@ fn probe_error(e: ProbeError) -> anyhow::Error {
 }
 
 pub fn trace(args: &TraceArgs) -> anyhow::Result<u8> {
-    let target = tcpdoctor_probe::resolve(&args.target, family(args.ipv4, args.ipv6))?;
-    if args.queries == 0 || args.wait.is_zero() {
-        anyhow::bail!("at least one probe per hop and a wait above 0 are needed");
+    let target = tcpdoctor_probe::resolve(
+        &crate::target::host_port(&args.target),
+        family(args.ipv4, args.ipv6),
+    )?;
+    if args.queries == 0 || args.wait.is_zero() || args.count == 0 || args.parallel == 0 {
+        anyhow::bail!("at least one probe per hop, one round, one probe in flight and a wait above 0 are needed");
     }
     let config = TraceConfig {
         target,
@@ -276,78 +302,198 @@ pub fn trace(args: &TraceArgs) -> anyhow::Result<u8> {
         max_hops: args.max_hops,
         probes: args.queries,
         wait: args.wait,
+        parallel: args.parallel,
+        rounds: args.count,
+        interval: args.interval,
     };
     let stop = stop_on_ctrl_c();
     let text = matches!(args.format, Format::Text);
+    let lines = text && !args.report;
+    let rounds_progress = text && args.count > 1 && io::stderr().is_terminal();
     let mut out = io::stdout();
-    let mut line_from: Option<std::net::IpAddr> = None;
-    let mut line_started = false;
+    let started = std::time::Instant::now();
     let result = tcpdoctor_probe::trace(&config, &stop, |e| {
-        if !text {
-            return;
-        }
         let _ = match e {
-            TraceEvent::Started(src) => writeln!(
+            TraceEvent::Started(src) if text => writeln!(
                 out,
                 "traceroute to {target}, {} hops max, TCP SYN from {src} (one flow: same addresses and ports for every probe)",
                 config.max_hops
             ),
-            TraceEvent::Probe { ttl, probe } => {
-                let mut s = String::new();
-                if !std::mem::replace(&mut line_started, true) {
-                    s.push_str(&format!("{ttl:>2} "));
-                }
-                match probe.answer {
-                    None => s.push_str(" *"),
-                    Some((from, rtt, kind)) => {
-                        if line_from != Some(from) {
-                            s.push_str(&format!(" {from}"));
-                            line_from = Some(from);
-                        }
-                        s.push_str(&format!("  {:.3} ms", ms(rtt)));
-                        match kind {
-                            HopReply::TimeExceeded => {}
-                            HopReply::Unreachable(k) => s.push_str(&format!(" {}", k.mark())),
-                            HopReply::SynAck => s.push_str(" [open]"),
-                            HopReply::Rst => s.push_str(" [closed]"),
-                        }
-                    }
-                }
-                write!(out, "{s}").and_then(|_| out.flush())
+            TraceEvent::HopDone(hop) if lines => {
+                writeln!(out, "{}", hop_line(hop)).and_then(|_| out.flush())
             }
-            TraceEvent::HopDone(_) => {
-                (line_from, line_started) = (None, false);
-                writeln!(out)
+            TraceEvent::RoundDone(n) if rounds_progress => {
+                eprint!("\r\x1b[2Kround {n} of {}", config.rounds);
+                Ok(())
             }
+            _ => Ok(()),
         };
     })
     .map_err(probe_error)?;
+    if rounds_progress {
+        eprint!("\r\x1b[2K");
+    }
+    let elapsed = started.elapsed();
     if !text {
         let doc = serde_json::json!({
+            "schema": 1,
+            "tool_version": env!("CARGO_PKG_VERSION"),
+            "command": "trace",
+            "input": {
+                "target": args.target, "max_hops": args.max_hops, "first_ttl": args.first_ttl,
+                "queries": args.queries, "wait_ms": ms(args.wait), "parallel": args.parallel,
+                "count": args.count, "interval_ms": ms(args.interval),
+            },
             "target": target.to_string(),
             "source": result.source.to_string(),
             "reached": result.reached,
-            "hops": result.hops.iter().map(|h| serde_json::json!({
-                "ttl": h.ttl,
-                "probes": h.probes.iter().map(|p| match p.answer {
-                    None => serde_json::Value::Null,
-                    Some((from, rtt, kind)) => serde_json::json!({
-                        "from": from.to_string(), "rtt_ms": ms(rtt),
-                        "reply": match kind {
-                            HopReply::TimeExceeded => "time_exceeded".to_string(),
-                            HopReply::Unreachable(k) => format!("unreachable{}", k.mark()),
-                            HopReply::SynAck => "syn-ack".to_string(),
-                            HopReply::Rst => "rst".to_string(),
-                        },
-                    }),
-                }).collect::<Vec<_>>(),
-            })).collect::<Vec<_>>(),
+            "rounds": result.rounds,
+            "interrupted": result.interrupted,
+            "elapsed_s": round3(elapsed.as_secs_f64()),
+            "hops": result.hops.iter().map(|h| {
+                let s = hop_stats(h);
+                serde_json::json!({
+                    "ttl": h.ttl,
+                    "addresses": h.addresses().iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+                    "sent": h.probes.len(),
+                    "answered": h.answered(),
+                    "loss": round3(h.loss()),
+                    "rtt_ms": s.map(|s| serde_json::json!({
+                        "last": s.last, "avg": s.avg, "best": s.best, "worst": s.worst, "stdev": s.stdev,
+                    })),
+                    "probes": h.probes.iter().map(|p| match p.answer {
+                        None => serde_json::Value::Null,
+                        Some((from, rtt, kind)) => serde_json::json!({
+                            "from": from.to_string(), "rtt_ms": round3(ms(rtt)),
+                            "reply": reply_name(kind),
+                        }),
+                    }).collect::<Vec<_>>(),
+                })
+            }).collect::<Vec<_>>(),
         });
         serde_json::to_writer(&mut out, &doc)?;
         writeln!(out)?;
-    } else if !result.reached {
-        writeln!(out, "target not reached")?;
+    } else {
+        if result.interrupted {
+            // The terminal echoed ^C: start a clean line.
+            let wipe = if io::stdout().is_terminal() {
+                "\r\x1b[2K"
+            } else {
+                ""
+            };
+            writeln!(
+                out,
+                "{wipe}interrupted after {} round(s), {:.1} s",
+                result.rounds,
+                elapsed.as_secs_f64()
+            )?;
+        }
+        if args.report || args.count > 1 {
+            report_table(&mut out, &result)?;
+        }
+        if !result.reached && !result.interrupted {
+            writeln!(out, "target not reached")?;
+        }
     }
     out.flush()?;
     Ok(if result.reached { 0 } else { 1 })
+}
+
+fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
+fn reply_name(kind: HopReply) -> String {
+    match kind {
+        HopReply::TimeExceeded => "time_exceeded".to_string(),
+        HopReply::Unreachable(k) => format!("unreachable{}", k.mark()),
+        HopReply::SynAck => "syn-ack".to_string(),
+        HopReply::Rst => "rst".to_string(),
+    }
+}
+
+/// A traceroute line: ` 3  10.0.2.1  0.123 ms  0.101 ms *`.
+fn hop_line(hop: &tcpdoctor_probe::Hop) -> String {
+    let mut s = format!("{:>2} ", hop.ttl);
+    let mut line_from = None;
+    for probe in &hop.probes {
+        match probe.answer {
+            None => s.push_str(" *"),
+            Some((from, rtt, kind)) => {
+                if line_from != Some(from) {
+                    s.push_str(&format!(" {from}"));
+                    line_from = Some(from);
+                }
+                s.push_str(&format!("  {:.3} ms", ms(rtt)));
+                match kind {
+                    HopReply::TimeExceeded => {}
+                    HopReply::Unreachable(k) => s.push_str(&format!(" {}", k.mark())),
+                    HopReply::SynAck => s.push_str(" [open]"),
+                    HopReply::Rst => s.push_str(" [closed]"),
+                }
+            }
+        }
+    }
+    s
+}
+
+/// Round trips of a hop's answered probes, in ms.
+struct HopStats {
+    last: f64,
+    avg: f64,
+    best: f64,
+    worst: f64,
+    stdev: f64,
+}
+
+fn hop_stats(h: &tcpdoctor_probe::Hop) -> Option<HopStats> {
+    let v: Vec<f64> = h.rtts().iter().map(|d| ms(*d)).collect();
+    let last = *v.last()?;
+    let n = v.len() as f64;
+    let avg = v.iter().sum::<f64>() / n;
+    let var = v.iter().map(|x| (x - avg) * (x - avg)).sum::<f64>() / n;
+    Some(HopStats {
+        last: round3(last),
+        avg: round3(avg),
+        best: round3(v.iter().copied().fold(f64::INFINITY, f64::min)),
+        worst: round3(v.iter().copied().fold(0.0, f64::max)),
+        stdev: round3(var.sqrt()),
+    })
+}
+
+/// mtr's report: one line per hop with its loss and round trips.
+fn report_table(out: &mut impl Write, r: &tcpdoctor_probe::TraceResult) -> io::Result<()> {
+    writeln!(
+        out,
+        "{:<4}{:<40} {:>6} {:>5} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "hop", "host", "loss%", "sent", "last", "avg", "best", "worst", "stdev"
+    )?;
+    for h in &r.hops {
+        let addrs = h.addresses();
+        let host = if addrs.is_empty() {
+            "???".to_string()
+        } else {
+            addrs
+                .iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let st = hop_stats(h);
+        let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
+        writeln!(
+            out,
+            "{:<4}{:<40} {:>5.1}% {:>5} {:>8} {:>8} {:>8} {:>8} {:>8}",
+            format!("{}.", h.ttl),
+            host,
+            h.loss() * 100.0,
+            h.probes.len(),
+            f(st.as_ref().map(|s| s.last)),
+            f(st.as_ref().map(|s| s.avg)),
+            f(st.as_ref().map(|s| s.best)),
+            f(st.as_ref().map(|s| s.worst)),
+            f(st.as_ref().map(|s| s.stdev)),
+        )?;
+    }
+    Ok(())
 }

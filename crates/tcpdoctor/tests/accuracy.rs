@@ -24,7 +24,11 @@ fn reported(path: &Path) -> String {
         .as_array()
         .unwrap()
         .iter()
-        .find(|f| f["share_of_time"].as_f64().unwrap() >= HEALTHY_MAX_SHARE)
+        .find(|f| {
+            // Failed requests count whatever time they took.
+            f["share_of_time"].as_f64().unwrap() >= HEALTHY_MAX_SHARE
+                || f["details"].get("requests_lost").is_some()
+        })
         .map_or("none".to_string(), |f| {
             format!(
                 "{}/{}",

@@ -7,6 +7,7 @@ pub mod listen_queue;
 pub mod nagle;
 pub mod path_mtu;
 pub mod receive_window;
+pub mod refused_reset;
 pub mod retransmission;
 pub mod setup;
 pub mod slow_start_after_idle;
@@ -38,6 +39,8 @@ pub enum Kind {
     ListenQueueOverflow,
     SynFlood,
     TlsHandshake,
+    ConnectionRefused,
+    ConnectionReset,
 }
 
 impl Kind {
@@ -58,12 +61,25 @@ impl Kind {
             Kind::ListenQueueOverflow => "listen_queue_overflow",
             Kind::SynFlood => "syn_flood",
             Kind::TlsHandshake => "tls_handshake",
+            Kind::ConnectionRefused => "connection_refused",
+            Kind::ConnectionReset => "connection_reset",
         }
+    }
+
+    /// A request failed (rather than waited): reported whatever its share of
+    /// the time, before the delays.
+    pub fn is_failure(self) -> bool {
+        matches!(self, Kind::ConnectionRefused | Kind::ConnectionReset)
     }
 
     pub fn bit(self) -> u32 {
         1 << (self as u32)
     }
+}
+
+/// Whether the kind named so is a failed request ([`Kind::is_failure`]).
+pub fn failure_name(name: &str) -> bool {
+    matches!(name, "connection_refused" | "connection_reset")
 }
 
 /// One instance of a mechanism costing time.
@@ -214,6 +230,16 @@ pub enum Detail {
         last_ns: i64,
         /// Legitimate connections to the target whose SYN had to be retried.
         delayed: u64,
+    },
+    /// A refused connection or a reset that cost a request.
+    Failure {
+        requests_lost: u32,
+        /// The RST's TTL and that of the endpoint's other packets (equal
+        /// when it sent the RST itself).
+        rst_ttl: u8,
+        ttl: u8,
+        /// Bytes of the request that got no answer.
+        request_bytes: u64,
     },
     Blackhole {
         /// The segment size that never got through, the one that did.
