@@ -16,7 +16,7 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread;
 
 use anyhow::Context;
-use tcpdoctor_capture::{CaptureError, CaptureReader, Format};
+use tcpdoctor_capture::{decompressed, CaptureError, CaptureReader, Compression};
 use tcpdoctor_diagnose::{payload_needed, Engine};
 use tcpdoctor_wire::{decode, DecodeError, LinkType, Skip, TcpFlags, TcpSegment, Timestamp};
 
@@ -26,6 +26,7 @@ const IN_FLIGHT: usize = 4;
 /// An opened capture, header read.
 pub struct Input {
     reader: CaptureReader<Box<dyn Read + Send>>,
+    compression: Compression,
 }
 
 impl Input {
@@ -35,12 +36,20 @@ impl Input {
         } else {
             Box::new(File::open(path).with_context(|| path.to_string())?)
         };
+        let (src, compression) = decompressed(src).with_context(|| name.to_string())?;
         let reader = CaptureReader::new(src).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
-        Ok(Input { reader })
+        Ok(Input {
+            reader,
+            compression,
+        })
     }
 
-    pub fn format(&self) -> Format {
-        self.reader.format()
+    /// The container format, and the compression when there is one.
+    pub fn format(&self) -> String {
+        match self.compression {
+            Compression::None => self.reader.format().to_string(),
+            c => format!("{}, {c}", self.reader.format()),
+        }
     }
 
     pub fn link_type(&self) -> Option<LinkType> {

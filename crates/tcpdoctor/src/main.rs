@@ -85,7 +85,9 @@ Examples:
 Input: pcap (µs or ns, either byte order) and pcapng (several interfaces), on Ethernet
 (VLAN, QinQ), Linux cooked SLL/SLL2 (tcpdump -i any), raw IP and BSD loopback; IPv4 and
 IPv6. Captures taken at the client, the server or in between all work; snaplen-truncated
-and TSO/GRO captures are fine.
+and TSO/GRO captures are fine. gzip and zstd compressed captures (tcpdump -z gzip, rotated
+.pcap.gz files) are read as they are, told by their content rather than their name, from
+files and from standard input.
 
 What it reports (largest cost first; causes under 1% of the time are listed as minor):
   nagle_delayed_ack        a small segment held the rest of a message until the peer's delayed ACK
@@ -105,7 +107,7 @@ breaks, with a warning); 1 --fail-on-finding was given and a finding was reporte
 
 #[derive(clap::Args)]
 struct AnalyzeArgs {
-    /// Capture file (pcap or pcapng), or `-` for standard input.
+    /// Capture file (pcap or pcapng, plain, gzip or zstd), or `-` for standard input.
     file: String,
     /// Output format: `text` for people, `json` for machines (schema in the README).
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -206,7 +208,6 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
             );
         }
     }
-    let format = format.to_string();
     let mut engine = Engine::new(Options {
         max_connections: args.max_connections,
         flow: tcpdoctor_diagnose::FlowConfig {
