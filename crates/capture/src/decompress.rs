@@ -115,7 +115,7 @@ pub fn decompressed<R: Read + Send + 'static>(
         },
     );
     let decoder = match compression {
-        Compression::Gzip => Decoder::Gzip(flate2::bufread::MultiGzDecoder::new(counted)),
+        Compression::Gzip => Decoder::Gzip(Box::new(flate2::bufread::MultiGzDecoder::new(counted))),
         _ => Decoder::Zstd(zstd::stream::read::Decoder::with_buffer(counted)?),
     };
     Ok((
@@ -155,7 +155,7 @@ impl Read for Counted {
 }
 
 enum Decoder {
-    Gzip(flate2::bufread::MultiGzDecoder<BufReader<Counted>>),
+    Gzip(Box<flate2::bufread::MultiGzDecoder<BufReader<Counted>>>),
     Zstd(zstd::stream::read::Decoder<'static, BufReader<Counted>>),
 }
 
