@@ -7,7 +7,9 @@ mod diagnose;
 mod html;
 mod input;
 mod load;
+mod merge;
 mod probe;
+mod select;
 mod sockets;
 mod sysctl;
 mod watch;
@@ -107,8 +109,26 @@ breaks, with a warning); 1 --fail-on-finding was given and a finding was reporte
 
 #[derive(clap::Args)]
 struct AnalyzeArgs {
-    /// Capture file (pcap or pcapng, plain, gzip or zstd), or `-` for standard input.
-    file: String,
+    /// Capture file(s) (pcap or pcapng, plain, gzip or zstd), directories of them, or `-` for
+    /// standard input. Several are merged by time, as mergecap does.
+    #[arg(value_name = "FILE", required = true, num_args = 1..)]
+    files: Vec<String>,
+    /// Analyse only the packets this tcpdump-like filter keeps (host, net, port,
+    /// portrange, tcp/udp/ip/ip6; and, or, not, parentheses), e.g. `port 8080 and host
+    /// 10.0.0.2`. The same language as `watch --filter`.
+    #[arg(long, value_name = "EXPR")]
+    filter: Option<String>,
+    /// Analyse from this time on: seconds after the first packet (`2.5`), a Unix time
+    /// (`@1700000000`) or a UTC time (`2026-11-24T08:01:02Z`, `08:01:02`).
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    from: Option<String>,
+    /// Analyse up to this time (included); the same forms as --from.
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    to: Option<String>,
+    /// The full report of one connection: its id in the report of the whole capture
+    /// (the `id` column, JSON `connections[].id`). Reads the file twice.
+    #[arg(long, value_name = "ID")]
+    connection: Option<u64>,
     /// Output format: `text` for people, `json` for machines (schema in the README).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
@@ -176,18 +196,49 @@ fn main() -> ExitCode {
 }
 
 fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
-    let name = if args.file == "-" {
-        "<stdin>"
+    let stdin = args.files.iter().any(|f| f == "-");
+    if stdin && args.files.len() > 1 {
+        anyhow::bail!("`-` (standard input) cannot be merged with other inputs; give files only");
+    }
+    let paths = if stdin {
+        args.files.clone()
     } else {
-        args.file.as_str()
+        merge::expand(&args.files)?
     };
-    if args.annotate.is_some() && args.file == "-" {
+    let many = paths.len() > 1;
+    let name = if stdin {
+        "<stdin>".to_string()
+    } else if many {
+        format!("{} and {} more", paths[0], paths.len() - 1)
+    } else {
+        paths[0].clone()
+    };
+    if args.annotate.is_some() && (stdin || many) {
         anyhow::bail!(
-            "--annotate needs a capture file (it is read a second time), not standard input"
+            "--annotate needs one capture file (it is read a second time and written out \
+             frame for frame), not standard input or several files"
         );
     }
-    let input = Input::open(&args.file, name)?;
-    if args.file == "-" {
+    if args.connection.is_some() && stdin {
+        anyhow::bail!(
+            "--connection needs a capture file (it is read twice: to find the connection, \
+             then to analyse it), not standard input"
+        );
+    }
+    let mut selection = select::Selection {
+        filter: match &args.filter {
+            Some(text) => Some((
+                text.clone(),
+                tcpdoctor_filter::Filter::parse(text)
+                    .map_err(|e| anyhow::anyhow!("--filter {text:?}: {e}"))?,
+            )),
+            None => None,
+        },
+        from: args.from.as_deref().map(select::parse_time).transpose()?,
+        to: args.to.as_deref().map(select::parse_time).transpose()?,
+        connection: None,
+    };
+    if stdin {
         // `tcpdump -w - | tcpdoctor analyze -` then Ctrl-C: the interrupt reaches
         // both; tcpdump stops and closes the pipe, and what was captured is
         // analysed. A second Ctrl-C quits at once.
@@ -199,57 +250,98 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
             eprintln!("tcpdoctor: interrupted; analysing what was read (Ctrl-C again to quit)");
         });
     }
-    let (format, link) = (input.format(), input.link_type());
-    if let Some(link) = link {
-        if !link.is_supported() {
+    if let Some(id) = args.connection {
+        // First pass: which endpoints and when; the second analyses only those packets.
+        let (first, ..) = analyze_pass(args, &paths, &name, selection.clone(), usize::MAX)?;
+        let Some(c) = first.connections.iter().find(|c| c.id == id) else {
             anyhow::bail!(
-                "{name}: link type {} is not supported (supported: Ethernet, Linux cooked SLL/SLL2, raw IPv4/IPv6, BSD loopback)",
-                link.to_raw()
+                "--connection {id}: no such connection ({} in the capture{})",
+                first.capture.connections,
+                if selection.is_empty() {
+                    ""
+                } else {
+                    " as selected"
+                }
             );
-        }
-    }
-    let mut engine = Engine::new(Options {
-        max_connections: args.max_connections,
-        flow: tcpdoctor_diagnose::FlowConfig {
-            max_open: usize::try_from(args.max_open_connections).unwrap_or(usize::MAX),
-            ..tcpdoctor_diagnose::FlowConfig::default()
-        },
-        ..Options::default()
-    });
-    let stopped = input.feed(&mut engine);
-    if let Some(e) = stopped {
-        if e.kind == ErrorKind::Io || (engine.frames() == 0 && e.kind != ErrorKind::Truncated) {
-            anyhow::bail!("{name}: {e}");
-        }
-        let what = match e.kind {
-            ErrorKind::Truncated => "the capture is truncated",
-            _ => "the capture is corrupt",
         };
-        engine.warn(format!(
-            "{name}: {what} at byte {} ({}); the {} packets before it were analysed",
-            e.offset,
-            e.detail,
-            engine.frames()
-        ));
+        let start = first.capture.start_unix * 1e9 + c.start_ms * 1e6;
+        // A millisecond either side covers the float rounding of the times.
+        selection.connection = Some(select::OneConnection {
+            client: c.client,
+            server: c.server,
+            first_ns: (start - 1e6) as i64,
+            last_ns: (start + c.duration_ms * 1e6 + 1e6) as i64,
+        });
     }
-    let (analysis, bins) = engine.finish_with_distribution();
-    if args.html.is_some() || args.annotate.is_some() {
+    let (mut analysis, bins, format, merger) =
+        analyze_pass(args, &paths, &name, selection.clone(), args.max_connections)?;
+    if let Some(id) = args.connection {
+        // The connection keeps the number it has in the whole capture.
+        for c in &mut analysis.connections {
+            c.id = id;
+        }
+        for f in analysis
+            .findings
+            .iter_mut()
+            .chain(analysis.minor_findings.iter_mut())
+        {
+            for e in &mut f.evidence {
+                e.connection = id;
+            }
+        }
+    }
+    let selected = !selection.is_empty();
+    if (args.html.is_some() || args.annotate.is_some()) && !(selected && args.annotate.is_some()) {
+        // The second pass numbers frames as the file does: with a selection
+        // or a merge it would not match, so the time-sequence graphs are left out.
+        let reread = (!stdin && !many && !selected).then_some(paths[0].as_str());
         html::write(
             &analysis,
             &bins,
-            (args.file != "-").then_some(args.file.as_str()),
-            name,
+            reread,
+            &name,
             &format,
             &html::Outputs {
                 html: args.html.as_deref(),
                 annotate: args.annotate.as_deref(),
             },
         )?;
+    } else if args.annotate.is_some() {
+        anyhow::bail!(
+            "--annotate writes every frame of the capture: it does not combine with a selection"
+        );
     }
+    let name = name.as_str();
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     match args.format {
-        Format::Json => tcpdoctor_report::json(&analysis, &mut out)?,
+        Format::Json if merger.is_none() && !selected => {
+            tcpdoctor_report::json(&analysis, &mut out)?
+        }
+        Format::Json => {
+            // The analysis document as for one capture, then what the merge
+            // and the selection add, in that order.
+            let mut doc = serde_json::to_vec(&analysis)?;
+            doc.pop(); // the closing brace
+            out.write_all(&doc)?;
+            if let Some(m) = &merger {
+                out.write_all(b",\"inputs\":")?;
+                serde_json::to_writer(&mut out, &m.report(&analysis))?;
+            }
+            if selected {
+                out.write_all(b",\"selection\":")?;
+                serde_json::to_writer(
+                    &mut out,
+                    &serde_json::json!({
+                        "filter": args.filter,
+                        "from": args.from,
+                        "to": args.to,
+                        "connection": args.connection,
+                    }),
+                )?;
+            }
+            out.write_all(b"}\n")?;
+        }
         Format::Text => {
             use std::io::IsTerminal;
             let tty = io::stdout().is_terminal();
@@ -274,7 +366,10 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
                 },
                 tcpdoctor_report::Style::from_env(tty, |k| std::env::var(k).ok()),
                 &mut out,
-            )?
+            )?;
+            if let Some(m) = &merger {
+                m.report(&analysis).text(&mut out)?;
+            }
         }
     }
     out.flush()?;
@@ -282,4 +377,74 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
         return Ok(EXIT_FINDING);
     }
     Ok(EXIT_OK)
+}
+
+/// One read of the input(s) through the engine.
+fn analyze_pass(
+    args: &AnalyzeArgs,
+    paths: &[String],
+    name: &str,
+    selection: select::Selection,
+    max_connections: usize,
+) -> anyhow::Result<(
+    tcpdoctor_diagnose::model::Analysis,
+    Vec<tcpdoctor_diagnose::model::LatencyBin>,
+    String,
+    Option<merge::Merger>,
+)> {
+    let input = if paths.len() > 1 {
+        Input::open_many(paths)?
+    } else {
+        Input::open(&paths[0], name)?
+    };
+    for link in input.link_types() {
+        if !link.is_supported() {
+            anyhow::bail!(
+                "{name}: link type {} is not supported (supported: Ethernet, Linux cooked SLL/SLL2, raw IPv4/IPv6, BSD loopback)",
+                link.to_raw()
+            );
+        }
+    }
+    let format = input.format();
+    let selected = !selection.is_empty();
+    let mut engine = Engine::new(Options {
+        max_connections,
+        flow: tcpdoctor_diagnose::FlowConfig {
+            max_open: usize::try_from(args.max_open_connections).unwrap_or(usize::MAX),
+            ..tcpdoctor_diagnose::FlowConfig::default()
+        },
+        ..Options::default()
+    });
+    let fed = input.feed(&mut engine, selection);
+    if let Some(e) = fed.stopped {
+        if e.kind == ErrorKind::Io
+            || (engine.frames() == 0 && e.kind != ErrorKind::Truncated && !selected)
+        {
+            anyhow::bail!("{name}: {e}");
+        }
+        let what = match e.kind {
+            ErrorKind::Truncated => "the capture is truncated",
+            _ => "the capture is corrupt",
+        };
+        engine.warn(format!(
+            "{name}: {what} at byte {} ({}); the {} packets before it were analysed",
+            e.offset,
+            e.detail,
+            engine.frames()
+        ));
+    }
+    if let Some(m) = &fed.merger {
+        for w in m.warnings() {
+            engine.warn(w);
+        }
+    }
+    if let Some((read, kept)) = fed.selected {
+        if kept == 0 {
+            engine.warn(format!(
+                "the selection kept none of the {read} packets read"
+            ));
+        }
+    }
+    let (analysis, bins) = engine.finish_with_distribution();
+    Ok((analysis, bins, format, fed.merger))
 }

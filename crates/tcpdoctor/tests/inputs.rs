@@ -171,3 +171,183 @@ fn gzip_cut_short_is_analysed_up_to_the_cut() {
     let packets = v["capture"]["packets"].as_u64().unwrap();
     assert!(packets > 0 && packets < 922, "{packets}");
 }
+
+/// The example split at `at` packets into two pcap files (the second gzip'd,
+/// as `tcpdump -C N -z gzip` leaves all but the newest).
+fn halves(at: usize) -> (PathBuf, PathBuf) {
+    use tcpdoctor_capture::write::PcapWriter;
+    use tcpdoctor_capture::CaptureReader;
+    let raw = std::fs::read(example()).unwrap();
+    let mut r = CaptureReader::new(&raw[..]).unwrap();
+    let link = r.link_type().unwrap();
+    let mut a = PcapWriter::new(Vec::new(), link, 65535).unwrap();
+    let mut b = PcapWriter::new(Vec::new(), link, 65535).unwrap();
+    let mut n = 0;
+    while let Some(p) = r.next_packet().unwrap() {
+        let w = if n < at { &mut a } else { &mut b };
+        w.write_packet(p.ts, p.data, p.orig_len).unwrap();
+        n += 1;
+    }
+    (
+        temp("rot-0.pcap.gz", &gzip(&a.into_inner())),
+        temp("rot-1.pcap", &b.into_inner()),
+    )
+}
+
+fn without(mut v: serde_json::Value, key: &str) -> serde_json::Value {
+    v.as_object_mut().unwrap().remove(key);
+    v
+}
+
+#[test]
+fn rotated_halves_give_the_findings_of_the_whole() {
+    let whole: serde_json::Value = serde_json::from_str(&json_of(
+        &["analyze", "--format", "json", example().to_str().unwrap()],
+        None,
+    ))
+    .unwrap();
+    let (a, b) = halves(461);
+    // In either order on the command line: the merge is by time.
+    for args in [[&a, &b], [&b, &a]] {
+        let merged: serde_json::Value = serde_json::from_str(&json_of(
+            &[
+                "analyze",
+                "--format",
+                "json",
+                args[0].to_str().unwrap(),
+                args[1].to_str().unwrap(),
+            ],
+            None,
+        ))
+        .unwrap();
+        let files = &merged["inputs"]["files"];
+        assert_eq!(
+            files[0]["packets"].as_u64().unwrap() + files[1]["packets"].as_u64().unwrap(),
+            922
+        );
+        assert_eq!(merged["inputs"]["connections_in_several_files"], 0);
+        assert_eq!(without(merged, "inputs"), whole);
+    }
+}
+
+#[test]
+fn a_directory_reads_like_its_files() {
+    let (a, b) = halves(300);
+    let files = json_of(
+        &[
+            "analyze",
+            "--format",
+            "json",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+        ],
+        None,
+    );
+    let d = dir().join("rotated");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::copy(&a, d.join("a.pcap.gz")).unwrap();
+    std::fs::copy(&b, d.join("b.pcap")).unwrap();
+    let from_dir: serde_json::Value = serde_json::from_str(&json_of(
+        &["analyze", "--format", "json", d.to_str().unwrap()],
+        None,
+    ))
+    .unwrap();
+    let files: serde_json::Value = serde_json::from_str(&files).unwrap();
+    assert_eq!(without(from_dir, "inputs"), without(files, "inputs"));
+}
+
+#[test]
+fn stdin_does_not_merge_with_files() {
+    let out = run(&["analyze", "-", example().to_str().unwrap()], Some(vec![]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be merged"));
+}
+
+fn analysis(args: &[&str]) -> serde_json::Value {
+    let path = example();
+    let mut all = vec!["analyze", "--format", "json"];
+    all.extend_from_slice(args);
+    all.push(path.to_str().unwrap());
+    serde_json::from_str(&json_of(&all, None)).unwrap()
+}
+
+#[test]
+fn connection_selects_one_connection_and_keeps_its_id() {
+    let whole = analysis(&[]);
+    let conn = whole["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == 4)
+        .unwrap()
+        .clone();
+    let one = analysis(&["--connection", "4"]);
+    assert_eq!(one["capture"]["connections"], 1);
+    assert_eq!(one["capture"]["packets"], conn["packets"]);
+    let c = &one["connections"][0];
+    assert_eq!(c["id"], 4);
+    assert_eq!(c["client"], conn["client"]);
+    assert_eq!(c["exchanges"], conn["exchanges"]);
+    assert_eq!(one["findings"][0]["kind"], "nagle_delayed_ack");
+    assert_eq!(one["findings"][0]["evidence"][0]["connection"], 4);
+    assert_eq!(one["selection"]["connection"], 4);
+    // The filter on the same endpoints selects the same packets.
+    let client = conn["client"].as_str().unwrap();
+    let port = client.rsplit(':').next().unwrap();
+    let filtered = analysis(&["--filter", &format!("tcp port {port}")]);
+    assert_eq!(filtered["capture"]["packets"], conn["packets"]);
+    assert_eq!(
+        filtered["findings"],
+        one["findings"]
+            .clone()
+            .as_array()
+            .map(|f| {
+                // Evidence names the connection by its number in each run.
+                let mut f = f.clone();
+                for x in &mut f {
+                    for e in x["evidence"].as_array_mut().unwrap() {
+                        e["connection"] = 1.into();
+                    }
+                }
+                serde_json::Value::Array(f)
+            })
+            .unwrap()
+    );
+    let out = run(
+        &["analyze", "--connection", "99", example().to_str().unwrap()],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn from_and_to_cut_a_window_relative_or_absolute() {
+    let whole = analysis(&[]);
+    let start = whole["capture"]["start_unix"].as_f64().unwrap();
+    let rel = analysis(&["--from", "1", "--to", "1.5"]);
+    let abs = analysis(&[
+        "--from",
+        &format!("@{:.6}", start + 1.0),
+        "--to",
+        &format!("@{:.6}", start + 1.5),
+    ]);
+    let n = rel["capture"]["packets"].as_u64().unwrap();
+    assert!(n > 0 && n < 922, "{n}");
+    assert_eq!(abs["capture"]["packets"], n);
+    assert!(rel["capture"]["duration_ms"].as_f64().unwrap() <= 500.0);
+    let empty = analysis(&["--from", "100"]);
+    assert_eq!(empty["capture"]["packets"], 0);
+    assert!(empty["capture"]["warnings"]
+        .to_string()
+        .contains("kept none"));
+    let out = run(
+        &[
+            "analyze",
+            "--from",
+            "yesterday",
+            example().to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+}
