@@ -44,12 +44,32 @@ pub fn parse_time(text: &str) -> anyhow::Result<TimePoint> {
     })
 }
 
+/// Decimal seconds to nanoseconds, exactly (no float rounding): `-1.5`, `1700000000.25`.
 fn seconds_to_ns(s: &str) -> anyhow::Result<i64> {
-    let v: f64 = s.parse()?;
-    if !v.is_finite() || v.abs() > 9.0e9 {
-        bail!("out of range");
+    let (neg, digits) = match s.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, s),
+    };
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    let all_digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
+    if (int.is_empty() && frac.is_empty())
+        || !all_digits(int)
+        || !all_digits(frac)
+        || frac.len() > 9
+    {
+        bail!("not a number of seconds");
     }
-    Ok((v * 1e9).round() as i64)
+    let whole: i64 = if int.is_empty() { 0 } else { int.parse()? };
+    let frac_ns: i64 = if frac.is_empty() {
+        0
+    } else {
+        format!("{frac:0<9}").parse()?
+    };
+    let ns = whole
+        .checked_mul(1_000_000_000)
+        .and_then(|n| n.checked_add(frac_ns))
+        .ok_or_else(|| anyhow::anyhow!("out of range"))?;
+    Ok(if neg { -ns } else { ns })
 }
 
 /// Marks a time of day only (no date): resolved against the capture's first packet.
