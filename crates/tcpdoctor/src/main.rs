@@ -76,7 +76,37 @@ enum Command {
     /// Live capture analysed as it happens: findings every interval, the full report at the end.
     #[command(after_help = watch::HELP)]
     Watch(watch::WatchArgs),
+    /// Shell completions for bash, zsh or fish, on standard output.
+    #[command(after_help = COMPLETIONS_HELP)]
+    Completions {
+        #[arg(value_enum)]
+        shell: Shell,
+    },
+    /// The manual page (roff), on standard output: `tcpdoctor man > tcpdoctor.1`.
+    #[command(after_help = MAN_HELP)]
+    Man,
 }
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+const COMPLETIONS_HELP: &str = "\
+Install:
+  bash  tcpdoctor completions bash > /etc/bash_completion.d/tcpdoctor
+        (or, for one user: tcpdoctor completions bash > ~/.local/share/bash-completion/completions/tcpdoctor)
+  zsh   tcpdoctor completions zsh > \"${fpath[1]}/_tcpdoctor\"   (then start a new shell)
+  fish  tcpdoctor completions fish > ~/.config/fish/completions/tcpdoctor.fish
+Try it in the current bash: source <(tcpdoctor completions bash)";
+
+const MAN_HELP: &str = "\
+Install:
+  tcpdoctor man > /usr/local/share/man/man1/tcpdoctor.1 && mandb -q
+  man tcpdoctor
+Read it without installing: tcpdoctor man | man -l -";
 
 const ANALYZE_HELP: &str = "\
 Examples:
@@ -178,6 +208,8 @@ fn main() -> ExitCode {
         Command::Sockets(args) => sockets::run(&args),
         Command::Sysctl(args) => sysctl::run(&args),
         Command::Watch(args) => watch::run(&args),
+        Command::Completions { shell } => completions(shell),
+        Command::Man => man(),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -192,6 +224,67 @@ fn main() -> ExitCode {
             eprintln!("tcpdoctor: {e:#}");
             ExitCode::from(EXIT_INPUT)
         }
+    }
+}
+
+fn completions(shell: Shell) -> anyhow::Result<u8> {
+    use clap::CommandFactory;
+    let shell = match shell {
+        Shell::Bash => clap_complete::Shell::Bash,
+        Shell::Zsh => clap_complete::Shell::Zsh,
+        Shell::Fish => clap_complete::Shell::Fish,
+    };
+    let mut out = io::stdout().lock();
+    clap_complete::generate(shell, &mut Cli::command(), "tcpdoctor", &mut out);
+    out.flush()?;
+    Ok(EXIT_OK)
+}
+
+/// One page: the command, then a section per subcommand with its options,
+/// from the same definitions as `--help`.
+fn man() -> anyhow::Result<u8> {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let mut out = io::stdout().lock();
+    let page = clap_mangen::Man::new(cmd.clone());
+    page.render_title(&mut out)?;
+    page.render_name_section(&mut out)?;
+    page.render_synopsis_section(&mut out)?;
+    page.render_description_section(&mut out)?;
+    writeln!(out, ".SH SUBCOMMANDS")?;
+    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+        let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+        writeln!(
+            out,
+            ".TP\n\\fBtcpdoctor {}\\fR\n{}",
+            sub.get_name(),
+            roff_text(&about)
+        )?;
+    }
+    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+        writeln!(out, ".SH \"TCPDOCTOR {}\"", sub.get_name().to_uppercase())?;
+        let sub = sub
+            .clone()
+            .bin_name(format!("tcpdoctor {}", sub.get_name()));
+        let m = clap_mangen::Man::new(sub);
+        m.render_synopsis_section(&mut out)?;
+        m.render_description_section(&mut out)?;
+        m.render_options_section(&mut out)?;
+        m.render_extra_section(&mut out)?;
+    }
+    page.render_extra_section(&mut out)?;
+    page.render_version_section(&mut out)?;
+    out.flush()?;
+    Ok(EXIT_OK)
+}
+
+/// Text safe in a roff paragraph: backslashes doubled, no line starting with a control character.
+fn roff_text(s: &str) -> String {
+    let s = s.replace('\\', "\\e");
+    if s.starts_with(['.', '\'']) {
+        format!("\\&{s}")
+    } else {
+        s
     }
 }
 
