@@ -51,6 +51,7 @@ echo "== end to end: nginx + wrk in namespaces"
 cargo build --release --locked
 if [ "$(id -u)" -eq 0 ]; then
   bash tests/e2e/nginx-wrk.sh target/release/tcpdoctor
+  bash tests/e2e/inputs.sh target/release/tcpdoctor
   bash tests/e2e/html.sh target/release/tcpdoctor
   bash tests/e2e/diagnose.sh target/release/tcpdoctor
   bash tests/e2e/load.sh target/release/tcpdoctor
