@@ -12,6 +12,7 @@ mod probe;
 mod select;
 mod sockets;
 mod sysctl;
+mod tls;
 mod watch;
 use input::Input;
 use std::process::ExitCode;
