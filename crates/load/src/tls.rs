@@ -227,7 +227,7 @@ impl Session {
         self.conn
             .process_new_packets()
             .map(|_| ())
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("TLS: {e}")))
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, explain(&e)))
     }
 
     /// Decrypted bytes ready now: `None` when there are none yet,
@@ -247,6 +247,17 @@ impl Session {
     }
 }
 
+/// A TLS failure in words, with what to do when it is the certificate.
+fn explain(e: &rustls::Error) -> String {
+    match e {
+        rustls::Error::InvalidCertificate(why) => format!(
+            "TLS: the server's certificate is not trusted ({why:?}); for a self-signed or \
+             private-CA certificate give --cacert FILE, or -k/--insecure to skip the check"
+        ),
+        e => format!("TLS: {e}"),
+    }
+}
+
 /// A TLS stream over a blocking socket (for requests timed one by one).
 pub type Blocking<S> = rustls::StreamOwned<ClientConnection, S>;
 
@@ -260,10 +271,9 @@ pub fn handshake_blocking<S: Read + Write>(
         .map_err(|e| io::Error::other(format!("TLS: {e}")))?;
     while conn.is_handshaking() {
         conn.complete_io(&mut socket).map_err(|e| {
-            if e.kind() == io::ErrorKind::InvalidData {
-                io::Error::new(io::ErrorKind::InvalidData, format!("TLS handshake: {e}"))
-            } else {
-                e
+            match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+                Some(tls) => io::Error::new(io::ErrorKind::InvalidData, explain(tls)),
+                None => e,
             }
         })?;
     }

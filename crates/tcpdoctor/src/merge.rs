@@ -514,10 +514,16 @@ pub struct View {
 
 impl Report {
     pub fn text(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        let second_views: u64 = self.files.iter().map(|f| f.second_views).sum();
         writeln!(
             out,
-            "\nINPUTS     {} files merged by time (frame numbers count the merged stream, as `mergecap -w` writes it)",
-            self.files.len()
+            "\nINPUTS     {} files merged by time (frame numbers count the merged stream{})",
+            self.files.len(),
+            if second_views > 0 {
+                " less the second views"
+            } else {
+                ", as `mergecap -w` writes it"
+            }
         )?;
         for f in &self.files {
             let span = match (f.first_unix, f.last_unix) {

@@ -38,7 +38,7 @@ pub fn text(r: &Report, out: &mut impl std::io::Write) -> std::io::Result<()> {
         )?;
     }
     if let Some(e) = &r.tls_error {
-        writeln!(out, "  TLS failed: {e}")?;
+        writeln!(out, "  {e}")?;
     }
     Ok(())
 }
