@@ -5,7 +5,8 @@
 //! accepts any certificate (a self-signed test server) but still does the
 //! whole handshake, so its cost is measured the same. The server name goes
 //! out as SNI (not for an IP address, RFC 6066 §3), and ALPN offers only
-//! `http/1.1`: the requests are HTTP/1.1.
+//! `http/1.1`: the requests are HTTP/1.1. Sessions are not resumed: every
+//! connection's handshake is a full one.
 //!
 //! [`Session`] drives a connection on a non-blocking socket for the load's
 //! epoll loop: ciphertext moves between the socket and rustls, plaintext
@@ -49,6 +50,10 @@ pub fn client_config(opts: &TlsOptions) -> io::Result<Arc<ClientConfig>> {
             .with_no_client_auth()
     };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // Every connection makes a full handshake: what a new client pays, and
+    // what wrk measures (it does not resume sessions either). rustls would
+    // otherwise resume from its in-memory ticket cache.
+    config.resumption = rustls::client::Resumption::disabled();
     Ok(Arc::new(config))
 }
 
