@@ -130,3 +130,16 @@ for i, e in enumerate(exprs):
     open(os.path.join(flt, f"expr-frame-{i:02}"), "wb").write(e.encode() + b"\0" + recs[i * 7][1])
 print(f"seeded {len(os.listdir(cap))} capture inputs, {n} Ethernet + {m} SLL decode frames, {len(os.listdir(flt))} filter inputs")
 PY
+
+# decompress: small capture seeds, gzip- and zstd-compressed (and cut short).
+dz="$here/corpus/decompress"
+mkdir -p "$dz"
+for f in "$cap"/*; do
+    size=$(wc -c < "$f")
+    [ "$size" -lt 20000 ] || continue
+    b=$(basename "$f")
+    gzip -9 -c "$f" > "$dz/$b.gz"
+    if command -v zstd >/dev/null; then zstd -q -c "$f" > "$dz/$b.zst"; fi
+    head -c 200 "$dz/$b.gz" > "$dz/$b.head.gz"
+done
+echo "seeded $(ls "$dz" | wc -l) decompress inputs"

@@ -24,6 +24,9 @@ command -v chromium >/dev/null || need_pkgs+=(chromium)
 command -v chromedriver >/dev/null || need_pkgs+=(chromium-driver)
 command -v tshark  >/dev/null || need_pkgs+=(tshark)
 command -v capinfos >/dev/null || need_pkgs+=(wireshark-common)
+command -v openssl >/dev/null || need_pkgs+=(openssl)
+command -v gzip    >/dev/null || need_pkgs+=(gzip)
+command -v zstd    >/dev/null || need_pkgs+=(zstd)
 python3 -c 'import ensurepip' 2>/dev/null || need_pkgs+=(python3-venv)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
@@ -53,6 +56,8 @@ echo "== end to end: nginx + wrk in namespaces"
 cargo build --release --locked
 if [ "$(id -u)" -eq 0 ]; then
   bash tests/e2e/nginx-wrk.sh target/release/tcpdoctor
+  bash tests/e2e/inputs.sh target/release/tcpdoctor
+  bash tests/e2e/tls.sh target/release/tcpdoctor
   bash tests/e2e/html.sh target/release/tcpdoctor
   bash tests/e2e/diagnose.sh target/release/tcpdoctor
   bash tests/e2e/load.sh target/release/tcpdoctor

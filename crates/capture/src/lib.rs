@@ -17,7 +17,10 @@
 use std::fmt;
 use std::io::{self, Read};
 
+pub use decompress::{decompressed, Compression, DecompressError};
 pub use tcpdoctor_wire::{LinkType, Timestamp};
+
+mod decompress;
 
 /// A record longer than this is corruption, not a packet.
 const MAX_RECORD: usize = 16 << 20;
@@ -558,11 +561,28 @@ impl<R: Read> CaptureReader<R> {
                 Ok(k) => self.end += k,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
+                    let offset = self.offset + self.end as u64;
+                    // Damaged compressed data is the capture's fault, not the
+                    // reading's: it is reported like a damaged record.
+                    if let Some(d) = e
+                        .get_ref()
+                        .and_then(|inner| inner.downcast_ref::<DecompressError>())
+                    {
+                        return Err(CaptureError {
+                            kind: if d.truncated {
+                                ErrorKind::Truncated
+                            } else {
+                                ErrorKind::Corrupt
+                            },
+                            offset,
+                            detail: d.to_string(),
+                        });
+                    }
                     return Err(CaptureError {
                         kind: ErrorKind::Io,
-                        offset: self.offset + self.end as u64,
+                        offset,
                         detail: format!("read failed: {e}"),
-                    })
+                    });
                 }
             }
         }

@@ -181,3 +181,166 @@ fn pcapng_comment_round_trip() {
     assert_eq!(pkts[1].1, 62);
     assert_eq!(pkts[2].0, 1_002);
 }
+
+mod compressed {
+    use super::*;
+    use std::io::{Cursor, Write};
+
+    fn gzip(b: &[u8]) -> Vec<u8> {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(b).unwrap();
+        e.finish().unwrap()
+    }
+
+    fn zstd(b: &[u8]) -> Vec<u8> {
+        zstd::encode_all(b, 3).unwrap()
+    }
+
+    /// Every packet through `decompressed`, as the binary reads.
+    fn read_via(bytes: Vec<u8>) -> (Compression, Vec<(i64, usize)>, Option<CaptureError>) {
+        let (src, c) = decompressed(Cursor::new(bytes)).unwrap();
+        let mut out = Vec::new();
+        let mut r = match CaptureReader::new(src) {
+            Ok(r) => r,
+            Err(e) => return (c, out, Some(e)),
+        };
+        loop {
+            match r.next_packet() {
+                Ok(Some(p)) => out.push((p.ts.nanos(), p.data.len())),
+                Ok(None) => return (c, out, None),
+                Err(e) => return (c, out, Some(e)),
+            }
+        }
+    }
+
+    fn plain(n: usize) -> Vec<(i64, usize)> {
+        let (c, pkts, err) = read_via(pcap_bytes(n));
+        assert_eq!(c, Compression::None);
+        assert!(err.is_none());
+        pkts
+    }
+
+    #[test]
+    fn gzip_and_zstd_read_like_the_plain_capture() {
+        let raw = pcap_bytes(300);
+        let want = plain(300);
+        for (bytes, kind) in [
+            (gzip(&raw), Compression::Gzip),
+            (zstd(&raw), Compression::Zstd),
+        ] {
+            let (c, pkts, err) = read_via(bytes);
+            assert_eq!(c, kind);
+            assert!(err.is_none(), "{kind}: {err:?}");
+            assert_eq!(pkts, want, "{kind}");
+        }
+    }
+
+    #[test]
+    fn concatenated_members_and_frames_are_one_stream() {
+        // `cat a.gz b.gz`: gzip -d reads both members; so do we. Same for zstd frames.
+        let raw = pcap_bytes(40);
+        let (head, tail) = raw.split_at(raw.len() / 2);
+        for (bytes, kind) in [
+            ([gzip(head), gzip(tail)].concat(), Compression::Gzip),
+            ([zstd(head), zstd(tail)].concat(), Compression::Zstd),
+        ] {
+            let (_, pkts, err) = read_via(bytes);
+            assert!(err.is_none(), "{kind}: {err:?}");
+            assert_eq!(pkts, plain(40), "{kind}");
+        }
+    }
+
+    #[test]
+    fn a_stream_cut_short_is_truncated_after_the_whole_packets() {
+        let raw = pcap_bytes(300);
+        for (bytes, kind) in [(gzip(&raw), "gzip"), (zstd(&raw), "zstd")] {
+            let cut = bytes.len() * 2 / 3;
+            let (_, pkts, err) = read_via(bytes[..cut].to_vec());
+            let e = err.expect("a cut stream is an error");
+            assert_eq!(e.kind, ErrorKind::Truncated, "{kind}: {e}");
+            assert!(
+                e.detail.contains(&format!("after {cut} compressed bytes")),
+                "{e}"
+            );
+            // zstd decodes whole blocks (up to 128 KB): a cut may leave none.
+            assert!(pkts.len() < 300, "{kind}: {}", pkts.len());
+            assert!(kind == "zstd" || !pkts.is_empty());
+            assert_eq!(pkts[..], plain(300)[..pkts.len()]);
+        }
+    }
+
+    #[test]
+    fn damaged_data_is_corrupt_and_says_where() {
+        let raw = pcap_bytes(300);
+        // A broken gzip header (reserved flag bits set): nothing read.
+        let mut bad = gzip(&raw);
+        bad[3] = 0xE0;
+        let (_, pkts, err) = read_via(bad);
+        let e = err.expect("an error");
+        assert_eq!(e.kind, ErrorKind::Corrupt);
+        assert!(pkts.is_empty());
+        assert!(
+            e.detail
+                .contains("gzip stream is corrupt at compressed byte"),
+            "{e}"
+        );
+        // A wrong CRC-32 in the trailer: every packet read, then the error.
+        let mut bad = gzip(&raw);
+        let n = bad.len();
+        bad[n - 6] ^= 0xFF;
+        let (_, pkts, err) = read_via(bad);
+        let e = err.expect("an error");
+        assert_eq!(e.kind, ErrorKind::Corrupt, "{e}");
+        assert_eq!(pkts.len(), 300);
+        assert!(
+            e.detail.contains(&format!("compressed byte {n}")),
+            "names the trailer's end: {e}"
+        );
+        // zstd: a reserved bit set in the frame header descriptor (RFC 8878 §3.1.1.1.1).
+        let mut bad = zstd(&raw);
+        bad[4] |= 0x08;
+        let (_, _, err) = read_via(bad);
+        let e = err.expect("an error");
+        assert!(
+            matches!(e.kind, ErrorKind::Corrupt | ErrorKind::Truncated),
+            "{e}"
+        );
+        assert!(e.detail.contains("zstd stream"), "{e}");
+    }
+
+    #[test]
+    fn short_and_odd_inputs_pass_through() {
+        for bytes in [vec![], vec![0x1f], vec![0x28, 0xb5, 0x2f]] {
+            let (c, pkts, err) = read_via(bytes.clone());
+            assert_eq!(c, Compression::None, "{bytes:?}");
+            assert!(pkts.is_empty());
+            assert_eq!(err.map(|e| e.kind), Some(ErrorKind::NotACapture));
+        }
+        // Just the two gzip magic bytes: a gzip stream that ends at once.
+        let (c, _, err) = read_via(vec![0x1f, 0x8b]);
+        assert_eq!(c, Compression::Gzip);
+        assert!(err.is_some());
+    }
+
+    /// A reader that hands out one byte at a time (a slow pipe).
+    struct Trickle(Cursor<Vec<u8>>);
+    impl Read for Trickle {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = buf.len().min(1);
+            self.0.read(&mut buf[..n])
+        }
+    }
+
+    #[test]
+    fn magic_split_across_reads_is_still_recognised() {
+        let raw = pcap_bytes(20);
+        let (src, c) = decompressed(Trickle(Cursor::new(zstd(&raw)))).unwrap();
+        assert_eq!(c, Compression::Zstd);
+        let mut r = CaptureReader::new(src).unwrap();
+        let mut n = 0;
+        while r.next_packet().unwrap().is_some() {
+            n += 1;
+        }
+        assert_eq!(n, 20);
+    }
+}

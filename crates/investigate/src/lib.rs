@@ -16,10 +16,11 @@
 
 pub mod report;
 pub mod route;
+pub mod tls;
 
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -57,6 +58,8 @@ pub struct Plan {
     /// Also write the capture as pcap.
     pub write: Option<PathBuf>,
     pub snaplen: u32,
+    /// https://: how the server's certificate is trusted.
+    pub tls: tcpdoctor_load::TlsOptions,
 }
 
 impl Plan {
@@ -77,6 +80,7 @@ impl Plan {
             capture: true,
             write: None,
             snaplen: 512,
+            tls: tcpdoctor_load::TlsOptions::default(),
         }
     }
 }
@@ -113,6 +117,8 @@ pub struct Sequential {
     pub error: Option<String>,
     /// The kernel's view of the (last) connection, after the requests.
     pub tcp_info: Option<TcpInfo>,
+    /// How the first connection and request began: connect, TLS, first byte.
+    pub setup: Option<tls::Setup>,
 }
 
 impl Sequential {
@@ -267,6 +273,9 @@ pub fn run_with(
             *interrupted = Some(s);
         }
     };
+    // https://: the certificate is checked once before anything is measured,
+    // so that an untrusted one is a clear error rather than failed requests.
+    let tls = tls::prepare(plan)?;
 
     // 1. Round trip, before the capture starts: the probes are not part of
     //    the traffic to explain.
@@ -335,7 +344,7 @@ pub fn run_with(
 
     let sequential = if interrupted.is_none() {
         step(Step::Sequential);
-        sequential(plan, server, &request, interrupt)
+        sequential(plan, server, &request, tls.as_ref(), interrupt)
     } else {
         Sequential::default()
     };
@@ -351,6 +360,7 @@ pub fn run_with(
             threads: plan.threads.clamp(1, plan.connections),
             duration: plan.load_duration,
             timeout: plan.timeout,
+            tls: plan.tls.clone(),
             ..tcpdoctor_load::Config::new(plan.target.clone(), plan.request.clone())
         };
         match tcpdoctor_load::run(&config, interrupt) {
@@ -436,11 +446,17 @@ pub fn run_with(
 }
 
 /// Requests one after another on one keep-alive connection, each timed.
-fn sequential(plan: &Plan, server: SocketAddr, request: &[u8], interrupt: &Live) -> Sequential {
+fn sequential(
+    plan: &Plan,
+    server: SocketAddr,
+    request: &[u8],
+    tls: Option<&tls::Client>,
+    interrupt: &Live,
+) -> Sequential {
     let mut out = Sequential::default();
     let deadline = Instant::now() + plan.sequential_budget;
     let head = plan.request.method.eq_ignore_ascii_case("HEAD");
-    let mut conn: Option<TcpStream> = None;
+    let mut conn: Option<tls::Stream> = None;
     let mut buf = vec![0u8; 64 * 1024];
     let mut parser = Parser::new(head);
     while out.latencies_ms.len() < plan.sequential as usize
@@ -453,8 +469,11 @@ fn sequential(plan: &Plan, server: SocketAddr, request: &[u8], interrupt: &Live)
                 if !out.latencies_ms.is_empty() {
                     out.reconnects += 1;
                 }
-                match connect(server, plan.timeout) {
-                    Ok(s) => conn.insert(s),
+                match tls::connect(server, plan.timeout, tls) {
+                    Ok((s, setup)) => {
+                        out.setup.get_or_insert(setup);
+                        conn.insert(s)
+                    }
                     Err(e) => {
                         out.error = Some(tcpdoctor_load::describe_error(&e, server));
                         break;
@@ -467,13 +486,16 @@ fn sequential(plan: &Plan, server: SocketAddr, request: &[u8], interrupt: &Live)
         let result = exchange(stream, request, &mut parser, &mut buf);
         let ms = t0.elapsed().as_secs_f64() * 1e3;
         match result {
-            Ok((status, keep_alive)) => {
+            Ok((status, keep_alive, first_byte)) => {
+                if let Some(setup) = out.setup.as_mut().filter(|s| s.first_byte_ms.is_none()) {
+                    setup.first_byte_ms = Some(first_byte.as_secs_f64() * 1e3);
+                }
                 out.latencies_ms.push(ms);
                 out.statuses.push(status);
                 if out.reconnects == 0 {
                     out.on_first_connection = out.latencies_ms.len();
                 }
-                out.tcp_info = TcpInfo::of(stream).ok().or(out.tcp_info.take());
+                out.tcp_info = TcpInfo::of(stream.tcp()).ok().or(out.tcp_info.take());
                 if !keep_alive {
                     conn = None;
                 }
@@ -495,26 +517,25 @@ fn sequential(plan: &Plan, server: SocketAddr, request: &[u8], interrupt: &Live)
     out
 }
 
-fn connect(server: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
-    let s = TcpStream::connect_timeout(&server, timeout)?;
-    s.set_read_timeout(Some(timeout))?;
-    s.set_write_timeout(Some(timeout))?;
-    Ok(s)
-}
-
-/// One request and its complete response: (status, keep-alive).
+/// One request and its complete response: (status, keep-alive, time to
+/// the response's first byte).
 fn exchange(
-    stream: &mut TcpStream,
+    stream: &mut tls::Stream,
     request: &[u8],
     parser: &mut Parser,
     buf: &mut [u8],
-) -> io::Result<(u16, bool)> {
+) -> io::Result<(u16, bool, Duration)> {
+    let t0 = Instant::now();
+    let mut first_byte = None;
     stream.write_all(request)?;
+    stream.flush()?;
     loop {
         let n = stream.read(buf)?;
+        first_byte.get_or_insert_with(|| t0.elapsed());
+        let first = first_byte.unwrap_or_default();
         if n == 0 {
             return match parser.finish_at_close() {
-                Some(r) => Ok((r.status, false)),
+                Some(r) => Ok((r.status, false, first)),
                 None => Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     "the server closed the connection before the response was complete",
@@ -523,7 +544,7 @@ fn exchange(
         }
         match parser.feed(&buf[..n]) {
             Ok(Fed::Partial) => continue,
-            Ok(Fed::Done(r)) => return Ok((r.status, r.keep_alive)),
+            Ok(Fed::Done(r)) => return Ok((r.status, r.keep_alive, first)),
             Err(e) => {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,

@@ -43,6 +43,26 @@ pub fn text(o: &Outcome, out: &mut impl Write) -> io::Result<()> {
         (None, None) => {}
     }
     let s = &o.sequential;
+    if let Some(setup) = &s.setup {
+        write!(out, "setup       TCP connect {}", ms(setup.connect_ms))?;
+        if let Some(t) = setup.tls_handshake_ms {
+            write!(
+                out,
+                " · TLS handshake {} ({}{})",
+                ms(t),
+                setup.tls_version.as_deref().unwrap_or("TLS"),
+                setup
+                    .alpn
+                    .as_deref()
+                    .map(|a| format!(", ALPN {a}"))
+                    .unwrap_or_default()
+            )?;
+        }
+        if let Some(t) = setup.first_byte_ms {
+            write!(out, " · first byte {}", ms(t))?;
+        }
+        writeln!(out)?;
+    }
     if let Some(first) = s.latencies_ms.first() {
         write!(
             out,
@@ -213,6 +233,7 @@ pub fn to_json(o: &Outcome) -> serde_json::Result<Value> {
             "on_first_connection": s.on_first_connection,
             "error": s.error,
             "tcp_info": s.tcp_info,
+            "setup": s.setup,
         },
         "load": load,
         "load_error": o.load_error,

@@ -27,6 +27,7 @@ pub mod http;
 /// An I/O error in words, with the peer it came from (`connection refused by ADDR`).
 pub use worker::describe as describe_error;
 mod target;
+pub mod tls;
 mod worker;
 
 use std::collections::BTreeMap;
@@ -37,6 +38,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 
 pub use target::{build_request, RequestSpec, Target, TargetError};
+pub use tls::TlsOptions;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -54,6 +56,8 @@ pub struct Config {
     /// Reuse connections (HTTP/1.1 keep-alive). Without it every request opens a new connection
     /// and its latency includes the connection setup.
     pub keepalive: bool,
+    /// HTTPS: how the server's certificate is trusted.
+    pub tls: TlsOptions,
 }
 
 impl Config {
@@ -68,6 +72,7 @@ impl Config {
             rate: None,
             timeout: Duration::from_secs(2),
             keepalive: true,
+            tls: TlsOptions::default(),
         }
     }
 }
@@ -184,6 +189,11 @@ pub struct Report {
     pub histogram: Histogram<u64>,
     /// Errors by what happened, in words (`connection refused by ADDR`).
     pub error_causes: BTreeMap<String, u64>,
+    /// HTTPS: TLS handshake times in microseconds (TCP established to TLS
+    /// established), apart from the request latencies.
+    pub tls_handshakes: Option<Histogram<u64>>,
+    /// HTTPS: the first TLS failure, in words.
+    pub tls_error: Option<String>,
 }
 
 impl Report {
@@ -193,6 +203,12 @@ impl Report {
             .iter()
             .max_by_key(|(_, n)| **n)
             .map(|(k, n)| (k.as_str(), *n))
+    }
+
+    /// HTTPS: handshake time at a quantile (0..=1), in milliseconds.
+    pub fn tls_handshake_at(&self, quantile: f64) -> Option<f64> {
+        let h = self.tls_handshakes.as_ref().filter(|h| !h.is_empty())?;
+        Some(h.value_at_quantile(quantile) as f64 / 1000.0)
     }
 
     pub fn requests_per_sec(&self) -> f64 {
@@ -295,6 +311,15 @@ pub fn run(config: &Config, live: &Live) -> Result<Report, LoadError> {
             ..config.request.clone()
         },
     )?;
+    let tls = if config.target.tls {
+        let client =
+            tls::client_config(&config.tls).map_err(|e| LoadError::Config(e.to_string()))?;
+        let name =
+            tls::server_name(&config.target.host).map_err(|e| LoadError::Config(e.to_string()))?;
+        Some((client, name))
+    } else {
+        None
+    };
     let threads = config.threads.min(config.connections);
     let start = Instant::now();
     let deadline = start + config.duration;
@@ -316,6 +341,7 @@ pub fn run(config: &Config, live: &Live) -> Result<Report, LoadError> {
                     keepalive: config.keepalive,
                     start,
                     deadline,
+                    tls: tls.clone(),
                 };
                 s.spawn(move || worker::run(&plan, live))
             })
@@ -345,6 +371,8 @@ pub fn run(config: &Config, live: &Live) -> Result<Report, LoadError> {
         }),
         histogram: worker::new_histogram(),
         error_causes: BTreeMap::new(),
+        tls_handshakes: config.target.tls.then(worker::new_histogram),
+        tls_error: None,
     };
     for r in results {
         let o = r.map_err(LoadError::Io)?;
@@ -367,6 +395,12 @@ pub fn run(config: &Config, live: &Live) -> Result<Report, LoadError> {
         }
         // Same bounds and precision on every thread: adding cannot fail.
         let _ = report.histogram.add(&o.histogram);
+        if let Some(h) = report.tls_handshakes.as_mut() {
+            let _ = h.add(&o.handshakes);
+        }
+        if report.tls_error.is_none() {
+            report.tls_error = o.tls_error;
+        }
     }
     Ok(report)
 }

@@ -13,6 +13,10 @@ pub struct Target {
     pub authority: String,
     /// Path and query, at least `/`.
     pub path: String,
+    /// `https://`: TLS to the server.
+    pub tls: bool,
+    /// The host as written in the URL (for TLS: the certificate's name, SNI).
+    pub host: String,
 }
 
 /// A URL or request that cannot be used.
@@ -28,16 +32,14 @@ impl fmt::Display for TargetError {
 impl std::error::Error for TargetError {}
 
 impl Target {
-    /// Parse `http://host[:port][/path]` and resolve the host (first address).
+    /// Parse `http[s]://host[:port][/path]` and resolve the host (first address).
     pub fn parse(url: &str) -> Result<Target, TargetError> {
         let err = |m: &str| TargetError(format!("{url}: {m}"));
-        let rest = match url.split_once("://") {
-            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") => rest,
-            Some((scheme, _)) if scheme.eq_ignore_ascii_case("https") => {
-                return Err(err("https is not supported (plain http:// only)"))
-            }
-            Some(_) => return Err(err("only http:// URLs are supported")),
-            None => url,
+        let (rest, tls) = match url.split_once("://") {
+            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") => (rest, false),
+            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("https") => (rest, true),
+            Some(_) => return Err(err("only http:// and https:// URLs are supported")),
+            None => (url, false),
         };
         let (authority, path) = match rest.find(['/', '?']) {
             Some(i) => (&rest[..i], &rest[i..]),
@@ -55,8 +57,8 @@ impl Target {
         if authority.contains('@') {
             return Err(err("user information in the URL is not supported"));
         }
-        let (host, port) =
-            split_host_port(authority).ok_or_else(|| err("malformed host or port"))?;
+        let (host, port) = split_host_port(authority, if tls { 443 } else { 80 })
+            .ok_or_else(|| err("malformed host or port"))?;
         if host.is_empty() {
             return Err(err("no host"));
         }
@@ -76,23 +78,25 @@ impl Target {
             addr,
             authority: authority.to_string(),
             path,
+            tls,
+            host: host.to_string(),
         })
     }
 }
 
-/// `host`, `host:port`, `[v6]`, `[v6]:port`; the port defaults to 80.
-fn split_host_port(authority: &str) -> Option<(&str, u16)> {
+/// `host`, `host:port`, `[v6]`, `[v6]:port`; the port defaults to the scheme's.
+fn split_host_port(authority: &str, default: u16) -> Option<(&str, u16)> {
     if let Some(rest) = authority.strip_prefix('[') {
         let (host, after) = rest.split_once(']')?;
         let port = match after {
-            "" => 80,
+            "" => default,
             p => p.strip_prefix(':')?.parse().ok()?,
         };
         return Some((host, port));
     }
     match authority.rsplit_once(':') {
         Some((host, port)) => Some((host, port.parse().ok()?)),
-        None => Some((authority, 80)),
+        None => Some((authority, default)),
     }
 }
 
@@ -189,7 +193,14 @@ mod tests {
         assert_eq!(t.addr, "[::1]:80".parse().expect("addr"));
         let t = Target::parse("127.0.0.1:81").expect("parses");
         assert_eq!((t.addr.port(), t.path.as_str()), (81, "/"));
-        assert!(Target::parse("https://127.0.0.1/").is_err());
+        let t = Target::parse("https://127.0.0.1/").expect("parses");
+        assert!(t.tls);
+        assert_eq!((t.addr.port(), t.host.as_str()), (443, "127.0.0.1"));
+        let t = Target::parse("HTTPS://localhost:8443/x").expect("parses");
+        assert_eq!(
+            (t.addr.port(), t.host.as_str(), t.tls),
+            (8443, "localhost", true)
+        );
         assert!(Target::parse("ftp://127.0.0.1/").is_err());
         assert!(Target::parse("http://127.0.0.1:99999/").is_err());
         assert!(Target::parse("http:///x").is_err());

@@ -16,6 +16,7 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
 use crate::http::{Fed, Parser, Response};
+use crate::tls::{Filled, Session};
 use crate::{Errors, Live, LATE_AFTER};
 
 /// Read buffer per thread: response bodies are counted and dropped.
@@ -36,6 +37,11 @@ pub struct Plan<'a> {
     pub keepalive: bool,
     pub start: Instant,
     pub deadline: Instant,
+    /// HTTPS: the client configuration and the server's name.
+    pub tls: Option<(
+        std::sync::Arc<rustls::ClientConfig>,
+        rustls::pki_types::ServerName<'static>,
+    )>,
 }
 
 pub struct Outcome {
@@ -50,6 +56,10 @@ pub struct Outcome {
     pub histogram: Histogram<u64>,
     /// Errors by what happened, in words (`connection refused by ADDR`).
     pub causes: BTreeMap<String, u64>,
+    /// HTTPS: each handshake's time (µs), TCP connected to TLS established.
+    pub handshakes: Histogram<u64>,
+    /// The first TLS failure, in words (a certificate not trusted, an alert).
+    pub tls_error: Option<String>,
 }
 
 /// Distinct error descriptions kept; the rest are counted under "other".
@@ -91,6 +101,8 @@ enum Phase {
     /// No socket; reconnect at the next tick.
     Closed,
     Connecting,
+    /// TCP is up; the TLS handshake is under way.
+    Handshaking,
     Writing,
     Reading,
     /// Connected, waiting for the next scheduled send (rate mode).
@@ -114,6 +126,10 @@ struct Conn {
     /// ... and it said the peer closed.
     closed_pending: bool,
     parser: Parser,
+    /// HTTPS: the TLS session over `stream`.
+    tls: Option<Session>,
+    /// When TCP was established (the handshake's start).
+    established: Instant,
 }
 
 enum ReadEnd {
@@ -161,6 +177,8 @@ pub fn run(plan: &Plan<'_>, live: &Live) -> io::Result<Outcome> {
                 readable_pending: false,
                 closed_pending: false,
                 parser: Parser::new(plan.head_request),
+                tls: None,
+                established: plan.start,
             }
         })
         .collect();
@@ -182,6 +200,8 @@ pub fn run(plan: &Plan<'_>, live: &Live) -> io::Result<Outcome> {
             max_late: Duration::ZERO,
             histogram: new_histogram(),
             causes: BTreeMap::new(),
+            handshakes: new_histogram(),
+            tls_error: None,
         },
         now: Instant::now(),
         to_send: Vec::with_capacity(plan.count),
@@ -298,6 +318,7 @@ impl Worker<'_> {
         let c = &mut self.conns[i];
         // Closing the descriptor removes it from the epoll set.
         c.stream = None;
+        c.tls = None;
         c.phase = Phase::Closed;
         c.parser.reset();
         c.readable_pending = false;
@@ -310,7 +331,7 @@ impl Worker<'_> {
             let c = &self.conns[i];
             match c.phase {
                 Phase::Closed => self.connect(i),
-                Phase::Connecting | Phase::Writing | Phase::Reading => {
+                Phase::Connecting | Phase::Handshaking | Phase::Writing | Phase::Reading => {
                     if self.now.duration_since(c.since) >= self.plan.timeout {
                         self.out.errors.timeout += 1;
                         let what = if c.phase == Phase::Connecting {
@@ -362,7 +383,11 @@ impl Worker<'_> {
                     Ok(_) => {
                         let _ = s.set_nodelay(true);
                         self.out.connects += 1;
-                        self.connected(i);
+                        if self.plan.tls.is_some() {
+                            self.start_tls(i);
+                        } else {
+                            self.connected(i);
+                        }
                     }
                     Err(e) if e.kind() == io::ErrorKind::NotConnected && !readable => {}
                     Err(_) => {
@@ -371,6 +396,7 @@ impl Worker<'_> {
                     }
                 }
             }
+            Phase::Handshaking => self.handshake(i),
             Phase::Writing => {
                 if readable {
                     self.conns[i].readable_pending = true;
@@ -404,6 +430,63 @@ impl Worker<'_> {
                 }
             }
         }
+    }
+
+    fn start_tls(&mut self, i: usize) {
+        let Some((config, name)) = self.plan.tls.as_ref() else {
+            return;
+        };
+        match Session::new(config, name.clone()) {
+            Ok(s) => {
+                let c = &mut self.conns[i];
+                c.tls = Some(s);
+                c.established = self.now;
+                c.phase = Phase::Handshaking;
+                self.handshake(i);
+            }
+            Err(e) => self.tls_failed(i, e),
+        }
+    }
+
+    /// Moves the handshake on as far as the socket allows; when it is done,
+    /// the first request leaves.
+    fn handshake(&mut self, i: usize) {
+        let c = &mut self.conns[i];
+        let (Some(s), Some(tls)) = (c.stream.as_mut(), c.tls.as_mut()) else {
+            return;
+        };
+        let step = (|| {
+            tls.flush(s)?;
+            if tls.fill(s)? == Filled::Eof {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the server closed the connection during the TLS handshake",
+                ));
+            }
+            tls.flush(s)
+        })();
+        match step {
+            Err(e) => self.tls_failed(i, e),
+            Ok(_) if !tls.is_handshaking() => {
+                let us = self
+                    .now
+                    .saturating_duration_since(c.established)
+                    .as_micros();
+                self.out
+                    .handshakes
+                    .saturating_record(u64::try_from(us).unwrap_or(u64::MAX).max(1));
+                self.connected(i);
+            }
+            Ok(_) => {}
+        }
+    }
+
+    fn tls_failed(&mut self, i: usize, e: io::Error) {
+        self.out.errors.connect += 1;
+        if self.out.tls_error.is_none() {
+            self.out.tls_error = Some(e.to_string());
+        }
+        self.close(i);
     }
 
     fn connected(&mut self, i: usize) {
@@ -443,6 +526,9 @@ impl Worker<'_> {
 
     fn write(&mut self, i: usize) {
         let request = self.plan.request;
+        if self.conns[i].tls.is_some() {
+            return self.write_tls(i);
+        }
         loop {
             let c = &mut self.conns[i];
             let Some(s) = c.stream.as_mut() else { return };
@@ -469,6 +555,37 @@ impl Worker<'_> {
         }
         self.out.errors.write += 1;
         self.close(i);
+    }
+
+    /// HTTPS: the request is handed to rustls whole, then its records go out
+    /// as the socket takes them.
+    fn write_tls(&mut self, i: usize) {
+        let request = self.plan.request;
+        let c = &mut self.conns[i];
+        let (Some(s), Some(tls)) = (c.stream.as_mut(), c.tls.as_mut()) else {
+            return;
+        };
+        if c.written < request.len() {
+            if tls.write_plain(request).is_err() {
+                self.out.errors.write += 1;
+                return self.close(i);
+            }
+            c.written = request.len();
+        }
+        match tls.flush(s) {
+            Ok(true) => {
+                c.phase = Phase::Reading;
+                if std::mem::take(&mut c.readable_pending) {
+                    let closed = std::mem::take(&mut c.closed_pending);
+                    self.read(i, closed);
+                }
+            }
+            Ok(false) => {}
+            Err(_) => {
+                self.out.errors.write += 1;
+                self.close(i);
+            }
+        }
     }
 
     fn read(&mut self, i: usize, drain: bool) {
@@ -507,6 +624,48 @@ impl Worker<'_> {
         let Some(s) = c.stream.as_mut() else {
             return ReadEnd::Pending;
         };
+        if let Some(tls) = c.tls.as_mut() {
+            let idle = matches!(c.phase, Phase::Idle | Phase::Queued);
+            loop {
+                // Plaintext already decrypted first, then more records.
+                loop {
+                    match tls.read_plain(buf) {
+                        Ok(Some(0)) => {
+                            if let Some(r) = c.parser.finish_at_close() {
+                                return ReadEnd::Done(r);
+                            }
+                            return ReadEnd::Closed(!idle || c.parser.received() > 0);
+                        }
+                        Ok(Some(n)) => {
+                            out.bytes += n as u64;
+                            match c.parser.feed(&buf[..n]) {
+                                Ok(Fed::Partial) => {}
+                                Ok(Fed::Done(r)) => return ReadEnd::Done(r),
+                                Err(_) => return ReadEnd::Closed(true),
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(_) => return ReadEnd::Closed(true),
+                    }
+                }
+                match tls.fill(s) {
+                    Ok(Filled::Some) => {
+                        // Post-handshake messages may want an answer.
+                        if tls.flush(s).is_err() {
+                            return ReadEnd::Closed(true);
+                        }
+                    }
+                    Ok(Filled::WouldBlock) => return ReadEnd::Pending,
+                    Ok(Filled::Eof) => {
+                        if let Some(r) = c.parser.finish_at_close() {
+                            return ReadEnd::Done(r);
+                        }
+                        return ReadEnd::Closed(!idle || c.parser.received() > 0);
+                    }
+                    Err(_) => return ReadEnd::Closed(true),
+                }
+            }
+        }
         loop {
             match s.read(buf) {
                 Ok(0) => {

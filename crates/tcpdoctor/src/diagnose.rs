@@ -33,12 +33,17 @@ Without root it still runs, without a capture: it reports the timings and what t
 about its own connection (TCP_INFO: smoothed RTT, delayed-ACK timeout, retransmissions, time
 limited by the receive window), and says what it could not see.
 
+https:// URLs: the first connection's setup is timed in its parts (TCP connect, TLS handshake,
+first byte of the first response); the certificate is checked against the system's trust store
+(--cacert FILE to trust another CA, -k/--insecure to skip the check), and a certificate that is
+not trusted stops it before anything is measured (exit 2).
+
 Exit status: 0 diagnosed; 1 --fail-on-finding was given and a finding was reported, or no
-request got a response; 2 usage error (bad URL, option).";
+request got a response; 2 usage error (bad URL, option), or a TLS certificate not trusted.";
 
 #[derive(clap::Args)]
 pub struct DiagnoseArgs {
-    /// Target URL: http://host[:port][/path] (IPv6: http://[::1]:8080/).
+    /// Target URL: http[s]://host[:port][/path] (IPv6: http://[::1]:8080/).
     url: String,
     /// Concurrent connections of the load step (0 skips it).
     #[arg(short = 'c', long, default_value_t = 10, value_name = "N")]
@@ -81,6 +86,8 @@ pub struct DiagnoseArgs {
     /// Exit with status 1 when a finding is reported (for scripts and CI).
     #[arg(long)]
     fail_on_finding: bool,
+    #[command(flatten)]
+    tls: crate::tls::TlsArgs,
 }
 
 pub fn run(args: &DiagnoseArgs) -> anyhow::Result<u8> {
@@ -101,6 +108,7 @@ pub fn run(args: &DiagnoseArgs) -> anyhow::Result<u8> {
         timeout: args.timeout,
         capture: !args.no_capture,
         write: args.write.clone(),
+        tls: args.tls.options(),
         ..Plan::new(target, request)
     };
     // A path that cannot be written fails now, not after the measurement.

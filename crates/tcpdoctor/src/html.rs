@@ -58,8 +58,9 @@ pub fn write(
     let wants = recorder.as_ref().is_some_and(|r| r.wants_more()) || annotate.is_some();
     if let (Some(path), true) = (path, wants) {
         let file = File::open(path).with_context(|| path.to_string())?;
-        let mut reader = CaptureReader::new(BufReader::with_capacity(1 << 20, file))
-            .map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
+        let (src, _) = tcpdoctor_capture::decompressed(BufReader::with_capacity(1 << 20, file))
+            .with_context(|| path.to_string())?;
+        let mut reader = CaptureReader::new(src).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
         let mut frame = 0u64;
         let mut links: Vec<(LinkType, u32)> = Vec::new();
         while let Ok(Some(p)) = reader.next_packet() {

@@ -16,16 +16,37 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread;
 
 use anyhow::Context;
-use tcpdoctor_capture::{CaptureError, CaptureReader, Format};
+use tcpdoctor_capture::{decompressed, CaptureError, CaptureReader, Compression};
+
+use crate::merge::{Merger, Pkt};
+use crate::select::{Selection, Selector};
 use tcpdoctor_diagnose::{payload_needed, Engine};
 use tcpdoctor_wire::{decode, DecodeError, LinkType, Skip, TcpFlags, TcpSegment, Timestamp};
 
 const BATCH: usize = 4096;
 const IN_FLIGHT: usize = 4;
 
-/// An opened capture, header read.
+/// An opened capture (header read), or several merged by time.
 pub struct Input {
-    reader: CaptureReader<Box<dyn Read + Send>>,
+    source: Source,
+}
+
+enum Source {
+    One {
+        reader: CaptureReader<Box<dyn Read + Send>>,
+        compression: Compression,
+    },
+    Many(Merger),
+}
+
+/// What reading left besides the packets.
+pub struct Fed {
+    /// The error that stopped reading a single capture, if any.
+    pub stopped: Option<CaptureError>,
+    /// Several inputs: the merge, for its report.
+    pub merger: Option<Merger>,
+    /// Packets read and packets selected, when a selection was given.
+    pub selected: Option<(u64, u64)>,
 }
 
 impl Input {
@@ -35,27 +56,70 @@ impl Input {
         } else {
             Box::new(File::open(path).with_context(|| path.to_string())?)
         };
+        let (src, compression) = decompressed(src).with_context(|| name.to_string())?;
         let reader = CaptureReader::new(src).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
-        Ok(Input { reader })
+        Ok(Input {
+            source: Source::One {
+                reader,
+                compression,
+            },
+        })
     }
 
-    pub fn format(&self) -> Format {
-        self.reader.format()
+    /// Several capture files, merged by time.
+    pub fn open_many(paths: &[String]) -> anyhow::Result<Input> {
+        Ok(Input {
+            source: Source::Many(crate::merge::open(paths)?),
+        })
     }
 
-    pub fn link_type(&self) -> Option<LinkType> {
-        self.reader.link_type()
+    /// The container format, and the compression when there is one.
+    pub fn format(&self) -> String {
+        match &self.source {
+            Source::One {
+                reader,
+                compression: Compression::None,
+            } => reader.format().to_string(),
+            Source::One {
+                reader,
+                compression,
+            } => format!("{}, {compression}", reader.format()),
+            Source::Many(m) => format!("{} files merged by time", m.names().count()),
+        }
     }
 
-    /// Feeds every frame to `engine`; returns the error that stopped reading, if any.
-    pub fn feed(self, engine: &mut Engine) -> Option<CaptureError> {
+    /// The link types the analysis will meet (of the first interface seen so far).
+    pub fn link_types(&self) -> Vec<LinkType> {
+        match &self.source {
+            Source::One { reader, .. } => reader.link_type().into_iter().collect(),
+            Source::Many(m) => m.link_types().collect(),
+        }
+    }
+
+    /// Feeds every selected frame to `engine`.
+    pub fn feed(self, engine: &mut Engine, selection: Selection) -> Fed {
         let (full_tx, full_rx) = sync_channel::<Batch>(IN_FLIGHT);
         let (empty_tx, empty_rx) = sync_channel::<Batch>(IN_FLIGHT + 1);
         for _ in 0..IN_FLIGHT {
             let _ = empty_tx.send(Batch::default());
         }
-        let mut reader = self.reader;
-        let worker = thread::spawn(move || produce(&mut reader, &full_tx, &empty_rx));
+        let mut selector = (!selection.is_empty()).then(|| Selector::new(selection));
+        let source = self.source;
+        let worker = thread::spawn(move || match source {
+            Source::One { mut reader, .. } => {
+                let stopped = produce(
+                    &mut OneFile(&mut reader),
+                    selector.as_mut(),
+                    &full_tx,
+                    &empty_rx,
+                );
+                (stopped, None, selector)
+            }
+            Source::Many(mut m) => {
+                let stopped = produce(&mut m, selector.as_mut(), &full_tx, &empty_rx);
+                (stopped, Some(m), selector)
+            }
+        });
         for batch in full_rx.iter() {
             for rec in &batch.recs {
                 match &rec.what {
@@ -72,18 +136,64 @@ impl Input {
             // The worker may have finished; a closed return channel is fine.
             let _ = empty_tx.send(batch);
         }
-        worker.join().unwrap_or_else(|_| {
-            Some(CaptureError {
-                kind: tcpdoctor_capture::ErrorKind::Io,
-                offset: 0,
-                detail: "the reading thread failed".into(),
-            })
-        })
+        match worker.join() {
+            Ok((stopped, merger, selector)) => Fed {
+                stopped,
+                merger,
+                selected: selector.map(|s| (s.read, s.kept)),
+            },
+            Err(_) => Fed {
+                stopped: Some(CaptureError {
+                    kind: tcpdoctor_capture::ErrorKind::Io,
+                    offset: 0,
+                    detail: "the reading thread failed".into(),
+                }),
+                merger: None,
+                selected: None,
+            },
+        }
     }
 }
 
-fn produce<R: Read>(
-    reader: &mut CaptureReader<R>,
+/// Where the packets come from: one capture, or the merge of several.
+trait Packets {
+    /// Several sources: decoded segments go through [`Packets::admit`].
+    const MERGES: bool = false;
+    fn next(&mut self) -> Result<Option<Pkt<'_>>, CaptureError>;
+    /// Whether a decoded segment is analysed (the merge drops second views).
+    fn admit(&mut self, _source: usize, _ts: Timestamp, _seg: &TcpSegment<'_>) -> bool {
+        true
+    }
+}
+
+struct OneFile<'r>(&'r mut CaptureReader<Box<dyn Read + Send>>);
+
+impl Packets for OneFile<'_> {
+    fn next(&mut self) -> Result<Option<Pkt<'_>>, CaptureError> {
+        Ok(self.0.next_packet()?.map(|p| Pkt {
+            ts: p.ts,
+            link: p.link,
+            orig_len: p.orig_len,
+            data: p.data,
+            source: 0,
+        }))
+    }
+}
+
+impl Packets for Merger {
+    const MERGES: bool = true;
+    fn next(&mut self) -> Result<Option<Pkt<'_>>, CaptureError> {
+        Ok(self.next_packet())
+    }
+
+    fn admit(&mut self, source: usize, ts: Timestamp, seg: &TcpSegment<'_>) -> bool {
+        Merger::admit(self, source, ts, seg)
+    }
+}
+
+fn produce<P: Packets>(
+    packets: &mut P,
+    mut selector: Option<&mut Selector>,
     full: &SyncSender<Batch>,
     empty: &Receiver<Batch>,
 ) -> Option<CaptureError> {
@@ -94,8 +204,16 @@ fn produce<R: Read>(
         batch.clear();
         let mut stop = None;
         while batch.recs.len() < BATCH {
-            match reader.next_packet() {
-                Ok(Some(p)) => batch.push(p.ts, p.link, p.orig_len, p.data),
+            let (ts, source) = match packets.next() {
+                Ok(Some(p)) => {
+                    if let Some(s) = selector.as_deref_mut() {
+                        if !s.keep(p.ts, p.link, p.data) {
+                            continue;
+                        }
+                    }
+                    batch.push(p.ts, p.link, p.orig_len, p.data);
+                    (p.ts, p.source)
+                }
                 Ok(None) => {
                     stop = Some(None);
                     break;
@@ -103,6 +221,13 @@ fn produce<R: Read>(
                 Err(e) => {
                     stop = Some(Some(e));
                     break;
+                }
+            };
+            if P::MERGES {
+                if let Some(seg) = batch.last_segment() {
+                    if !packets.admit(source, ts, &seg) {
+                        batch.pop();
+                    }
                 }
             }
         }
@@ -185,6 +310,23 @@ impl Batch {
             orig_len,
             what,
         });
+    }
+
+    fn last_segment(&self) -> Option<TcpSegment<'_>> {
+        match &self.recs.last()?.what {
+            What::Tcp(s) => Some(s.segment(&self.bytes)),
+            _ => None,
+        }
+    }
+
+    /// Takes back the last record (its bytes are the last ones kept).
+    fn pop(&mut self) {
+        if let Some(Rec {
+            what: What::Tcp(s), ..
+        }) = self.recs.pop()
+        {
+            self.bytes.truncate(s.options.start);
+        }
     }
 
     fn keep(&mut self, b: &[u8]) -> Range<usize> {

@@ -16,6 +16,7 @@ Examples:
   tcpdoctor load --rate 2000 -c 50 http://10.0.0.2/    open model: 2000 req/s on a schedule
   tcpdoctor load -m POST --body @order.json -H 'Content-Type: application/json' http://h/api
   tcpdoctor load --format json http://10.0.0.2/ | jq .latency_ms.p99
+  tcpdoctor load -k https://10.0.0.2/                  HTTPS, self-signed certificate accepted
 
 Each connection sends the next request as soon as the previous response is complete (keep-alive),
 like wrk. With --rate, requests leave on a fixed schedule and each latency is measured from the
@@ -30,12 +31,17 @@ Errors: connect (refused, unreachable), read (reset by the peer, closed mid-resp
 response), write (reset, broken pipe), timeout (no response within --timeout; the connection is
 replaced), status (responses with status 400 or above; the response still counts as a request).
 
+HTTPS: the certificate is checked against the system's trust store (or --cacert FILE; -k/--insecure
+skips the check); SNI carries the URL's host name, ALPN offers http/1.1. Each connection's TLS
+handshake is timed apart from the requests and reported as its own distribution.
+
 Exit status: 0 the load ran and at least one response came back; 1 no response at all;
-2 usage error (bad URL, option or body file).";
+2 usage error (bad URL, option or body file), or no TLS handshake succeeded (e.g. a certificate
+that is not trusted).";
 
 #[derive(clap::Args)]
 pub struct LoadArgs {
-    /// Target URL: http://host[:port][/path] (IPv6: http://[::1]:8080/).
+    /// Target URL: http[s]://host[:port][/path] (IPv6: http://[::1]:8080/).
     url: String,
     /// Connections to keep open.
     #[arg(short = 'c', long, default_value_t = 10, value_name = "N")]
@@ -67,6 +73,8 @@ pub struct LoadArgs {
     /// Output format: `text` (wrk-like) or `json`.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+    #[command(flatten)]
+    tls: crate::tls::TlsArgs,
 }
 
 /// `10s`, `500ms`, `2m`, `1h`, `1.5s`, plain seconds, or hping3's `u100000` (microseconds).
@@ -118,6 +126,7 @@ pub fn run(args: &LoadArgs) -> anyhow::Result<u8> {
         rate: args.rate,
         timeout: args.timeout,
         keepalive: !args.no_keepalive,
+        tls: args.tls.options(),
         ..Config::new(
             target,
             RequestSpec {
@@ -178,14 +187,26 @@ pub fn run(args: &LoadArgs) -> anyhow::Result<u8> {
     })?;
     let mut out = io::stdout().lock();
     match args.format {
-        Format::Text => text(&report, &mut out)?,
+        Format::Text => {
+            text(&report, &mut out)?;
+            crate::tls::text(&report, &mut out)?;
+        }
         Format::Json => {
-            serde_json::to_writer(&mut out, &json(&report))?;
+            let mut doc = json(&report);
+            doc["tls"] = crate::tls::json(&report);
+            serde_json::to_writer(&mut out, &doc)?;
             writeln!(out)?;
         }
     }
     out.flush()?;
-    Ok(if report.requests == 0 { 1 } else { 0 })
+    if report.requests == 0 {
+        if let Some(e) = &report.tls_error {
+            // Nothing got through TLS (e.g. a certificate not trusted): a setup problem.
+            anyhow::bail!("{}: {e}", report.url);
+        }
+        return Ok(1);
+    }
+    Ok(0)
 }
 
 /// One line on the terminal, rewritten each second.

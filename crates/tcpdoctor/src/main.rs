@@ -7,10 +7,13 @@ mod diagnose;
 mod html;
 mod input;
 mod load;
+mod merge;
 mod probe;
+mod select;
 mod sockets;
 mod sysctl;
 mod target;
+mod tls;
 mod watch;
 use input::Input;
 use std::process::ExitCode;
@@ -75,7 +78,37 @@ enum Command {
     /// Live capture analysed as it happens: findings every interval, the full report at the end.
     #[command(after_help = watch::HELP)]
     Watch(watch::WatchArgs),
+    /// Shell completions for bash, zsh or fish, on standard output.
+    #[command(after_help = COMPLETIONS_HELP)]
+    Completions {
+        #[arg(value_enum)]
+        shell: Shell,
+    },
+    /// The manual page (roff), on standard output: `tcpdoctor man > tcpdoctor.1`.
+    #[command(after_help = MAN_HELP)]
+    Man,
 }
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+const COMPLETIONS_HELP: &str = "\
+Install:
+  bash  tcpdoctor completions bash > /etc/bash_completion.d/tcpdoctor
+        (or, for one user: tcpdoctor completions bash > ~/.local/share/bash-completion/completions/tcpdoctor)
+  zsh   tcpdoctor completions zsh > \"${fpath[1]}/_tcpdoctor\"   (then start a new shell)
+  fish  tcpdoctor completions fish > ~/.config/fish/completions/tcpdoctor.fish
+Try it in the current bash: source <(tcpdoctor completions bash)";
+
+const MAN_HELP: &str = "\
+Install:
+  tcpdoctor man > /usr/local/share/man/man1/tcpdoctor.1 && mandb -q
+  man tcpdoctor
+Read it without installing: tcpdoctor man | man -l -";
 
 const ANALYZE_HELP: &str = "\
 Examples:
@@ -86,7 +119,9 @@ Examples:
 Input: pcap (µs or ns, either byte order) and pcapng (several interfaces), on Ethernet
 (VLAN, QinQ), Linux cooked SLL/SLL2 (tcpdump -i any), raw IP and BSD loopback; IPv4 and
 IPv6. Captures taken at the client, the server or in between all work; snaplen-truncated
-and TSO/GRO captures are fine.
+and TSO/GRO captures are fine. gzip and zstd compressed captures (tcpdump -z gzip, rotated
+.pcap.gz files) are read as they are, told by their content rather than their name, from
+files and from standard input.
 
 What it reports (largest cost first; causes under 1% of the time are listed as minor):
   nagle_delayed_ack        a small segment held the rest of a message until the peer's delayed ACK
@@ -111,8 +146,26 @@ breaks, with a warning); 1 --fail-on-finding was given and a finding was reporte
 
 #[derive(clap::Args)]
 struct AnalyzeArgs {
-    /// Capture file (pcap or pcapng), or `-` for standard input.
-    file: String,
+    /// Capture file(s) (pcap or pcapng, plain, gzip or zstd), directories of them, or `-` for
+    /// standard input. Several are merged by time, as mergecap does.
+    #[arg(value_name = "FILE", required = true, num_args = 1..)]
+    files: Vec<String>,
+    /// Analyse only the packets this tcpdump-like filter keeps (host, net, port,
+    /// portrange, tcp/udp/ip/ip6; and, or, not, parentheses), e.g. `port 8080 and host
+    /// 10.0.0.2`. The same language as `watch --filter`.
+    #[arg(long, value_name = "EXPR")]
+    filter: Option<String>,
+    /// Analyse from this time on: seconds after the first packet (`2.5`), a Unix time
+    /// (`@1700000000`) or a UTC time (`2026-11-24T08:01:02Z`, `08:01:02`).
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    from: Option<String>,
+    /// Analyse up to this time (included); the same forms as --from.
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    to: Option<String>,
+    /// The full report of one connection: its id in the report of the whole capture
+    /// (the `id` column, JSON `connections[].id`). Reads the file twice.
+    #[arg(long, value_name = "ID")]
+    connection: Option<u64>,
     /// Output format: `text` for people, `json` for machines (schema in the README).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
@@ -162,6 +215,8 @@ fn main() -> ExitCode {
         Command::Sockets(args) => sockets::run(&args),
         Command::Sysctl(args) => sysctl::run(&args),
         Command::Watch(args) => watch::run(&args),
+        Command::Completions { shell } => completions(shell),
+        Command::Man => man(),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -179,19 +234,111 @@ fn main() -> ExitCode {
     }
 }
 
-fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
-    let name = if args.file == "-" {
-        "<stdin>"
-    } else {
-        args.file.as_str()
+fn completions(shell: Shell) -> anyhow::Result<u8> {
+    use clap::CommandFactory;
+    let shell = match shell {
+        Shell::Bash => clap_complete::Shell::Bash,
+        Shell::Zsh => clap_complete::Shell::Zsh,
+        Shell::Fish => clap_complete::Shell::Fish,
     };
-    if args.annotate.is_some() && args.file == "-" {
+    let mut out = io::stdout().lock();
+    clap_complete::generate(shell, &mut Cli::command(), "tcpdoctor", &mut out);
+    out.flush()?;
+    Ok(EXIT_OK)
+}
+
+/// One page: the command, then a section per subcommand with its options,
+/// from the same definitions as `--help`.
+fn man() -> anyhow::Result<u8> {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let mut out = io::stdout().lock();
+    let page = clap_mangen::Man::new(cmd.clone());
+    page.render_title(&mut out)?;
+    page.render_name_section(&mut out)?;
+    page.render_synopsis_section(&mut out)?;
+    page.render_description_section(&mut out)?;
+    writeln!(out, ".SH SUBCOMMANDS")?;
+    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+        let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+        writeln!(
+            out,
+            ".TP\n\\fBtcpdoctor {}\\fR\n{}",
+            sub.get_name(),
+            roff_text(&about)
+        )?;
+    }
+    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+        writeln!(out, ".SH \"TCPDOCTOR {}\"", sub.get_name().to_uppercase())?;
+        let sub = sub
+            .clone()
+            .bin_name(format!("tcpdoctor {}", sub.get_name()));
+        let m = clap_mangen::Man::new(sub);
+        m.render_synopsis_section(&mut out)?;
+        m.render_description_section(&mut out)?;
+        m.render_options_section(&mut out)?;
+        m.render_extra_section(&mut out)?;
+    }
+    page.render_extra_section(&mut out)?;
+    page.render_version_section(&mut out)?;
+    out.flush()?;
+    Ok(EXIT_OK)
+}
+
+/// Text safe in a roff paragraph: backslashes doubled, no line starting with a control character.
+fn roff_text(s: &str) -> String {
+    let s = s.replace('\\', "\\e");
+    if s.starts_with(['.', '\'']) {
+        format!("\\&{s}")
+    } else {
+        s
+    }
+}
+
+fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
+    let stdin = args.files.iter().any(|f| f == "-");
+    if stdin && args.files.len() > 1 {
+        anyhow::bail!("`-` (standard input) cannot be merged with other inputs; give files only");
+    }
+    let paths = if stdin {
+        args.files.clone()
+    } else {
+        merge::expand(&args.files)?
+    };
+    let many = paths.len() > 1;
+    let name = if stdin {
+        "<stdin>".to_string()
+    } else if many {
+        format!("{} and {} more", paths[0], paths.len() - 1)
+    } else {
+        paths[0].clone()
+    };
+    if args.annotate.is_some() && (stdin || many) {
         anyhow::bail!(
-            "--annotate needs a capture file (it is read a second time), not standard input"
+            "--annotate needs one capture file (it is read a second time and written out \
+             frame for frame), not standard input or several files"
         );
     }
-    let input = Input::open(&args.file, name)?;
-    if args.file == "-" {
+    if args.connection.is_some() && stdin {
+        anyhow::bail!(
+            "--connection needs a capture file (it is read twice: to find the connection, \
+             then to analyse it), not standard input"
+        );
+    }
+    let mut selection = select::Selection {
+        filter: match &args.filter {
+            Some(text) => Some((
+                text.clone(),
+                tcpdoctor_filter::Filter::parse(text)
+                    .map_err(|e| anyhow::anyhow!("--filter {text:?}: {e}"))?,
+            )),
+            None => None,
+        },
+        from: args.from.as_deref().map(select::parse_time).transpose()?,
+        to: args.to.as_deref().map(select::parse_time).transpose()?,
+        connection: None,
+    };
+    if stdin {
         // `tcpdump -w - | tcpdoctor analyze -` then Ctrl-C: the interrupt reaches
         // both; tcpdump stops and closes the pipe, and what was captured is
         // analysed. A second Ctrl-C quits at once.
@@ -203,58 +350,98 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
             eprintln!("tcpdoctor: interrupted; analysing what was read (Ctrl-C again to quit)");
         });
     }
-    let (format, link) = (input.format(), input.link_type());
-    if let Some(link) = link {
-        if !link.is_supported() {
+    if let Some(id) = args.connection {
+        // First pass: which endpoints and when; the second analyses only those packets.
+        let (first, ..) = analyze_pass(args, &paths, &name, selection.clone(), usize::MAX)?;
+        let Some(c) = first.connections.iter().find(|c| c.id == id) else {
             anyhow::bail!(
-                "{name}: link type {} is not supported (supported: Ethernet, Linux cooked SLL/SLL2, raw IPv4/IPv6, BSD loopback)",
-                link.to_raw()
+                "--connection {id}: no such connection ({} in the capture{})",
+                first.capture.connections,
+                if selection.is_empty() {
+                    ""
+                } else {
+                    " as selected"
+                }
             );
-        }
-    }
-    let format = format.to_string();
-    let mut engine = Engine::new(Options {
-        max_connections: args.max_connections,
-        flow: tcpdoctor_diagnose::FlowConfig {
-            max_open: usize::try_from(args.max_open_connections).unwrap_or(usize::MAX),
-            ..tcpdoctor_diagnose::FlowConfig::default()
-        },
-        ..Options::default()
-    });
-    let stopped = input.feed(&mut engine);
-    if let Some(e) = stopped {
-        if e.kind == ErrorKind::Io || (engine.frames() == 0 && e.kind != ErrorKind::Truncated) {
-            anyhow::bail!("{name}: {e}");
-        }
-        let what = match e.kind {
-            ErrorKind::Truncated => "the capture is truncated",
-            _ => "the capture is corrupt",
         };
-        engine.warn(format!(
-            "{name}: {what} at byte {} ({}); the {} packets before it were analysed",
-            e.offset,
-            e.detail,
-            engine.frames()
-        ));
+        let start = first.capture.start_unix * 1e9 + c.start_ms * 1e6;
+        // A millisecond either side covers the float rounding of the times.
+        selection.connection = Some(select::OneConnection {
+            client: c.client,
+            server: c.server,
+            first_ns: (start - 1e6) as i64,
+            last_ns: (start + c.duration_ms * 1e6 + 1e6) as i64,
+        });
     }
-    let (analysis, bins) = engine.finish_with_distribution();
-    if args.html.is_some() || args.annotate.is_some() {
+    let (mut analysis, bins, format, merger) =
+        analyze_pass(args, &paths, &name, selection.clone(), args.max_connections)?;
+    if let Some(id) = args.connection {
+        // The connection keeps the number it has in the whole capture.
+        for c in &mut analysis.connections {
+            c.id = id;
+        }
+        for f in analysis
+            .findings
+            .iter_mut()
+            .chain(analysis.minor_findings.iter_mut())
+        {
+            for e in &mut f.evidence {
+                e.connection = id;
+            }
+        }
+    }
+    let selected = !selection.is_empty();
+    if (args.html.is_some() || args.annotate.is_some()) && !(selected && args.annotate.is_some()) {
+        // The second pass numbers frames as the file does: with a selection
+        // or a merge it would not match, so the time-sequence graphs are left out.
+        let reread = (!stdin && !many && !selected).then_some(paths[0].as_str());
         html::write(
             &analysis,
             &bins,
-            (args.file != "-").then_some(args.file.as_str()),
-            name,
+            reread,
+            &name,
             &format,
             &html::Outputs {
                 html: args.html.as_deref(),
                 annotate: args.annotate.as_deref(),
             },
         )?;
+    } else if args.annotate.is_some() {
+        anyhow::bail!(
+            "--annotate writes every frame of the capture: it does not combine with a selection"
+        );
     }
+    let name = name.as_str();
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     match args.format {
-        Format::Json => tcpdoctor_report::json(&analysis, &mut out)?,
+        Format::Json if merger.is_none() && !selected => {
+            tcpdoctor_report::json(&analysis, &mut out)?
+        }
+        Format::Json => {
+            // The analysis document as for one capture, then what the merge
+            // and the selection add, in that order.
+            let mut doc = serde_json::to_vec(&analysis)?;
+            doc.pop(); // the closing brace
+            out.write_all(&doc)?;
+            if let Some(m) = &merger {
+                out.write_all(b",\"inputs\":")?;
+                serde_json::to_writer(&mut out, &m.report(&analysis))?;
+            }
+            if selected {
+                out.write_all(b",\"selection\":")?;
+                serde_json::to_writer(
+                    &mut out,
+                    &serde_json::json!({
+                        "filter": args.filter,
+                        "from": args.from,
+                        "to": args.to,
+                        "connection": args.connection,
+                    }),
+                )?;
+            }
+            out.write_all(b"}\n")?;
+        }
         Format::Text => {
             use std::io::IsTerminal;
             let tty = io::stdout().is_terminal();
@@ -279,7 +466,10 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
                 },
                 tcpdoctor_report::Style::from_env(tty, |k| std::env::var(k).ok()),
                 &mut out,
-            )?
+            )?;
+            if let Some(m) = &merger {
+                m.report(&analysis).text(&mut out)?;
+            }
         }
     }
     out.flush()?;
@@ -287,4 +477,74 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
         return Ok(EXIT_FINDING);
     }
     Ok(EXIT_OK)
+}
+
+/// One read of the input(s) through the engine.
+fn analyze_pass(
+    args: &AnalyzeArgs,
+    paths: &[String],
+    name: &str,
+    selection: select::Selection,
+    max_connections: usize,
+) -> anyhow::Result<(
+    tcpdoctor_diagnose::model::Analysis,
+    Vec<tcpdoctor_diagnose::model::LatencyBin>,
+    String,
+    Option<merge::Merger>,
+)> {
+    let input = if paths.len() > 1 {
+        Input::open_many(paths)?
+    } else {
+        Input::open(&paths[0], name)?
+    };
+    for link in input.link_types() {
+        if !link.is_supported() {
+            anyhow::bail!(
+                "{name}: link type {} is not supported (supported: Ethernet, Linux cooked SLL/SLL2, raw IPv4/IPv6, BSD loopback)",
+                link.to_raw()
+            );
+        }
+    }
+    let format = input.format();
+    let selected = !selection.is_empty();
+    let mut engine = Engine::new(Options {
+        max_connections,
+        flow: tcpdoctor_diagnose::FlowConfig {
+            max_open: usize::try_from(args.max_open_connections).unwrap_or(usize::MAX),
+            ..tcpdoctor_diagnose::FlowConfig::default()
+        },
+        ..Options::default()
+    });
+    let fed = input.feed(&mut engine, selection);
+    if let Some(e) = fed.stopped {
+        if e.kind == ErrorKind::Io
+            || (engine.frames() == 0 && e.kind != ErrorKind::Truncated && !selected)
+        {
+            anyhow::bail!("{name}: {e}");
+        }
+        let what = match e.kind {
+            ErrorKind::Truncated => "the capture is truncated",
+            _ => "the capture is corrupt",
+        };
+        engine.warn(format!(
+            "{name}: {what} at byte {} ({}); the {} packets before it were analysed",
+            e.offset,
+            e.detail,
+            engine.frames()
+        ));
+    }
+    if let Some(m) = &fed.merger {
+        for w in m.warnings() {
+            engine.warn(w);
+        }
+    }
+    if let Some((read, kept)) = fed.selected {
+        if kept == 0 {
+            engine.warn(format!(
+                "the selection kept none of the {read} packets read"
+            ));
+        }
+    }
+    let (analysis, bins) = engine.finish_with_distribution();
+    Ok((analysis, bins, format, fed.merger))
 }

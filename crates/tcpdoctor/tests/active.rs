@@ -143,7 +143,14 @@ fn load_refused_is_a_connect_error_and_exit_1() {
 #[test]
 fn bad_input_is_exit_2_with_a_message() {
     for args in [
-        &["load", "https://127.0.0.1/"][..],
+        &["load", "ftp://127.0.0.1/"][..],
+        &[
+            "load",
+            "--cacert",
+            "/nonexistent/ca.pem",
+            "https://127.0.0.1/",
+        ],
+        &["load", "-k", "--cacert", "ca.pem", "https://127.0.0.1/"],
         &["load", "-d", "5x", "http://127.0.0.1/"],
         &["load", "-H", "no colon", "http://127.0.0.1/"],
         &["load", "--body", "@/nonexistent/file", "http://127.0.0.1/"],
