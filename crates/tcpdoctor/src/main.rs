@@ -9,6 +9,7 @@ mod input;
 mod load;
 mod probe;
 mod sockets;
+mod sweep;
 mod sysctl;
 mod watch;
 use input::Input;
@@ -24,7 +25,7 @@ pub(crate) const EXIT_OK: u8 = 0;
 /// Exit status: analysed, --fail-on-finding given, and a finding was reported.
 pub(crate) const EXIT_FINDING: u8 = 1;
 /// Exit status: usage error, or the input could not be read as a capture.
-const EXIT_INPUT: u8 = 2;
+pub(crate) const EXIT_INPUT: u8 = 2;
 
 #[derive(Parser)]
 #[command(
@@ -105,8 +106,12 @@ breaks, with a warning); 1 --fail-on-finding was given and a finding was reporte
 
 #[derive(clap::Args)]
 struct AnalyzeArgs {
-    /// Capture file (pcap or pcapng), or `-` for standard input.
-    file: String,
+    /// Capture file (pcap or pcapng), or `-` for standard input. With
+    /// --parquet: any number of files, directories (searched for *.pcap,
+    /// *.pcapng, *.cap) and quoted globs (`'caps/*/*.pcap'`), each analysed
+    /// as a capture of its own.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<String>,
     /// Output format: `text` for people, `json` for machines (schema in the README).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
@@ -136,6 +141,17 @@ struct AnalyzeArgs {
     /// file, not standard input (the file is read a second time).
     #[arg(long, value_name = "OUT.pcapng")]
     annotate: Option<String>,
+    /// Write the analyses as Parquet tables into DIR: connections.parquet,
+    /// exchanges.parquet (budget parts as columns), findings.parquet
+    /// (evidence as a list) and files.parquet (one row per capture, with its
+    /// status). Every connection and exchange gets a row. A capture that
+    /// cannot be read is reported and skipped; the sweep goes on.
+    #[arg(long, value_name = "DIR")]
+    parquet: Option<std::path::PathBuf>,
+    /// The `host` column of the Parquet tables (default: the name of each
+    /// capture's directory).
+    #[arg(long, value_name = "NAME", requires = "parquet")]
+    host: Option<String>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -174,18 +190,30 @@ fn main() -> ExitCode {
 }
 
 fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
-    let name = if args.file == "-" {
+    if let Some(dir) = &args.parquet {
+        if args.html.is_some() || args.annotate.is_some() {
+            anyhow::bail!("--parquet does not combine with --html or --annotate");
+        }
+        return sweep::run(args, dir);
+    }
+    let [file] = args.files.as_slice() else {
+        anyhow::bail!(
+            "one capture at a time, or several with --parquet DIR (each analysed on its own)"
+        );
+    };
+    let file = file.as_str();
+    let name = if file == "-" {
         "<stdin>"
     } else {
-        args.file.as_str()
+        file
     };
-    if args.annotate.is_some() && args.file == "-" {
+    if args.annotate.is_some() && file == "-" {
         anyhow::bail!(
             "--annotate needs a capture file (it is read a second time), not standard input"
         );
     }
-    let input = Input::open(&args.file, name)?;
-    if args.file == "-" {
+    let input = Input::open(file, name)?;
+    if file == "-" {
         // `tcpdump -w - | tcpdoctor analyze -` then Ctrl-C: the interrupt reaches
         // both; tcpdump stops and closes the pipe, and what was captured is
         // analysed. A second Ctrl-C quits at once.
@@ -236,7 +264,7 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
         html::write(
             &analysis,
             &bins,
-            (args.file != "-").then_some(args.file.as_str()),
+            (file != "-").then_some(file),
             name,
             &format,
             &html::Outputs {
