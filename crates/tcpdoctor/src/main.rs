@@ -202,11 +202,7 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
         );
     };
     let file = file.as_str();
-    let name = if file == "-" {
-        "<stdin>"
-    } else {
-        file
-    };
+    let name = if file == "-" { "<stdin>" } else { file };
     if args.annotate.is_some() && file == "-" {
         anyhow::bail!(
             "--annotate needs a capture file (it is read a second time), not standard input"

@@ -29,8 +29,8 @@ pub fn run(args: &AnalyzeArgs, dir: &Path) -> anyhow::Result<u8> {
         );
     }
     let started = Instant::now();
-    let mut sink = ParquetSink::create(dir)
-        .with_context(|| format!("--parquet {}", dir.display()))?;
+    let mut sink =
+        ParquetSink::create(dir).with_context(|| format!("--parquet {}", dir.display()))?;
     let mut failed = 0u64;
     let mut partial = 0u64;
     let mut findings = 0u64;
@@ -268,7 +268,10 @@ fn glob(pattern: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let Some(pat) = pattern.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+    let Some(pat) = pattern
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+    else {
         return Ok(());
     };
     // A wildcard in a directory part: expand that part first.
