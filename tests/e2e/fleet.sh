@@ -68,9 +68,9 @@ import duckdb, glob, json, os, sys
 tree, sql, out = sys.argv[1:4]
 con = duckdb.connect()
 def per_file(table):
-    return dict(con.sql(f"SELECT file, count(*) FROM '{table}.parquet' GROUP BY file").fetchall())
+    return dict(con.execute(f"SELECT file, count(*) FROM '{table}.parquet' GROUP BY file").fetchall())
 conns, exch, finds = per_file("connections"), per_file("exchanges"), per_file("findings")
-files = {r[0]: r[1:] for r in con.sql("SELECT file, host, status, error, packets FROM 'files.parquet'").fetchall()}
+files = {r[0]: r[1:] for r in con.execute("SELECT file, host, status, error, packets FROM 'files.parquet'").fetchall()}
 n = 0
 for js in sorted(glob.glob(os.path.join(tree, "*", "*.json"))):
     cap = js[:-5] + ".pcap"
@@ -85,15 +85,16 @@ bad = os.path.join(tree, "lossy-edge", "corrupt.pcap")
 assert files[bad][1] == "failed" and "not a pcap" in files[bad][2], files[bad]
 assert n == 55 and len(files) == 56, (n, len(files))
 # Budget columns add up to each exchange's duration, in every table row.
-worst = con.sql("""SELECT max(abs(duration_ms - (budget_syn_retry_wait_ms + budget_connection_setup_ms
+worst = con.execute("""SELECT max(abs(duration_ms - (budget_syn_retry_wait_ms + budget_connection_setup_ms
     + budget_client_idle_ms + budget_network_ms + budget_server_ms + budget_nagle_delayed_ack_ms
     + budget_retransmission_wait_ms + budget_window_wait_ms + budget_congestion_wait_ms
     + budget_transfer_ms))) FROM 'exchanges.parquet'""").fetchone()[0]
 assert worst < 0.05, worst
-ranking = con.sql(open(sql).read())
-rows = [dict(zip(ranking.columns, r)) for r in ranking.fetchall()]
+ranking = con.execute(open(sql).read())
+columns = [d[0] for d in ranking.description]
+rows = [dict(zip(columns, r)) for r in ranking.fetchall()]
 json.dump(rows, open(out, "w"), default=float)
-total = con.sql("SELECT count(*) FROM 'exchanges.parquet'").fetchone()[0]
+total = con.execute("SELECT count(*) FROM 'exchanges.parquet'").fetchone()[0]
 print(f"e2e ok: DuckDB agrees with --format json on {n} captures ({total} exchanges); "
       f"files.parquet: corrupt.pcap failed; ranking.sql: {len(rows)} rows")
 PY
