@@ -13,6 +13,9 @@ use pyo3::types::{PyBytes, PyDict};
 use tcpdoctor_diagnose::Options;
 use tcpdoctor_table::{analyze_read, ipc_stream, Source, Status, Table, Tables};
 
+/// Each table as an Arrow IPC stream.
+type Streams = Vec<(Table, Vec<u8>)>;
+
 /// What to read: a file by path, or a capture already in memory.
 enum Capture {
     Path(std::path::PathBuf),
@@ -51,7 +54,7 @@ fn analyze<'py>(
     }
     // The work, without the GIL: other Python threads (a thread pool, Spark's
     // Arrow writer) run meanwhile.
-    let result = py.detach(move || -> Result<(Status, Vec<(Table, Vec<u8>)>), String> {
+    let result = py.detach(move || -> Result<(Status, Streams), String> {
         let mut tables = Tables::default();
         let source = Source::new(&file, &host);
         let status = match capture {
