@@ -35,6 +35,7 @@ echo
 # 1. --parquet against --format json on the benchmark capture.
 run() {  # run NAME CMD... ; prints "seconds max_rss_kib"
   local t0 t1
+  shift
   cat "$BIG" > /dev/null
   t0=$(date +%s%N)
   /usr/bin/time -f '%M' -o "$WORK/time" "$@" > /dev/null 2>> "$WORK/stderr" || true

@@ -14,7 +14,9 @@ pub mod schema;
 use std::fs::File;
 use std::io::{self, BufWriter, Read};
 use std::path::Path;
+use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use arrow_array::builder::{
     BooleanBuilder, Float64Builder, Int32Builder, Int64Builder, StringBuilder,
@@ -158,6 +160,18 @@ impl Tables {
         self.files.push(row);
     }
 
+    /// A [`Tables`] holding this one's rows of `table`, which leave.
+    pub fn split_off(&mut self, table: Table) -> Tables {
+        let mut out = Tables::default();
+        match table {
+            Table::Connections => out.connections = std::mem::take(&mut self.connections),
+            Table::Exchanges => out.exchanges = std::mem::take(&mut self.exchanges),
+            Table::Findings => out.findings = std::mem::take(&mut self.findings),
+            Table::Files => out.files = std::mem::take(&mut self.files),
+        }
+        out
+    }
+
     /// Rows held for `table`.
     pub fn len(&self, table: Table) -> usize {
         match table {
@@ -220,11 +234,19 @@ impl From<arrow_schema::ArrowError> for Error {
 }
 
 /// Four Parquet files in a directory, written as rows arrive.
+///
+/// Rows are turned into record batches, encoded and compressed on a thread
+/// of its own, so the analysis goes on meanwhile; at most [`IN_FLIGHT`]
+/// batches wait for it.
 pub struct ParquetSink {
     tables: Tables,
-    writers: Vec<ArrowWriter<BufWriter<File>>>,
+    to_writer: Option<SyncSender<(Table, Tables)>>,
+    writer: Option<JoinHandle<Result<(), Error>>>,
     rows: [u64; 4],
 }
+
+/// Batches handed to the writing thread and not written yet, at most.
+pub const IN_FLIGHT: usize = 2;
 
 impl ParquetSink {
     /// Creates (or replaces) `DIR/{connections,exchanges,findings,files}.parquet`.
@@ -249,9 +271,20 @@ impl ParquetSink {
                 Some(props),
             )?);
         }
+        let (tx, rx) = sync_channel::<(Table, Tables)>(IN_FLIGHT);
+        let writer = std::thread::spawn(move || -> Result<(), Error> {
+            for (t, mut rows) in rx {
+                writers[t as usize].write(&rows.take(t))?;
+            }
+            for w in writers {
+                w.close()?;
+            }
+            Ok(())
+        });
         Ok(ParquetSink {
             tables: Tables::default(),
-            writers,
+            to_writer: Some(tx),
+            writer: Some(writer),
             rows: [0; 4],
         })
     }
@@ -272,12 +305,30 @@ impl ParquetSink {
     }
 
     fn write(&mut self, t: Table) -> Result<(), Error> {
-        let batch = self.tables.take(t);
-        self.rows[t as usize] += batch.num_rows() as u64;
-        if batch.num_rows() > 0 {
-            self.writers[t as usize].write(&batch)?;
+        let n = self.tables.len(t);
+        if n == 0 {
+            return Ok(());
         }
-        Ok(())
+        self.rows[t as usize] += n as u64;
+        let rows = self.tables.split_off(t);
+        let sent = self
+            .to_writer
+            .as_ref()
+            .is_some_and(|tx| tx.send((t, rows)).is_ok());
+        if sent {
+            Ok(())
+        } else {
+            Err(self.stop_writer().err().unwrap_or_else(stopped))
+        }
+    }
+
+    /// Closes the channel and waits for the writing thread's outcome.
+    fn stop_writer(&mut self) -> Result<(), Error> {
+        drop(self.to_writer.take());
+        match self.writer.take().map(JoinHandle::join) {
+            Some(Ok(result)) => result,
+            Some(Err(_)) | None => Err(stopped()),
+        }
     }
 
     /// Writes what is left and closes the files; returns the rows per table
@@ -286,11 +337,13 @@ impl ParquetSink {
         for t in Table::ALL {
             self.write(t)?;
         }
-        for w in self.writers {
-            w.close()?;
-        }
+        self.stop_writer()?;
         Ok(self.rows)
     }
+}
+
+fn stopped() -> Error {
+    Error::Io(io::Error::other("the Parquet writing thread stopped"))
 }
 
 /// A record batch as an Arrow IPC stream (what `pyarrow.ipc.open_stream` reads).
