@@ -79,7 +79,8 @@ pub fn run(args: &AnalyzeArgs, dir: &Path) -> anyhow::Result<u8> {
         Format::Text => {
             writeln!(
                 out,
-                "tcpdoctor: {n} captures → {}/ in {secs:.2} s ({} packets, {:.1} MB)",
+                "tcpdoctor: {} → {} in {secs:.2} s ({} packets, {:.1} MB)",
+                captures(n),
                 dir.display(),
                 packets,
                 bytes_read as f64 / 1e6
@@ -93,11 +94,18 @@ pub fn run(args: &AnalyzeArgs, dir: &Path) -> anyhow::Result<u8> {
                     dir.join(format!("{}.parquet", t.name())).display()
                 )?;
             }
-            if partial + failed > 0 {
+            let mut problems = Vec::new();
+            if partial > 0 {
+                problems.push(format!("{} read only up to a break", captures(partial)));
+            }
+            if failed > 0 {
+                problems.push(format!("{} not readable", captures(failed)));
+            }
+            if !problems.is_empty() {
                 writeln!(
                     out,
-                    "  {partial} captures read only up to a break, {failed} not readable \
-                     (see files.parquet: status, error)"
+                    "  {} (see files.parquet: status, error)",
+                    problems.join(", ")
                 )?;
             }
         }
@@ -114,6 +122,11 @@ pub fn run(args: &AnalyzeArgs, dir: &Path) -> anyhow::Result<u8> {
         return Ok(EXIT_FINDING);
     }
     Ok(EXIT_OK)
+}
+
+/// `1 capture`, `2 captures`.
+fn captures(n: u64) -> String {
+    format!("{n} capture{}", if n == 1 { "" } else { "s" })
 }
 
 /// Analyses one capture into the sink: its status, findings, packets. An
