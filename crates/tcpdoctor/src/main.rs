@@ -82,6 +82,7 @@ Examples:
   tcpdoctor analyze examples/nginx-nagle.pcap
   tcpdoctor analyze --format json upload.pcapng | jq '.findings[0]'
   tcpdump -i any -w - port 8080 | tcpdoctor analyze -
+  tcpdoctor analyze captures/ --parquet tables/    one folder per host; tables for DuckDB, Spark
 
 Input: pcap (µs or ns, either byte order) and pcapng (several interfaces), on Ethernet
 (VLAN, QinQ), Linux cooked SLL/SLL2 (tcpdump -i any), raw IP and BSD loopback; IPv4 and
@@ -100,9 +101,15 @@ What it reports (largest cost first; causes under 1% of the time are listed as m
   network_latency          the round trip itself is most of the time
   congestion_limited       flights of a transfer waiting on the congestion window (slow start, regrowth)
 
+With --parquet DIR, every capture (files, directories searched for *.pcap, *.pcapng, *.cap,
+globs) is analysed on its own into DIR/connections.parquet, exchanges.parquet,
+findings.parquet and files.parquet, with columns file, host (--host, or the capture's
+folder) and capture_start; the schema is in the README and only ever grows.
+
 Exit status: 0 analysed (a truncated or partly corrupt capture is analysed up to where it
 breaks, with a warning); 1 --fail-on-finding was given and a finding was reported;
-2 usage error or unreadable input.";
+2 usage error or unreadable input (with --parquet: a capture that could not be read was
+skipped, the tables hold the rest).";
 
 #[derive(clap::Args)]
 struct AnalyzeArgs {
