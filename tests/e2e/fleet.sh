@@ -36,7 +36,35 @@ e2e_netns "$P" 10.83.0
 (cd "$ROOT/crates/python" && "$VENV/bin/maturin" build --release --locked -q -i "$PY" \
   --out "$WORK/wheel") > "$WORK/maturin.log" 2>&1 || fail "maturin build: $(tail -5 "$WORK/maturin.log")"
 "$VENV/bin/pip" install -q --force-reinstall --no-deps "$WORK"/wheel/tcpdoctor-*.whl
-"$PY" -c 'import tcpdoctor; print("e2e ok: tcpdoctor", tcpdoctor.__version__, "for Python installed")'
+"$PY" - "$ROOT/fixtures/nginx-nodelay-on.client.pcap" <<'PY' || fail "the Python package"
+import sys, threading, tcpdoctor
+cap = sys.argv[1]
+# The GIL is released while a capture is analysed: a Python thread counts meanwhile.
+# (Held, the counter could not move between reading it and the call's return.)
+count, done = [0], threading.Event()
+def spin():
+    while not done.is_set():
+        count[0] += 1
+t = threading.Thread(target=spin); t.start()
+moved = 0
+for _ in range(10):
+    before = count[0]
+    r = tcpdoctor.analyze(cap)
+    moved += count[0] - before
+done.set(); t.join()
+assert moved > 1000, moved
+# Path and bytes give the same tables; bytes that are no capture raise CaptureError.
+b = tcpdoctor.analyze(open(cap, "rb").read(), host="h", file=cap)
+assert b.exchanges.drop_columns(["host"]).equals(r.exchanges.drop_columns(["host"]))
+try:
+    tcpdoctor.analyze(b"not a capture")
+    raise SystemExit("no CaptureError")
+except tcpdoctor.CaptureError as e:
+    assert "not a pcap" in str(e), e
+print("e2e ok: tcpdoctor %s for Python: %d exchanges as pyarrow; a Python thread counted %d while"
+      " it analysed (GIL released); bytes = path; junk raises CaptureError"
+      % (tcpdoctor.__version__, r.exchanges.num_rows, moved))
+PY
 
 # 1. The fleet: a lab case per host, 11 captures each; one host healthy; one corrupt capture.
 TREE=$WORK/fleet

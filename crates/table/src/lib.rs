@@ -24,10 +24,12 @@ use arrow_array::builder::{
 };
 use arrow_array::{Array, ArrayRef, Int64Array, ListArray, RecordBatch, StringArray, StructArray};
 use arrow_buffer::OffsetBuffer;
+use arrow_schema::DataType;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
 
 use tcpdoctor_capture::{CaptureReader, ErrorKind};
 use tcpdoctor_diagnose::budget::Part;
@@ -254,14 +256,28 @@ impl ParquetSink {
         std::fs::create_dir_all(dir)?;
         let mut writers = Vec::new();
         for t in Table::ALL {
-            let props = WriterProperties::builder()
+            let mut props = WriterProperties::builder()
                 .set_compression(Compression::SNAPPY)
                 .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+                // Minimum and maximum per column chunk (what DuckDB and Spark
+                // prune row groups with), not per page.
+                .set_statistics_enabled(EnabledStatistics::Chunk)
                 .set_key_value_metadata(Some(vec![KeyValue::new(
                     "tcpdoctor.table_schema".to_string(),
                     TABLE_SCHEMA.to_string(),
-                )]))
-                .build();
+                )]));
+            // Measurements and ids are nearly all distinct: a dictionary
+            // costs hashing and is dropped anyway. Names, endpoints, kinds,
+            // small integers and the capture's start repeat: they keep one.
+            for field in t.schema().fields() {
+                if matches!(field.data_type(), DataType::Float64 | DataType::Int64) {
+                    props = props.set_column_dictionary_enabled(
+                        ColumnPath::from(field.name().as_str()),
+                        false,
+                    );
+                }
+            }
+            let props = props.build();
             let path = dir.join(format!("{}.parquet", t.name()));
             let file = File::create(&path)
                 .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
