@@ -67,6 +67,7 @@ if [ "$(id -u)" -eq 0 ]; then
   bash tests/e2e/sysctl.sh target/release/tcpdoctor
   bash tests/e2e/watch.sh target/release/tcpdoctor
   bash tests/e2e/lab.sh target/release/tcpdoctor
+  bash tests/e2e/fleet.sh target/release/tcpdoctor
 else
   echo "end-to-end test needs root (network namespaces): skipped" >&2
   exit 3

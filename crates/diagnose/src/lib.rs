@@ -57,6 +57,10 @@ pub struct Options {
     /// Keep each completed exchange (server, duration) for
     /// [`Engine::drain_exchanges`]: live views read them every interval.
     pub live: bool,
+    /// Keep a row for every connection as it closes and every complete
+    /// exchange, for [`Engine::drain_rows`] (tables of every connection and
+    /// exchange, not just the listed ones). The caller drains them as it goes.
+    pub rows: bool,
     pub flow: Config,
 }
 
@@ -67,6 +71,7 @@ impl Default for Options {
             max_evidence: 8,
             min_share: 0.01,
             live: false,
+            rows: false,
             flow: Config::default(),
         }
     }
@@ -267,6 +272,30 @@ impl Engine {
         self.tracker.analyzer_mut().live_exchanges.drain(..)
     }
 
+    /// The connections closed and the complete exchanges since the last call,
+    /// in the order they ended; only with [`Options::rows`]. Start times are
+    /// made relative to the capture's first packet, as in [`Engine::finish`].
+    pub fn drain_rows(&mut self) -> Rows {
+        let d = self.tracker.analyzer_mut();
+        let rows = Rows {
+            connections: std::mem::take(&mut d.row_connections),
+            exchanges: std::mem::take(&mut d.row_exchanges),
+        };
+        relative_rows(rows, self.first_ts)
+    }
+
+    /// Unix time of the first packet pushed, seconds; `None` before any.
+    pub fn start_unix(&self) -> Option<f64> {
+        self.first_ts.map(|t| t.nanos() as f64 / 1e9)
+    }
+
+    /// [`Engine::finish`], and the rows (with [`Options::rows`]) of the
+    /// connections and exchanges not drained yet, those it closed included.
+    pub fn finish_with_rows(self) -> (Analysis, Rows) {
+        let (analysis, _, rows) = self.finish_all();
+        (analysis, rows)
+    }
+
     /// Closes every open connection and builds the result.
     pub fn finish(self) -> Analysis {
         self.finish_with_distribution().0
@@ -274,7 +303,12 @@ impl Engine {
 
     /// [`Engine::finish`], and the exchange-latency distribution for charts:
     /// the non-empty bins, each with the budget of its exchanges (summed).
-    pub fn finish_with_distribution(mut self) -> (Analysis, Vec<LatencyBin>) {
+    pub fn finish_with_distribution(self) -> (Analysis, Vec<LatencyBin>) {
+        let (analysis, bins, _) = self.finish_all();
+        (analysis, bins)
+    }
+
+    fn finish_all(mut self) -> (Analysis, Vec<LatencyBin>, Rows) {
         let peak = self.tracker.peak_open_connections() as u64;
         let closed_early = self.tracker.closed_early();
         let grace_cut = self.tracker.grace_cut_short();
@@ -301,8 +335,14 @@ impl Engine {
             }
             self.warnings.push(w);
         }
-        let d = self.tracker.finish();
-        let mut d = d;
+        let mut d = self.tracker.finish();
+        let rows = relative_rows(
+            Rows {
+                connections: std::mem::take(&mut d.row_connections),
+                exchanges: std::mem::take(&mut d.row_exchanges),
+            },
+            self.first_ts,
+        );
         let latency_budget = budget_summary(&mut d);
         let bins = latency_bins(&d);
         let first = self.first_ts.unwrap_or_default();
@@ -418,8 +458,23 @@ impl Engine {
             connections,
             findings,
         };
-        (analysis, bins)
+        (analysis, bins, rows)
     }
+}
+
+/// Start times made relative to the capture's first packet, as
+/// [`Engine::finish`] makes them; the summaries' exchange lists emptied (the
+/// exchanges have rows of their own).
+fn relative_rows(mut rows: Rows, first: Option<Timestamp>) -> Rows {
+    let t0 = first.unwrap_or_default().nanos() as f64 / 1e6;
+    for c in &mut rows.connections {
+        c.start_ms = round3((c.start_ms - t0).max(0.0));
+        c.slowest_exchanges = Vec::new();
+    }
+    for e in &mut rows.exchanges {
+        e.exchange.start_ms = round3((e.exchange.start_ms - t0).max(0.0));
+    }
+    rows
 }
 
 /// The exchange-latency histogram in groups of [`BUDGET_BUCKET`] buckets
@@ -926,6 +981,9 @@ pub(crate) struct Diagnoser {
     /// TLS handshakes per server endpoint and per client address (port 0):
     /// a `tls_handshake` finding must be the pattern, not a few outliers.
     tls_handshakes: FxHashMap<SocketAddr, u64>,
+    /// Rows not yet drained (with [`Options::rows`]).
+    row_connections: Vec<ConnectionSummary>,
+    row_exchanges: Vec<ExchangeRow>,
 }
 
 impl Diagnoser {
@@ -951,6 +1009,8 @@ impl Diagnoser {
             floods: Default::default(),
             extra_stake_ns: 0,
             tls_handshakes: FxHashMap::default(),
+            row_connections: Vec::new(),
+            row_exchanges: Vec::new(),
         }
     }
 
@@ -1335,6 +1395,14 @@ impl Analyzer for Diagnoser {
             *s += v;
         }
         self.per_server.add(conn.server.addr, &split);
+        if self.options.rows {
+            self.row_exchanges.push(ExchangeRow {
+                connection: conn.id,
+                client: conn.client.addr,
+                server: conn.server.addr,
+                exchange: text::exchange_summary(ex, &split),
+            });
+        }
         state.exchanges += 1;
         state.exchange_sum_ns += d;
         state.exchange_max_ns = state.exchange_max_ns.max(d);
@@ -1413,6 +1481,10 @@ impl Analyzer for Diagnoser {
             duration_ms: ms_f(conn.duration_ns()),
             id: conn.id,
         };
+        if self.options.rows {
+            self.row_connections
+                .push(text::connection_summary(conn, state.heavy.as_deref()));
+        }
         let keep = self.options.max_connections;
         let listed = keep > 0
             && (self.listed.len() < keep

@@ -242,6 +242,25 @@ pub struct ExchangeSummary {
     pub frames: [Option<u64>; 5],
 }
 
+/// A complete exchange with its connection ([`crate::Engine::drain_rows`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct ExchangeRow {
+    pub connection: u64,
+    #[serde(serialize_with = "display")]
+    pub client: SocketAddr,
+    #[serde(serialize_with = "display")]
+    pub server: SocketAddr,
+    pub exchange: ExchangeSummary,
+}
+
+/// Connections closed and exchanges completed since the last drain
+/// ([`crate::Engine::drain_rows`]): every one, not just the listed ones.
+#[derive(Debug, Clone, Default)]
+pub struct Rows {
+    pub connections: Vec<ConnectionSummary>,
+    pub exchanges: Vec<ExchangeRow>,
+}
+
 /// One bin of the exchange-latency distribution
 /// ([`crate::Engine::finish_with_distribution`]); not part of the JSON document.
 #[derive(Debug, Clone, Serialize)]

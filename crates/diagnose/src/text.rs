@@ -957,7 +957,7 @@ pub(crate) fn budget_parts(split: &Split, per: f64) -> BudgetParts {
     BudgetParts(parts)
 }
 
-fn exchange_summary(e: &Exchange, split: &Split) -> ExchangeSummary {
+pub(crate) fn exchange_summary(e: &Exchange, split: &Split) -> ExchangeSummary {
     let gap = |a: Option<Mark>, b: Option<Mark>| Some(ms(b?.ts.since(a?.ts)));
     ExchangeSummary {
         index: e.index,

@@ -98,6 +98,17 @@ impl Input {
 
     /// Feeds every selected frame to `engine`.
     pub fn feed(self, engine: &mut Engine, selection: Selection) -> Fed {
+        self.feed_with(engine, selection, |_| {})
+    }
+
+    /// [`Input::feed`], calling `each` with the engine after every batch of
+    /// frames (to drain what it produced so far).
+    pub fn feed_with(
+        self,
+        engine: &mut Engine,
+        selection: Selection,
+        mut each: impl FnMut(&mut Engine),
+    ) -> Fed {
         let (full_tx, full_rx) = sync_channel::<Batch>(IN_FLIGHT);
         let (empty_tx, empty_rx) = sync_channel::<Batch>(IN_FLIGHT + 1);
         for _ in 0..IN_FLIGHT {
@@ -133,6 +144,7 @@ impl Input {
                     What::Error(e) => engine.push_decoded(rec.ts, rec.link, rec.orig_len, Err(*e)),
                 }
             }
+            each(engine);
             // The worker may have finished; a closed return channel is fine.
             let _ = empty_tx.send(batch);
         }

@@ -11,6 +11,7 @@ mod merge;
 mod probe;
 mod select;
 mod sockets;
+mod sweep;
 mod sysctl;
 mod target;
 mod tls;
@@ -28,7 +29,7 @@ pub(crate) const EXIT_OK: u8 = 0;
 /// Exit status: analysed, --fail-on-finding given, and a finding was reported.
 pub(crate) const EXIT_FINDING: u8 = 1;
 /// Exit status: usage error, or the input could not be read as a capture.
-const EXIT_INPUT: u8 = 2;
+pub(crate) const EXIT_INPUT: u8 = 2;
 
 #[derive(Parser)]
 #[command(
@@ -115,6 +116,7 @@ Examples:
   tcpdoctor analyze examples/nginx-nagle.pcap
   tcpdoctor analyze --format json upload.pcapng | jq '.findings[0]'
   tcpdump -i any -w - port 8080 | tcpdoctor analyze -
+  tcpdoctor analyze captures/ --parquet tables/    one folder per host; tables for DuckDB, Spark
 
 Input: pcap (µs or ns, either byte order) and pcapng (several interfaces), on Ethernet
 (VLAN, QinQ), Linux cooked SLL/SLL2 (tcpdump -i any), raw IP and BSD loopback; IPv4 and
@@ -140,14 +142,22 @@ What it reports (largest cost first; causes under 1% of the time are listed as m
   syn_flood                half-open handshakes to one endpoint, single SYNs never retried
   tls_handshake            TLS handshakes: the server's key exchange, the client, round trips
 
+With --parquet DIR, every capture (files, directories searched for *.pcap, *.pcapng, *.cap,
+globs) is analysed on its own into DIR/connections.parquet, exchanges.parquet,
+findings.parquet and files.parquet, with columns file, host (--host, or the capture's
+folder) and capture_start; the schema is in the README and only ever grows.
+
 Exit status: 0 analysed (a truncated or partly corrupt capture is analysed up to where it
 breaks, with a warning); 1 --fail-on-finding was given and a finding was reported;
-2 usage error or unreadable input.";
+2 usage error or unreadable input (with --parquet: a capture that could not be read was
+skipped, the tables hold the rest).";
 
 #[derive(clap::Args)]
 struct AnalyzeArgs {
     /// Capture file(s) (pcap or pcapng, plain, gzip or zstd), directories of them, or `-` for
-    /// standard input. Several are merged by time, as mergecap does.
+    /// standard input. Several are merged by time, as mergecap does. With --parquet, each
+    /// file (directories are searched for *.pcap, *.pcapng, *.cap; quoted globs expand) is
+    /// analysed as a capture of its own.
     #[arg(value_name = "FILE", required = true, num_args = 1..)]
     files: Vec<String>,
     /// Analyse only the packets this tcpdump-like filter keeps (host, net, port,
@@ -195,6 +205,17 @@ struct AnalyzeArgs {
     /// file, not standard input (the file is read a second time).
     #[arg(long, value_name = "OUT.pcapng")]
     annotate: Option<String>,
+    /// Write the analyses as Parquet tables into DIR: connections.parquet,
+    /// exchanges.parquet (budget parts as columns), findings.parquet
+    /// (evidence as a list) and files.parquet (one row per capture, with its
+    /// status). Every connection and exchange gets a row. A capture that
+    /// cannot be read is reported and skipped; the sweep goes on.
+    #[arg(long, value_name = "DIR")]
+    parquet: Option<std::path::PathBuf>,
+    /// The `host` column of the Parquet tables (default: the name of each
+    /// capture's directory).
+    #[arg(long, value_name = "NAME", requires = "parquet")]
+    host: Option<String>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -296,6 +317,12 @@ fn roff_text(s: &str) -> String {
 }
 
 fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
+    if let Some(dir) = &args.parquet {
+        if args.html.is_some() || args.annotate.is_some() {
+            anyhow::bail!("--parquet does not combine with --html or --annotate");
+        }
+        return sweep::run(args, dir);
+    }
     let stdin = args.files.iter().any(|f| f == "-");
     if stdin && args.files.len() > 1 {
         anyhow::bail!("`-` (standard input) cannot be merged with other inputs; give files only");
