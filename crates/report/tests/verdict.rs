@@ -28,6 +28,7 @@ fn symptom() -> Symptom {
         rtt_method: "TCP SYN",
         p50_ms: Some(44.0),
         p99_ms: Some(48.0),
+        failure: None,
     }
 }
 
