@@ -162,8 +162,8 @@ fn a_sweep_of_two_hosts_and_a_corrupt_capture() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(strings(&read(&out_dir, "connections"), "host")[0], "edge-7");
+    // Without --parquet, several files are one capture merged by time.
     let out = run(&["analyze", one.to_str().unwrap(), one.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--parquet"));
+    assert_eq!(out.status.code(), Some(0));
     let _ = fs::remove_dir_all(&tmp);
 }
