@@ -119,6 +119,9 @@ ratio() {  # ratio A B [DECIMALS]
         if (a == "" || b == "" || b + 0 == 0) print "n/a"; else printf "%.*f\n", d, a / b }'
 }
 now() { date +%s.%N; }
+# rel TEXT: TEXT with this checkout's path removed, so that results name files relative to the
+# repository and not to the machine they ran on
+rel() { printf '%s' "${1//"$repo/"/}"; }
 fmt() { [ -n "$1" ] && printf "%.${2}f" "$1" || printf 'n/a'; }
 
 tools=(tcpdoctor)
@@ -271,26 +274,26 @@ tool_table() {
     printf '%-10s %12s %12s   %s\n' ---------- ------------ ------------ -------------------------------------------
     for name in "${tools[@]}"; do
         case ${STATUS[$tag.$name]} in
-            skipped) printf '%-10s %12s %12s   %s\n' "$name" skipped skipped "${WHY[$tag.$name]}"; continue ;;
-            capped) printf '%-10s %12s %12s   %s\n' "$name" capped capped "${WHY[$tag.$name]}"; continue ;;
-            FAILED) printf '%-10s %12s %12s   %s\n' "$name" FAILED FAILED "${WHY[$tag.$name]}"; continue ;;
+            skipped) printf '%-10s %12s %12s   %s\n' "$name" skipped skipped "$(rel "${WHY[$tag.$name]}")"; continue ;;
+            capped) printf '%-10s %12s %12s   %s\n' "$name" capped capped "$(rel "${WHY[$tag.$name]}")"; continue ;;
+            FAILED) printf '%-10s %12s %12s   %s\n' "$name" FAILED FAILED "$(rel "${WHY[$tag.$name]}")"; continue ;;
         esac
         printf '%-10s %12.3f %12.1f   %s\n' "$name" "${W[$tag.$name]}" "${M[$tag.$name]}" \
             "$(awk '{ printf "%s%.3f/%s/%.1f", (NR > 1 ? "  " : ""), $1, $2, $3 / 1024 }' "$tmp/$tag.$name.runs")"
     done
     echo "command lines:"
-    for name in "${tools[@]}"; do echo "  $name: $(tool_cmd "$name" "${FILES[$tag]}") > /dev/null"; done
+    for name in "${tools[@]}"; do echo "  $name: $(rel "$(tool_cmd "$name" "${FILES[$tag]}")") > /dev/null"; done
 }
 
 facts() {  # facts TAG
     local tag=$1
-    echo "capture:   ${FILES[$tag]}"
+    echo "capture:   $(rel "${FILES[$tag]}")"
     printf 'size:      %d bytes (%.1f MiB), %s packets, %s connections\n' "${P_BYTES[$tag]}" \
         "$(awk -v b="${P_BYTES[$tag]}" 'BEGIN { print b / 1048576 }')" "${P_PACKETS[$tag]}" "${P_CONNS[$tag]}"
     printf 'read:      %.3f s (dd bs=4M, page cache warm, median of %d)\n' "${P_READ[$tag]}" "$RUNS"
     echo "runs:      $RUNS per tool (peers once above $PEER_ONE_RUN_PACKETS packets), interleaved, page cache warmed with cat before each run"
     echo "load avg:  ${LOAD_BEFORE[$tag]} before, ${LOAD_AFTER[$tag]} after (other work on the machine skews the times)"
-    [ -n "$skip_reason" ] || echo "tcpdoctor output check: ${CHECK[$tag]}"
+    [ -n "$skip_reason" ] || echo "tcpdoctor output check: $(rel "${CHECK[$tag]}")"
 }
 
 header() {
@@ -299,11 +302,11 @@ header() {
     echo "tools:     $(tcptrace -v 2>&1 | head -n 1 | tr -s ' ')"
     echo "           $(tshark --version 2>/dev/null | head -n 1)"
     if [ -n "$skip_reason" ]; then
-        echo "           tcpdoctor SKIPPED: $skip_reason"
+        echo "           tcpdoctor SKIPPED: $(rel "$skip_reason")"
     else
-        echo "           tcpdoctor: $TCPDOCTOR"
+        echo "           tcpdoctor: $(rel "$TCPDOCTOR")"
     fi
-    [ -z "$BASELINE" ] || echo "           baseline:  $BASELINE (an earlier tcpdoctor build, measured in the same rounds)"
+    [ -z "$BASELINE" ] || echo "           baseline:  $(rel "$BASELINE") (an earlier tcpdoctor build, measured in the same rounds)"
 }
 
 declare -A FILES=()
@@ -344,7 +347,7 @@ r_base_mem=$(ratio "${M[big.tcpdoctor]}" "${M[big.baseline]:-}")
 mkdir -p "$(dirname "$OUT")"
 cp "$tmp/report" "$OUT"
 cat "$tmp/report"
-note "written to $OUT"
+note "written to $(rel "$OUT")"
 
 # ---- hostile shapes ------------------------------------------------------------------------
 if [ "$HOSTILE" = 1 ]; then
@@ -415,7 +418,7 @@ if [ "$HOSTILE" = 1 ]; then
     mkdir -p "$(dirname "$HOSTILE_OUT")"
     cp "$tmp/hostile" "$HOSTILE_OUT"
     cat "$tmp/hostile"
-    note "written to $HOSTILE_OUT"
+    note "written to $(rel "$HOSTILE_OUT")"
 fi
 
 # a failed tcpdoctor run makes the run fail (a skipped tcpdoctor, or a peer stopped by its caps,

@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 use crate::cases::{Setup, TlsKey};
+use crate::metrics::{round3, Metrics};
 use crate::ns;
 use crate::peers::ClientResult;
-use crate::run::{round3, server_addr, Metrics};
+use crate::topo::server_addr;
 
 const SMALL_SERVER: &str = include_str!("../../../fixtures/src/SmallServer.java");
 const POST_LUA: &str = include_str!("../../../fixtures/src/post100.lua");
@@ -219,7 +220,7 @@ pub fn curl_https(client_ns: &str, e: &External, n: usize) -> Result<Metrics> {
             r.errors.first().map(String::as_str).unwrap_or("no error")
         );
     }
-    let mut m = crate::run::metrics(&r, "curl");
+    let mut m = crate::metrics::metrics(&r, "curl");
     handshakes.sort_by(f64::total_cmp);
     m.tls_handshake_p50_ms = handshakes
         .get(handshakes.len().div_ceil(2).saturating_sub(1))

@@ -157,6 +157,9 @@ pub fn all() -> Vec<Fixture> {
             same,
             RESET,
         ),
+        // Reno halves its window at each loss and regrows by one segment per
+        // round trip (BBR does neither); the client's large receive buffer
+        // keeps the receiver's window out of the picture.
         f(
             "cwnd-collapse.server.pcap",
             "packet-loss",
@@ -284,6 +287,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             LATENCY,
         ),
+        // examples/nginx-nagle.pcap is a copy of this one.
         Fixture {
             peer: Peer::Nginx,
             wrk: Some((4, 2)),

@@ -15,6 +15,7 @@ pub mod delay;
 pub mod ext;
 pub mod fixtures;
 pub mod flood;
+pub mod metrics;
 pub mod ns;
 pub mod peers;
 pub mod run;

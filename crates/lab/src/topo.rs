@@ -16,7 +16,7 @@
 //! both hosts' `eth0`. The router blackholes 198.18.0.0/15, the SYN flood's
 //! spoofed sources.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
 use anyhow::Result;
@@ -26,8 +26,15 @@ use crate::ns;
 
 pub const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 71, 1, 2);
 pub const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 71, 2, 2);
+/// The port every server of the lab listens on.
+pub const PORT: u16 = 8080;
 pub const DELAY_DEV: &str = "tdlabdly";
 const DELAY_TABLE: &str = "100";
+
+/// The server's address.
+pub fn server_addr() -> SocketAddrV4 {
+    SocketAddrV4::new(SERVER_IP, PORT)
+}
 
 /// Where a capture is taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
