@@ -329,7 +329,7 @@ pub struct Ladder {
 /// A named cause with its evidence, cost and fix.
 #[derive(Debug, Clone, Serialize)]
 pub struct Finding {
-    /// One of DESIGN.md's vocabulary: `nagle_delayed_ack`, `receive_window_limited`, …
+    /// One of the finding vocabulary ([`crate::rules::Kind`]): `nagle_delayed_ack`, `receive_window_limited`, …
     pub kind: &'static str,
     pub culprit: Culprit,
     pub connections: u64,

@@ -8,15 +8,15 @@ use tcpdoctor_flow::{Connection, Exchange, Mark};
 use crate::budget::{Part, Split};
 use crate::http::Software;
 use crate::model::*;
-use crate::rules::{Detail, Kind};
+use crate::rules::{self, Kind};
 use crate::{round3, Aggregate, Heavy};
 
 /// A window reopened this many round trips (and ms) after it filled, with
 /// throughput this many times below rwnd/RTT, is paced by its reader.
-const SLOW_READER_RTTS: f64 = 4.0;
-const SLOW_READER_MIN_MS: f64 = 10.0;
+pub(crate) const SLOW_READER_RTTS: f64 = 4.0;
+pub(crate) const SLOW_READER_MIN_MS: f64 = 10.0;
 
-fn ms(ns: i64) -> f64 {
+pub(crate) fn ms(ns: i64) -> f64 {
     round3(ns as f64 / 1e6)
 }
 
@@ -30,7 +30,7 @@ pub fn delayed_ack_os(wait_ms: f64) -> &'static str {
     }
 }
 
-fn human_bytes(b: f64) -> String {
+pub(crate) fn human_bytes(b: f64) -> String {
     if b >= 1e6 {
         format!("{:.2} MB", b / 1e6)
     } else if b >= 1e3 {
@@ -40,7 +40,7 @@ fn human_bytes(b: f64) -> String {
     }
 }
 
-fn human_rate(bytes_per_s: f64) -> String {
+pub(crate) fn human_rate(bytes_per_s: f64) -> String {
     let bits = bytes_per_s * 8.0;
     if bits >= 1e9 {
         format!("{:.2} Gbit/s", bits / 1e9)
@@ -96,6 +96,29 @@ pub(crate) fn sporadic(f: &Finding) -> bool {
             .is_some_and(|seen| f.occurrences * 2 < seen)
 }
 
+/// What a rule's `words` get: the finding's aggregate and what every
+/// finding says (typical and total delay, share, culprit endpoint and role,
+/// the peer's role, the ladder's server).
+#[derive(Clone, Copy)]
+pub(crate) struct Said<'a> {
+    pub a: &'a Aggregate,
+    pub typical: f64,
+    pub total: f64,
+    pub share: f64,
+    pub ep: &'a String,
+    pub role: &'static str,
+    pub peer: &'static str,
+    pub server: &'a String,
+}
+
+/// A finding's explanation, fix and `details`.
+pub(crate) type Words = (String, String, serde_json::Value);
+
+/// Nothing to say (a detail of another kind: cannot happen).
+pub(crate) fn no_words() -> Words {
+    (String::new(), String::new(), json!({}))
+}
+
 pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
     let typical = round3(a.delays.quantile_ms(0.5));
     let total = ms(a.total_ns);
@@ -113,747 +136,33 @@ pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
         .map(|l| (l.client.clone(), l.server.clone()))
         .unwrap_or_default();
     let wireshark_filter = filter(a.evidence.first(), &client, &server);
-    let (explanation, fix, details) = match (a.kind, &a.first) {
-        (
-            Kind::NagleDelayedAck,
-            Detail::Nagle {
-                small_len,
-                software,
-                ..
-            },
-        ) => {
-            let wait = round3(a.ack_wait.quantile_ms(0.5));
-            let after = round3(a.after_ack.quantile_ms(0.5));
-            let rtt = a.rtt_ns_min.map(ms);
-            let what = if role == "server" {
-                "response"
-            } else {
-                "request"
-            };
-            let rtt_text = rtt.map_or("unknown".to_string(), |r| format!("{r:.2} ms"));
-            let explanation = format!(
-                "{ep} ({role}) sends each {what} in two parts: a small segment ({small_len} B), then the rest only after the \
-                 {peer} acknowledges it. Nagle's algorithm (RFC 896) is on at {ep}: it holds back a segment smaller than \
-                 the MSS while an earlier small one is unacknowledged. The {peer} has nothing to send yet, so it delays \
-                 its ACK (RFC 1122 §4.2.3.2): the ACK waits {wait:.1} ms beyond the round trip ({rtt_text}), which matches \
-                 {timer}, and the held data leaves {after:.2} ms after it. This happened {occ} times on {conns} connection(s), \
-                 {typical:.1} ms each, {total:.0} ms in all. The first {what} on a connection is usually spared: a new Linux \
-                 connection starts in quick-ACK mode.",
-                timer = delayed_ack_os(wait),
-                occ = a.occurrences,
-                conns = a.connections,
-            );
-            let fix = nagle_fix(&ep, role, *software);
-            let details = json!({
-                "ack_delay_ms": wait,
-                "delayed_ack_timer": delayed_ack_os(wait),
-                "held_after_ack_ms": after,
-                "small_segment_bytes": small_len,
-                "rtt_ms": rtt,
-                "software": software.map(software_name),
-            });
-            (explanation, fix, details)
-        }
-        (
-            Kind::ReceiveWindowLimited,
-            Detail::Window {
-                mss,
-                receive_buffer_hint,
-                ..
-            },
-        ) => {
-            let window = a.window_sum.checked_div(a.stalls).unwrap_or(0) as f64;
-            let mss = f64::from(*mss);
-            let rtt = a.rtt_ns_min.map(ms);
-            let ceiling = rtt.filter(|r| *r > 0.0).map(|r| window / (r / 1e3));
-            let transfer_s = a.transfer_ns as f64 / 1e9;
-            let tput = if transfer_s > 0.0 {
-                a.bytes as f64 / transfer_s
-            } else {
-                0.0
-            };
-            let at_window = if a.transfer_ns > 0 {
-                round3(a.total_ns as f64 / a.transfer_ns as f64)
-            } else {
-                0.0
-            };
-            // The window explains the throughput only when each stall lasts
-            // about a round trip (throughput ≈ rwnd/RTT). A window that
-            // reopens far later than the round trip is reopened by the
-            // receiving application reading, slowly.
-            let stall_ms = ms(a.total_ns / a.stalls.max(1) as i64);
-            let slow_reader = matches!((rtt, ceiling), (Some(r), Some(c))
-                if stall_ms >= SLOW_READER_RTTS * r && stall_ms >= SLOW_READER_MIN_MS
-                    && tput * SLOW_READER_RTTS < c);
-            let cause = if slow_reader {
-                Some("slow_reader")
-            } else {
-                *receive_buffer_hint
-            };
-            let explanation = if slow_reader {
-                format!(
-                    "{ep} ({role}) reads slowly: the {peer} fills its receive window (about {w}, {wmss:.1} × MSS \
-                     {mss:.0} B) and then waits until {ep} reopens it, every {stall_ms:.1} ms on average, {x:.0} times \
-                     the round trip ({r:.2} ms) — {stalls} times, {pct:.0}% of the transfer. The window is not what \
-                     limits the transfer: at rwnd/RTT it would carry {ceil}, and the transfer moved {bytes} in \
-                     {secs:.2} s ({tput}). The receiver acknowledges at once but frees buffer space only as its \
-                     application reads, a few KB at a time (a printer, a busy consumer, a reader blocked on \
-                     something else).",
-                    w = human_bytes(window),
-                    wmss = window / mss.max(1.0),
-                    x = stall_ms / rtt.unwrap_or(1.0).max(1e-3),
-                    r = rtt.unwrap_or(0.0),
-                    stalls = a.stalls,
-                    pct = at_window * 100.0,
-                    ceil = human_rate(ceiling.unwrap_or(0.0)),
-                    bytes = human_bytes(a.bytes as f64),
-                    secs = transfer_s,
-                    tput = human_rate(tput),
-                )
-            } else {
-                format!(
-                "{ep} ({role}) advertises a receive window of about {w} ({wmss:.1} × MSS {mss:.0} B) while the {peer} has \
-                 more to send: bytes in flight sat at that window for {pct:.0}% of the transfer, {stalls} times the \
-                 sender stopped until an ACK opened the window. {ceil}The transfer moved {bytes} in {secs:.2} s \
-                 ({tput}). A sender may not have more than the receiver's window unacknowledged (RFC 9293 §3.8.6), \
-                 so each round trip moves one window, whatever the bandwidth.",
-                w = human_bytes(window),
-                wmss = window / mss.max(1.0),
-                pct = at_window * 100.0,
-                stalls = a.stalls,
-                ceil = match (rtt, ceiling) {
-                    (Some(r), Some(c)) => format!("With a round trip of {r:.1} ms that caps throughput at rwnd/RTT = {}. ", human_rate(c)),
-                    _ => String::new(),
-                },
-                bytes = human_bytes(a.bytes as f64),
-                secs = transfer_s,
-                tput = human_rate(tput),
-                )
-            };
-            let fix = if slow_reader {
-                format!(
-                    "The receiving application at {ep} reads too slowly: find what it waits on between reads (a \
-                     device, disk, a lock, a busy thread, back-pressure from downstream) and read promptly — larger \
-                     reads, a dedicated reader thread, or a queue in the application. A larger receive buffer \
-                     would not raise the throughput (the window is already larger than the path needs at this \
-                     pace); it only absorbs a longer burst."
-                )
-            } else {
-                window_fix(&ep, *receive_buffer_hint, rtt)
-            };
-            let details = json!({
-                "window_bytes": window.round(),
-                "window_min_bytes": a.window_min,
-                "window_mss": round3(window / mss.max(1.0)),
-                "mss": mss,
-                "rtt_ms": rtt,
-                "ceiling_bytes_per_sec": ceiling.map(f64::round),
-                "throughput_bytes_per_sec": tput.round(),
-                "bytes": a.bytes,
-                "transfer_ms": ms(a.transfer_ns),
-                "stalls": a.stalls,
-                "share_of_transfer": at_window,
-                "reopen_interval_ms": stall_ms,
-                "cause": cause,
-            });
-            (explanation, fix, details)
-        }
-        (Kind::SynRetransmit, Detail::Setup { vantage, .. }) => {
-            let where_ = match *vantage {
-                "server" => "This capture was taken at the server, which saw the SYN and did not answer it: \
-                             the server (its listen backlog, a local firewall) dropped it."
-                    .to_string(),
-                "client" => "This capture was taken at the client: it cannot tell a SYN lost on the way from \
-                             one the server ignored; a capture at the server can."
-                    .to_string(),
-                "between" => "This capture was taken between the endpoints: a SYN seen here and not answered \
-                              was lost beyond this point or ignored by the server."
-                    .to_string(),
-                _ => "Where this capture was taken cannot be told from the packets (TTLs at their initial \
-                      values, endpoints microseconds apart), so neither can whether the path lost the SYN or \
-                      the server ignored it: if it was taken at the server, the server ignored it."
-                    .to_string(),
-            };
-            let explanation = format!(
-                "Connection setup to {ep} waited for a retransmitted SYN or SYN-ACK {occ} time(s), {typical:.0} ms \
-                 each ({retries} retries in all): the first SYN or its SYN-ACK was lost or not answered, and the \
-                 client's initial retransmission timeout (1 s on Linux, RFC 6298 2.1; 3 s on older stacks) had to \
-                 expire. {unanswered}{where_}",
-                occ = a.occurrences,
-                retries = a.count,
-                unanswered = if a.flagged > 0 {
-                    format!("{} connection attempt(s) were never answered. ", a.flagged)
-                } else {
-                    String::new()
-                },
-            );
-            let fix = format!(
-                "Find where SYNs to {ep} are dropped: the server's listen backlog (`ss -lnt` Recv-Q against \
-                 somaxconn, `nstat -az TcpExtListenDrops TcpExtListenOverflows`), SYN cookies or rate limits \
-                 (iptables/nftables, `net.ipv4.tcp_max_syn_backlog`), or loss on the path (capture at both ends). \
-                 Clients that cannot wait 1 s can connect in parallel or keep connections alive."
-            );
-            let details = json!({"retries": a.count, "unanswered": a.flagged});
-            (explanation, fix, details)
-        }
-        (Kind::ServerDelay, _) => {
-            let rtt = a.rtt_ns_min.map(ms);
-            let rtt_text = rtt.map_or("unknown".to_string(), |r| format!("{r:.2} ms"));
-            let (before, inside) = (a.total_ns - a.inside_ns, a.inside_ns);
-            let place = where_(before, inside, "response");
-            let how = match place {
-                "inside_response" => format!(
-                    "started each response at once and then paused inside it, {typical:.1} ms per exchange \
-                     (median): the first part of the response (typically the headers) left and was \
-                     acknowledged, and the rest followed only after a pause with nothing unacknowledged, the \
-                     receive window open and nothing lost — TCP held nothing back, the application had not \
-                     written the rest yet. Servers that send the headers first and then compute the body \
-                     (chunked encoding, streaming, frameworks that flush early) look like this"
-                ),
-                "before_and_inside_response" => format!(
-                    "took {typical:.1} ms per exchange (median) of its own time: {bef:.0} ms in all between the \
-                     complete request and the first response byte, and {ins:.0} ms inside responses, pausing \
-                     with everything acknowledged, the receive window open and nothing lost",
-                    bef = ms(before),
-                    ins = ms(inside),
-                ),
-                _ => format!(
-                    "received each request completely and then took {typical:.1} ms (median) before the \
-                     first byte of its response, beyond the round trip ({rtt_text})"
-                ),
-            };
-            let explanation = format!(
-                "{ep} (server) {how}; {occ} exchange(s) on {conns} connection(s), {total:.0} ms in all. The \
-                 packets are on time: the time is spent in the server application (or what it waits on: a \
-                 database, a backend, a lock, a full thread pool).",
-                occ = a.occurrences,
-                conns = a.connections,
-            );
-            let fix = if place == "before_response" {
-                format!(
-                    "Look inside the server at {ep}: its request log with timings, a profile of the handler, and \
-                     what it calls (database, upstreams). The network is not the cause; tuning TCP will not help."
-                )
-            } else {
-                format!(
-                    "Look inside the server at {ep} at what runs between writing the first part of the response \
-                     (the headers) and the rest: the handler's slow step (a query, an upstream call, rendering) \
-                     is there. Make that step faster or cache its result; if it cannot be, compute it before \
-                     sending the headers, so that time-to-first-byte, logs and timeouts show the delay honestly \
-                     instead of a response that stalls half-way. The network is not the cause; tuning TCP will \
-                     not help."
-                )
-            };
-            (
-                explanation,
-                fix,
-                json!({"think_ms": typical, "rtt_ms": rtt, "where": place,
-                       "before_response_ms": ms(before), "inside_response_ms": ms(inside)}),
-            )
-        }
-        (Kind::ClientDelay, _) => {
-            let (before, inside) = (a.total_ns - a.inside_ns, a.inside_ns);
-            let place = where_(before, inside, "request");
-            let explanation = match place {
-                "inside_request" => format!(
-                    "The client {ep} paused inside its request{s}, {typical:.1} ms (median), {occ} time(s), \
-                     {total:.0} ms in all: the first part of the request left and was acknowledged, and the \
-                     rest followed only later, with nothing unacknowledged, the server's window open and nothing \
-                     lost — TCP held nothing back, the client application had not written it yet (a body still \
-                     being produced or read from disk, a request streamed as it is built).",
-                    s = if a.occurrences > 1 { "s" } else { "" },
-                    occ = a.occurrences,
-                ),
-                _ => format!(
-                    "The client {ep} completed the handshake and then waited {typical:.1} ms (median) before \
-                     sending its request{inside}, {occ} time(s), {total:.0} ms in all. Nothing on the network or \
-                     the server delays this: the client connects first and prepares its request afterwards (DNS, \
-                     TLS setup in the application, building the request, a connection pool opening connections \
-                     ahead of use).",
-                    inside = if inside > 0 {
-                        format!(" (and paused {:.0} ms in all inside requests)", ms(inside))
-                    } else {
-                        String::new()
-                    },
-                    occ = a.occurrences,
-                ),
-            };
-            let fix = if place == "inside_request" {
-                format!(
-                    "Look at the client {ep}: what it does between writing the first part of a request and the \
-                     rest. Build the whole request (headers and body) before sending it, or make the step that \
-                     produces the body faster."
-                )
-            } else {
-                format!(
-                    "Look at the client {ep}: what it does between connect() and its first write. Prepare the \
-                     request before connecting, or reuse kept-alive connections."
-                )
-            };
-            (
-                explanation,
-                fix,
-                json!({"idle_ms": typical, "where": place,
-                       "before_request_ms": ms(before), "inside_request_ms": ms(inside)}),
-            )
-        }
-        (Kind::NetworkLatency, _) => {
-            let rtt = a.rtt_ns_min.map(ms).unwrap_or(0.0);
-            // One handshake per one or two exchanges: connection reuse saves a
-            // third to a half of the round trips.
-            let new_connections = a.handshakes > 0 && a.handshakes * 2 >= a.count;
-            let cause = if new_connections {
-                "new_connections"
-            } else {
-                "round_trips"
-            };
-            let trips = a.handshakes + a.stalls + a.requests + a.flights;
-            let mut which = Vec::new();
-            if a.handshakes > 0 {
-                which.push(format!("{} handshake(s)", a.handshakes));
-            }
-            if a.stalls > 0 {
-                which.push(format!("{} TLS handshake round trip(s)", a.stalls));
-            }
-            if a.requests > 0 {
-                which.push(format!("{} request/response", a.requests));
-            }
-            if a.flights > 0 {
-                which.push(format!(
-                    "{} further flight(s) of responses larger than the congestion window",
-                    a.flights
-                ));
-            }
-            let explanation = format!(
-                "The round trip between the endpoints is {rtt:.1} ms, and round trips make up most of the \
-                 exchanges' time: {trips} on {conns} connection(s) ({which}), {total:.0} ms in all ({pct:.0}% of \
-                 the time {n} exchanges took).{setup} The server answers promptly; each request simply waits \
-                 for the path.",
-                which = which.join(", "),
-                conns = a.connections,
-                n = a.count,
-                pct = share * 100.0,
-                setup = if new_connections {
-                    format!(
-                        " Most exchanges open a connection of their own, so each pays the TCP handshake's round \
-                         trip ({:.0} ms in all){} before its request can leave.",
-                        ms(a.handshake_ns),
-                        if a.stalls > 0 {
-                            format!(" and its TLS handshake's ({:.0} ms)", ms(a.transfer_ns))
-                        } else {
-                            String::new()
-                        }
-                    )
-                } else {
-                    String::new()
-                },
-            );
-            let fix = if new_connections {
-                "Reuse connections: HTTP keep-alive and a connection pool in the client (curl: one invocation \
-                 for several URLs, or `--keepalive`; libraries: a shared session/client object; nginx as a \
-                 proxy: `keepalive` in the upstream block), so only the first request pays the handshake. Then \
-                 fewer round trips or shorter ones: batch or multiplex requests (HTTP/2), move the client and \
-                 server closer (region, CDN, cache), check the route (`tcpdoctor trace`)."
-                    .to_string()
-            } else {
-                "Fewer round trips or shorter ones: batch requests or pipeline them (HTTP/2 multiplexing), keep \
-                 connections alive (no new handshake per request), move the client and server closer (region, \
-                 CDN, cache), and check the route (`tcpdoctor trace`, traceroute --tcp) for detours."
-                    .to_string()
-            };
-            (
-                explanation,
-                fix,
-                json!({"rtt_ms": rtt, "round_trips": trips, "handshake_round_trips": a.handshakes,
-                       "request_round_trips": a.requests, "flight_round_trips": a.flights,
-                       "handshake_ms": ms(a.handshake_ns), "exchanges": a.count, "cause": cause,
-                       "tls_round_trips": a.stalls, "tls_handshake_ms": ms(a.transfer_ns)}),
-            )
-        }
-        (Kind::ZeroWindow, _) => {
-            let explanation = format!(
-                "{ep} ({role}) advertised a zero receive window {occ} time(s): its application stopped reading, the \
-                 socket's receive buffer filled, and the {peer} had to stop sending and probe (RFC 9293 §3.8.6.1; \
-                 {probes} probes seen) until the window reopened. Stalled {typical:.1} ms each (median), {total:.0} ms \
-                 in all.{open}",
-                occ = a.occurrences,
-                probes = a.count,
-                open = if a.flagged > 0 {
-                    format!(" {} time(s) the window had not reopened when the capture ended.", a.flagged)
-                } else {
-                    String::new()
-                },
-            );
-            let fix = format!(
-                "The reader at {ep} is too slow: find why its application does not read (blocked on disk, a busy \
-                 thread, back-pressure from elsewhere) and read more promptly; a larger receive buffer only delays \
-                 the stall."
-            );
-            (
-                explanation,
-                fix,
-                json!({"probes": a.count, "not_reopened": a.flagged}),
-            )
-        }
-        (Kind::RetransmissionTimeout | Kind::PacketLoss, _) => {
-            let rtt = a.rtt_ns_min.map(ms);
-            let timeout = a.kind == Kind::RetransmissionTimeout;
-            let how = if timeout {
-                "only by the retransmission timer (RFC 6298: Linux waits at least 200 ms, then doubles the wait on \
-                 every further loss of the same data), because too few duplicate ACKs came back to trigger fast \
-                 retransmit — typically the last segments of a transfer, or everything in flight, were lost"
-            } else {
-                "by fast retransmit or SACK recovery (RFC 5681 §3.2, RFC 6675), within about a round trip"
-            };
-            let explanation = format!(
-                "Packets between the endpoints were lost and recovered {how}. {occ} loss episode(s) on {conns} \
-                 connection(s), {count} retransmissions, {typical:.1} ms lost each (median), {total:.0} ms in all \
-                 (round trip {rtt}).{upstream}",
-                occ = a.occurrences,
-                conns = a.connections,
-                count = a.count,
-                rtt = rtt.map_or("unknown".to_string(), |r| format!("{r:.2} ms")),
-                upstream = if a.flagged > 0 {
-                    format!(
-                        " In {} episode(s) the capture never saw the original segment: it was lost before the capture point.",
-                        a.flagged
-                    )
-                } else {
-                    String::new()
-                },
-            );
-            let fix = if timeout {
-                "Find the lossy hop (interface errors and drops: `ip -s link`, `nstat -az | grep -i -e retrans -e drop`, \
-                 switch counters; capture at both ends to see on which side packets disappear). Tail losses recover \
-                 faster with RACK-TLP (Linux default); a lower RTO minimum (`ip route … rto_min`) shortens the wait on \
-                 low-latency paths."
-                    .to_string()
-            } else {
-                "Find the lossy hop (`ip -s link` errors/drops, queue overflows on a router or the sender's qdisc, \
-                 Wi-Fi); check that SACK is on (`net.ipv4.tcp_sack`) and consider BBR on lossy long paths."
-                    .to_string()
-            };
-            (
-                explanation,
-                fix,
-                json!({"retransmissions": a.count, "lost_before_capture": a.flagged, "rtt_ms": rtt}),
-            )
-        }
-        (Kind::CongestionLimited, Detail::Congestion { max_in_flight, .. }) => {
-            let rtt = a.rtt_ns_min.map(ms);
-            let transfer_s = a.transfer_ns as f64 / 1e9;
-            let tput = if transfer_s > 0.0 {
-                a.bytes as f64 / transfer_s
-            } else {
-                0.0
-            };
-            let explanation = format!(
-                "Transfers to or from {ep} were bound by the sender's congestion window, not by the receiver's \
-                 window: the sender sent a flight, then waited for ACKs with room left in the receive window, \
-                 {rounds} times ({total:.0} ms in all, {pct:.0}% of the transfers' time; at most {inflight} in \
-                 flight; round trip {rtt}). That is slow start on a fresh connection, or the window regrowing after \
-                 a loss (RFC 5681). The transfers moved {bytes} at {tput}.",
-                rounds = a.count,
-                pct = if a.transfer_ns > 0 { a.total_ns as f64 / a.transfer_ns as f64 * 100.0 } else { 0.0 },
-                inflight = human_bytes(f64::from(*max_in_flight)),
-                rtt = rtt.map_or("unknown".to_string(), |r| format!("{r:.1} ms")),
-                bytes = human_bytes(a.bytes as f64),
-                tput = human_rate(tput),
-            );
-            let fix = "Avoid paying slow start per transfer: keep connections alive and reuse them (HTTP keep-alive, \
-                       connection pools); on Linux keep `net.ipv4.tcp_slow_start_after_idle=0` for long-lived idle \
-                       connections; a larger initial window (`ip route … initcwnd 20`) helps short transfers on long \
-                       paths. If losses shrink the window, fix the loss, and consider BBR \
-                       (`net.ipv4.tcp_congestion_control=bbr`)."
-                .to_string();
-            (
-                explanation,
-                fix,
-                json!({"rounds": a.count, "max_in_flight_bytes": max_in_flight, "rtt_ms": rtt,
-                       "throughput_bytes_per_sec": tput.round()}),
-            )
-        }
-        (
-            Kind::SlowStartAfterIdle,
-            Detail::Restart {
-                restart_flight,
-                grown_flight,
-                mss,
-                ..
-            },
-        ) => {
-            let rtt = a.rtt_ns_min.map(ms);
-            let idle = ms(a.transfer_ns / a.occurrences.max(1) as i64);
-            let mss = (*mss).max(1);
-            let explanation = format!(
-                "{ep} ({role}) restarts from its initial window after each idle spell: {occ} message(s) on \
-                 {conns} connection(s) began after {idle:.0} ms (typical) with nothing sent, longer than the \
-                 retransmission timeout, and left in a first flight of {first} ({fs} segments) though the window \
-                 had grown to about {grown} ({gs} segments) before; the rest followed in flights doubling once \
-                 a round trip (slow start), with no loss and the receive window open. {rounds} waits between \
-                 flights, {extra} of them more than the grown window needed: {typical:.1} ms lost per message, \
-                 {total:.0} ms in all (round trip {rtt_text}). RFC 5681 §4.1 lets a sender idle longer than its \
-                 RTO restart from the initial window; Linux does so when `net.ipv4.tcp_slow_start_after_idle` \
-                 is 1 (the default) with Reno or CUBIC (BBR keeps its rate).",
-                occ = a.occurrences,
-                conns = a.connections,
-                first = human_bytes(f64::from(*restart_flight)),
-                fs = restart_flight.div_ceil(mss),
-                grown = human_bytes(f64::from(*grown_flight)),
-                gs = grown_flight.div_ceil(mss),
-                rounds = a.stalls,
-                extra = a.count,
-                rtt_text = rtt.map_or("unknown".to_string(), |r| format!("{r:.1} ms")),
-            );
-            let fix = format!(
-                "On the sender {ep}: `sysctl -w net.ipv4.tcp_slow_start_after_idle=0` (persist it in \
-                 /etc/sysctl.d/), so a kept-alive connection keeps its window across idle spells. Per route \
-                 instead, a larger initial window (`ip route change … initcwnd 20`) shortens each restart; BBR \
-                 (`net.ipv4.tcp_congestion_control=bbr`) does not restart."
-            );
-            (
-                explanation,
-                fix,
-                json!({"idle_ms": idle, "restart_flight_bytes": restart_flight,
-                       "grown_flight_bytes": grown_flight, "flight_waits": a.stalls,
-                       "extra_round_trips": a.count, "bytes": a.bytes, "rtt_ms": rtt}),
-            )
-        }
-        (
-            Kind::PathMtuBlackhole,
-            Detail::Blackhole {
-                big_len,
-                small_len,
-                seen,
-                ..
-            },
-        ) => {
-            let rtt = a.rtt_ns_min.map(ms);
-            let how = if *seen {
-                format!(
-                    "the sender sent {big_len}-byte segments, retransmitted them {n} time(s) on its \
-                     retransmission timer (backing off) and never had them acknowledged, then sent the same data \
-                     in {small_len}-byte segments, which were",
-                    n = a.count,
-                )
-            } else {
-                format!(
-                    "this capture, beyond the drop, never saw the full-size ({big_len}-byte) segments: the data \
-                     arrived only after a stall, in {small_len}-byte segments — well below the MSS the receiver \
-                     announced — which were"
-                )
-            };
-            let explanation = format!(
-                "Full-size packets towards the {peer} side of {ep} vanish on the path while small ones pass: {how} \
-                 acknowledged at once. A link on the path has a smaller MTU and the ICMP \"fragmentation needed\" \
-                 (RFC 1191; IPv6 \"packet too big\", RFC 8201) that should tell the sender never reaches it, \
-                 usually because a firewall filters ICMP: a path MTU black hole. {occ} time(s) on {conns} \
-                 connection(s), {typical:.0} ms each (median), {total:.0} ms in all (round trip {rtt_text}); \
-                 without packetization-layer probing (RFC 4821) the connection never recovers.",
-                peer = if peer == "endpoints" { "client" } else { peer },
-                occ = a.occurrences,
-                conns = a.connections,
-                rtt_text = rtt.map_or("unknown".to_string(), |r| format!("{r:.2} ms")),
-            );
-            let fix = "Let ICMP type 3 code 4 (\"fragmentation needed\"; ICMPv6 type 2) through every firewall \
-                       on the path, so path MTU discovery works. Where that cannot be done, clamp the MSS on the \
-                       router in front of the small link (`iptables -t mangle -A FORWARD -p tcp --tcp-flags SYN,RST \
-                       SYN -j TCPMSS --clamp-mss-to-pmtu`), or lower the MTU/MSS on the sender's route (`ip route \
-                       change … mtu 1400` / `advmss`), and let Linux senders probe (`net.ipv4.tcp_mtu_probing=1`)."
-                .to_string();
-            (
-                explanation,
-                fix,
-                json!({"lost_segment_bytes": big_len, "passing_segment_bytes": small_len,
-                       "full_size_retransmissions": a.count, "retransmissions_seen": seen,
-                       "rtt_ms": rtt}),
-            )
-        }
-        (Kind::ListenQueueOverflow, _) => {
-            let explanation = format!(
-                "{ep} (server) did not accept() its connections fast enough: its accept queue (the listen \
-                 backlog) was full. {syn}{acks}{occ} time(s) on {conns} connection(s), {typical:.0} ms each \
-                 (median), {total:.0} ms in all. Linux drops a SYN while the queue is full (the client retries \
-                 after 1 s, then 3 s) and ignores the final ACK of a handshake it cannot queue, and the request \
-                 that follows it: the client thinks the connection open, the server acknowledges nothing until a \
-                 retransmission arrives when there is room.",
-                syn = if a.count > 0 {
-                    format!("{} SYN(s) had to be sent again. ", a.count)
-                } else {
-                    String::new()
-                },
-                acks = if a.flagged > 0 {
-                    format!(
-                        "{} connection(s) had their handshake ACK and request ignored; those requests waited \
-                         {:.0} ms in all before the server took them. ",
-                        a.flagged,
-                        ms(a.inside_ns)
-                    )
-                } else {
-                    String::new()
-                },
-                occ = a.occurrences,
-                conns = a.connections,
-            );
-            let fix = format!(
-                "At {ep}: accept connections faster (a dedicated accept loop or thread, more workers, no \
-                 blocking work before accept()), and raise the backlog: the `listen()` backlog argument (nginx \
-                 `listen … backlog=4096`, Java `ServerSocket(port, backlog)`) and its ceiling \
-                 `net.core.somaxconn` (and `net.ipv4.tcp_max_syn_backlog`). `nstat -az TcpExtListenOverflows \
-                 TcpExtListenDrops` and `ss -lnt` (Recv-Q against Send-Q) show the queue overflowing."
-            );
-            (
-                explanation,
-                fix,
-                json!({"syn_drops": a.count, "ack_drops": a.flagged,
-                       "accept_wait_ms": ms(a.inside_ns)}),
-            )
-        }
-        (Kind::TlsHandshake, _) => {
-            let n = a.occurrences.max(1);
-            let per = |ns: i64| round3(ns as f64 / n as f64 / 1e6);
-            let (kx, cl) = (per(a.inside_ns), per(a.transfer_ns));
-            let rounds = round3(a.count as f64 / n as f64);
-            let network = round3(a.handshake_ns as f64 / n as f64 / 1e6);
-            let rtt = a.rtt_ns_min.map(ms);
-            let version = if rounds >= 1.5 {
-                "a full TLS 1.2 handshake: two round trips before the first request"
-            } else {
-                "a one-round-trip handshake (TLS 1.3, or a resumed TLS 1.2 session)"
-            };
-            let (cause, why, fix) = match role {
-                "server" => (
-                    "key_exchange",
-                    format!(
-                        "most of it is {ep}'s own time between the client's flight and its answer — \
-                         {kx:.2} ms per handshake: computing its key share and signing it with the \
-                         certificate's private key (RSA keys of 3072–4096 bits cost milliseconds per \
-                         signature; ECDSA P-256 or Ed25519 a few microseconds), or waiting on a hardware \
-                         module or an OCSP lookup"
-                    ),
-                    format!(
-                        "At {ep}: sign with an ECDSA P-256 certificate (or serve one beside the RSA one: nginx \
-                         takes several `ssl_certificate` lines) instead of a large RSA key; let clients resume \
-                         sessions (`ssl_session_cache shared:SSL:10m; ssl_session_tickets on;`) so repeat \
-                         handshakes skip the signature; enable TLS 1.3; and keep connections alive so each \
-                         request does not pay a handshake. `openssl speed rsa4096 ecdsap256` shows the cost per \
-                         signature on this CPU."
-                    ),
-                ),
-                _ => (
-                    "client",
-                    format!(
-                        "most of it is the client's own time between the server's flight and its next one — \
-                         {cl:.2} ms per handshake: verifying the certificate chain, computing its key \
-                         share, or a client that starts its TLS library cold (a new process per request)"
-                    ),
-                    format!(
-                        "At the client {ep}: reuse connections (keep-alive, a connection pool) and TLS sessions \
-                         (session tickets), keep the process and its TLS context warm between requests, and \
-                         check what it does between the server's handshake flight and its answer."
-                    ),
-                ),
-            };
-            let explanation = format!(
-                "{conns} connection(s) to {srv} opened with a TLS handshake ({version}) in which the endpoints \
-                 spent {typical:.2} ms (median) of their own time, {total:.0} ms in all, before the first request \
-                 could leave: {why}. Per handshake: \
-                 {network:.2} ms round trips, {kx:.2} ms the server's key exchange, {cl:.2} ms the \
-                 client's processing (means).",
-                conns = a.connections,
-                srv = if server.is_empty() { ep.clone() } else { server.clone() },
-            );
-            (
-                explanation,
-                fix,
-                json!({"cause": cause, "handshakes": a.occurrences, "handshakes_seen": a.flagged,
-                       "round_trips": rounds,
-                       "key_exchange_ms": kx, "client_ms": cl, "network_ms": network,
-                       "rtt_ms": rtt}),
-            )
-        }
-        (
-            Kind::SynFlood,
-            Detail::Flood {
-                attempts,
-                half_open,
-                one_shot,
-                answered,
-                refused,
-                sources,
-                first_ns,
-                last_ns,
-                delayed,
-            },
-        ) => {
-            let span_s = (*last_ns - *first_ns).max(0) as f64 / 1e9;
-            let rate = if span_s > 0.0 {
-                *half_open as f64 / span_s
-            } else {
-                *half_open as f64
-            };
-            let share_answered = round3(*answered as f64 / (*half_open).max(1) as f64);
-            let answered_text = if *answered * 2 >= *half_open {
-                format!(
-                    "{ep} answered {pct:.0}% of them with a SYN-ACK (SYN cookies, or a SYN queue large enough): \
-                     it kept up",
-                    pct = share_answered * 100.0
-                )
-            } else {
-                format!(
-                    "{ep} answered only {pct:.0}% of them{rst}: its SYN queue (`net.ipv4.tcp_max_syn_backlog`, \
-                     SYN cookies off) was full and it dropped the rest — legitimate clients' SYNs with them",
-                    pct = share_answered * 100.0,
-                    rst = if *refused > 0 {
-                        format!(" ({refused} refused with a RST)")
-                    } else {
-                        String::new()
-                    },
-                )
-            };
-            let cost = if *delayed > 0 {
-                format!(
-                    "{delayed} legitimate connection(s) to {ep} had to send their SYN again and waited \
-                     {typical:.0} ms each (median), {total:.0} ms in all."
-                )
-            } else {
-                "No legitimate connection in this capture waited for a SYN retry.".to_string()
-            };
-            let explanation = format!(
-                "A SYN flood hit {ep}: {half_open} connection attempts ({pct_half:.0}% of the {attempts} to it) never \
-                 completed their handshake, {pct_once:.0}% of them a single SYN never sent again — no client's TCP \
-                 stack behaves so (it retries on its timer, RFC 6298), forged or scripted SYNs do (RFC 4987) — from \
-                 {sources} distinct source address(es), {rate:.0} per second over {span_s:.1} s. {answered_text}. \
-                 {cost}",
-                pct_half = 100.0 * *half_open as f64 / (*attempts).max(1) as f64,
-                pct_once = 100.0 * *one_shot as f64 / (*half_open).max(1) as f64,
-            );
-            let fix = format!(
-                "On {ep}'s host: keep SYN cookies on (`net.ipv4.tcp_syncookies=1`, Linux's default: it answers \
-                 without queueing when the SYN queue overflows) and raise `net.ipv4.tcp_max_syn_backlog`; \
-                 `nstat -az TcpExtTCPReqQFullDrop TcpExtTCPReqQFullDoCookies TcpExtSyncookiesSent` shows the \
-                 queue overflowing. Upstream: rate-limit SYNs per source (`iptables -m hashlimit`, nftables \
-                 `limit`), or terminate handshakes in front of the server (iptables SYNPROXY, a load balancer, \
-                 your provider's DDoS scrubbing). With {sources} source(s), blocking addresses is {block}.",
-                block = if *sources <= 16 {
-                    "practical"
-                } else {
-                    "not enough (they are likely forged)"
-                },
-            );
-            (
-                explanation,
-                fix,
-                json!({"attempts": attempts, "half_open": half_open, "single_syn": one_shot,
-                       "distinct_sources": sources, "syns_per_sec": round3(rate),
-                       "duration_ms": round3(span_s * 1e3), "share_answered": share_answered,
-                       "refused": refused, "legitimate_delayed": delayed}),
-            )
-        }
-        (Kind::ConnectionRefused | Kind::ConnectionReset, _) => {
-            crate::rules::refused_reset::words(&a)
-        }
-        _ => (String::new(), String::new(), json!({})),
+    let said = Said {
+        a: &a,
+        typical,
+        total,
+        share,
+        ep: &ep,
+        role,
+        peer,
+        server: &server,
+    };
+    // Each rule says its own finding (rules/*.rs, `words`), next to how it detects it.
+    let (explanation, fix, details) = match a.kind {
+        Kind::NagleDelayedAck => rules::nagle::words(&said),
+        Kind::ReceiveWindowLimited => rules::receive_window::words(&said),
+        Kind::SynRetransmit => rules::setup::words(&said),
+        Kind::ServerDelay => rules::timing::server_words(&said),
+        Kind::ClientDelay => rules::timing::client_words(&said),
+        Kind::NetworkLatency => rules::timing::latency_words(&said),
+        Kind::ZeroWindow => rules::zero_window::words(&said),
+        Kind::RetransmissionTimeout | Kind::PacketLoss => rules::retransmission::words(&said),
+        Kind::CongestionLimited => rules::congestion::words(&said),
+        Kind::SlowStartAfterIdle => rules::slow_start_after_idle::words(&said),
+        Kind::PathMtuBlackhole => rules::path_mtu::words(&said),
+        Kind::ListenQueueOverflow => rules::listen_queue::words(&said),
+        Kind::TlsHandshake => rules::tls::words(&said),
+        Kind::SynFlood => rules::syn_flood::words(&said),
+        Kind::ConnectionRefused | Kind::ConnectionReset => rules::refused_reset::words(&a),
     };
     Finding {
         kind: a.kind.name(),
@@ -874,7 +183,7 @@ pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
 
 /// Where an endpoint's own time was: before its message, inside it, or both
 /// (each at least a tenth).
-fn where_(before: i64, inside: i64, message: &str) -> &'static str {
+pub(crate) fn where_(before: i64, inside: i64, message: &str) -> &'static str {
     let total = (before + inside).max(1);
     match (before * 10 >= total, inside * 10 >= total, message) {
         (true, true, "response") => "before_and_inside_response",
@@ -886,7 +195,7 @@ fn where_(before: i64, inside: i64, message: &str) -> &'static str {
     }
 }
 
-fn software_name(s: Software) -> &'static str {
+pub(crate) fn software_name(s: Software) -> &'static str {
     match s {
         Software::Nginx => "nginx",
         Software::JdkHttpServer => "jdk-httpserver",
@@ -895,7 +204,7 @@ fn software_name(s: Software) -> &'static str {
     }
 }
 
-fn nagle_fix(ep: &str, role: &str, software: Option<Software>) -> String {
+pub(crate) fn nagle_fix(ep: &str, role: &str, software: Option<Software>) -> String {
     let tail = " (Shortening the peer's delayed ACK, e.g. TCP_QUICKACK, only hides it.)";
     if role == "client" {
         return format!(
@@ -922,7 +231,7 @@ fn nagle_fix(ep: &str, role: &str, software: Option<Software>) -> String {
     format!("{specific}{tail}")
 }
 
-fn window_fix(ep: &str, hint: Option<&'static str>, rtt_ms: Option<f64>) -> String {
+pub(crate) fn window_fix(ep: &str, hint: Option<&'static str>, rtt_ms: Option<f64>) -> String {
     let need = rtt_ms
         .map(|r| {
             format!(

@@ -141,3 +141,47 @@ impl CongestionState {
         }
     }
 }
+
+/// The words of a `congestion_limited` finding: why, the fix, its details.
+#[allow(clippy::too_many_lines)]
+pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
+    use crate::rules::Detail;
+    use crate::text::*;
+    use serde_json::json;
+    let Said { a, total, ep, .. } = *said;
+    let Detail::Congestion { max_in_flight, .. } = &a.first else {
+        return crate::text::no_words();
+    };
+    let rtt = a.rtt_ns_min.map(ms);
+    let transfer_s = a.transfer_ns as f64 / 1e9;
+    let tput = if transfer_s > 0.0 {
+        a.bytes as f64 / transfer_s
+    } else {
+        0.0
+    };
+    let explanation = format!(
+        "Transfers to or from {ep} were bound by the sender's congestion window, not by the receiver's \
+         window: the sender sent a flight, then waited for ACKs with room left in the receive window, \
+         {rounds} times ({total:.0} ms in all, {pct:.0}% of the transfers' time; at most {inflight} in \
+         flight; round trip {rtt}). That is slow start on a fresh connection, or the window regrowing after \
+         a loss (RFC 5681). The transfers moved {bytes} at {tput}.",
+        rounds = a.count,
+        pct = if a.transfer_ns > 0 { a.total_ns as f64 / a.transfer_ns as f64 * 100.0 } else { 0.0 },
+        inflight = human_bytes(f64::from(*max_in_flight)),
+        rtt = rtt.map_or("unknown".to_string(), |r| format!("{r:.1} ms")),
+        bytes = human_bytes(a.bytes as f64),
+        tput = human_rate(tput),
+    );
+    let fix = "Avoid paying slow start per transfer: keep connections alive and reuse them (HTTP keep-alive, \
+               connection pools); on Linux keep `net.ipv4.tcp_slow_start_after_idle=0` for long-lived idle \
+               connections; a larger initial window (`ip route … initcwnd 20`) helps short transfers on long \
+               paths. If losses shrink the window, fix the loss, and consider BBR \
+               (`net.ipv4.tcp_congestion_control=bbr`)."
+        .to_string();
+    (
+        explanation,
+        fix,
+        json!({"rounds": a.count, "max_in_flight_bytes": max_in_flight, "rtt_ms": rtt,
+               "throughput_bytes_per_sec": tput.round()}),
+    )
+}

@@ -115,3 +115,55 @@ pub fn on_close(state: &ListenState, conn: &Connection, out: &mut [Occurrence]) 
         }
     }
 }
+
+/// The words of a `listen_queue_overflow` finding: why, the fix, its details.
+#[allow(clippy::too_many_lines)]
+pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
+    use crate::text::*;
+    use serde_json::json;
+    let Said {
+        a,
+        typical,
+        total,
+        ep,
+        ..
+    } = *said;
+    let explanation = format!(
+        "{ep} (server) did not accept() its connections fast enough: its accept queue (the listen \
+         backlog) was full. {syn}{acks}{occ} time(s) on {conns} connection(s), {typical:.0} ms each \
+         (median), {total:.0} ms in all. Linux drops a SYN while the queue is full (the client retries \
+         after 1 s, then 3 s) and ignores the final ACK of a handshake it cannot queue, and the request \
+         that follows it: the client thinks the connection open, the server acknowledges nothing until a \
+         retransmission arrives when there is room.",
+        syn = if a.count > 0 {
+            format!("{} SYN(s) had to be sent again. ", a.count)
+        } else {
+            String::new()
+        },
+        acks = if a.flagged > 0 {
+            format!(
+                "{} connection(s) had their handshake ACK and request ignored; those requests waited \
+                 {:.0} ms in all before the server took them. ",
+                a.flagged,
+                ms(a.inside_ns)
+            )
+        } else {
+            String::new()
+        },
+        occ = a.occurrences,
+        conns = a.connections,
+    );
+    let fix = format!(
+        "At {ep}: accept connections faster (a dedicated accept loop or thread, more workers, no \
+         blocking work before accept()), and raise the backlog: the `listen()` backlog argument (nginx \
+         `listen … backlog=4096`, Java `ServerSocket(port, backlog)`) and its ceiling \
+         `net.core.somaxconn` (and `net.ipv4.tcp_max_syn_backlog`). `nstat -az TcpExtListenOverflows \
+         TcpExtListenDrops` and `ss -lnt` (Recv-Q against Send-Q) show the queue overflowing."
+    );
+    (
+        explanation,
+        fix,
+        json!({"syn_drops": a.count, "ack_drops": a.flagged,
+               "accept_wait_ms": ms(a.inside_ns)}),
+    )
+}

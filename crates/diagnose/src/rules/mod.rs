@@ -1,5 +1,14 @@
 //! Diagnosis rules. Each rule watches one connection's segments and reports
 //! [`Occurrence`]s; the engine aggregates them into findings.
+//!
+//! A rule is one file: its per-connection state (kept in the engine's
+//! `Heavy`, called from `Diagnoser::segment`, `exchange` or `close`), the
+//! occurrences it reports, and `words` — the finding's explanation, fix and
+//! `details`, next to the detection they describe. Adding one: a [`Kind`]
+//! (and its name), a [`Detail`] variant if it measures something of its own,
+//! the file, its hooks in `lib.rs`, a line in `text::finding`'s dispatch (the
+//! match is exhaustive: the compiler asks for it), and its verdict sentence
+//! in the `report` crate.
 
 pub mod congestion;
 pub mod idle;
@@ -21,7 +30,8 @@ use tcpdoctor_flow::{Connection, Dir};
 use crate::http::Software;
 use crate::model::LadderRow;
 
-/// The finding vocabulary (DESIGN.md); extended only by adding.
+/// The finding vocabulary (the README's "What it finds" table and JSON
+/// schema); extended only by adding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
     NagleDelayedAck,

@@ -196,3 +196,60 @@ fn check(
         },
     })
 }
+
+/// The words of a `nagle_delayed_ack` finding: why, the fix, its details.
+#[allow(clippy::too_many_lines)]
+pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
+    use crate::round3;
+    use crate::rules::Detail;
+    use crate::text::*;
+    use serde_json::json;
+    let Said {
+        a,
+        typical,
+        total,
+        ep,
+        role,
+        peer,
+        ..
+    } = *said;
+    let Detail::Nagle {
+        small_len,
+        software,
+        ..
+    } = &a.first
+    else {
+        return crate::text::no_words();
+    };
+    let wait = round3(a.ack_wait.quantile_ms(0.5));
+    let after = round3(a.after_ack.quantile_ms(0.5));
+    let rtt = a.rtt_ns_min.map(ms);
+    let what = if role == "server" {
+        "response"
+    } else {
+        "request"
+    };
+    let rtt_text = rtt.map_or("unknown".to_string(), |r| format!("{r:.2} ms"));
+    let explanation = format!(
+        "{ep} ({role}) sends each {what} in two parts: a small segment ({small_len} B), then the rest only after the \
+         {peer} acknowledges it. Nagle's algorithm (RFC 896) is on at {ep}: it holds back a segment smaller than \
+         the MSS while an earlier small one is unacknowledged. The {peer} has nothing to send yet, so it delays \
+         its ACK (RFC 1122 §4.2.3.2): the ACK waits {wait:.1} ms beyond the round trip ({rtt_text}), which matches \
+         {timer}, and the held data leaves {after:.2} ms after it. This happened {occ} times on {conns} connection(s), \
+         {typical:.1} ms each, {total:.0} ms in all. The first {what} on a connection is usually spared: a new Linux \
+         connection starts in quick-ACK mode.",
+        timer = delayed_ack_os(wait),
+        occ = a.occurrences,
+        conns = a.connections,
+    );
+    let fix = nagle_fix(ep, role, *software);
+    let details = json!({
+        "ack_delay_ms": wait,
+        "delayed_ack_timer": delayed_ack_os(wait),
+        "held_after_ack_ms": after,
+        "small_segment_bytes": small_len,
+        "rtt_ms": rtt,
+        "software": software.map(software_name),
+    });
+    (explanation, fix, details)
+}

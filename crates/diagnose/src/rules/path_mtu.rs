@@ -217,3 +217,68 @@ fn relabel(st: &mut DirState, d: Dir, conn: &Connection, out: &mut [Occurrence])
         }
     }
 }
+
+/// The words of a `path_mtu_blackhole` finding: why, the fix, its details.
+#[allow(clippy::too_many_lines)]
+pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
+    use crate::rules::Detail;
+    use crate::text::*;
+    use serde_json::json;
+    let Said {
+        a,
+        typical,
+        total,
+        ep,
+        peer,
+        ..
+    } = *said;
+    let Detail::Blackhole {
+        big_len,
+        small_len,
+        seen,
+        ..
+    } = &a.first
+    else {
+        return crate::text::no_words();
+    };
+    let rtt = a.rtt_ns_min.map(ms);
+    let how = if *seen {
+        format!(
+            "the sender sent {big_len}-byte segments, retransmitted them {n} time(s) on its \
+             retransmission timer (backing off) and never had them acknowledged, then sent the same data \
+             in {small_len}-byte segments, which were",
+            n = a.count,
+        )
+    } else {
+        format!(
+            "this capture, beyond the drop, never saw the full-size ({big_len}-byte) segments: the data \
+             arrived only after a stall, in {small_len}-byte segments — well below the MSS the receiver \
+             announced — which were"
+        )
+    };
+    let explanation = format!(
+        "Full-size packets towards the {peer} side of {ep} vanish on the path while small ones pass: {how} \
+         acknowledged at once. A link on the path has a smaller MTU and the ICMP \"fragmentation needed\" \
+         (RFC 1191; IPv6 \"packet too big\", RFC 8201) that should tell the sender never reaches it, \
+         usually because a firewall filters ICMP: a path MTU black hole. {occ} time(s) on {conns} \
+         connection(s), {typical:.0} ms each (median), {total:.0} ms in all (round trip {rtt_text}); \
+         without packetization-layer probing (RFC 4821) the connection never recovers.",
+        peer = if peer == "endpoints" { "client" } else { peer },
+        occ = a.occurrences,
+        conns = a.connections,
+        rtt_text = rtt.map_or("unknown".to_string(), |r| format!("{r:.2} ms")),
+    );
+    let fix = "Let ICMP type 3 code 4 (\"fragmentation needed\"; ICMPv6 type 2) through every firewall \
+               on the path, so path MTU discovery works. Where that cannot be done, clamp the MSS on the \
+               router in front of the small link (`iptables -t mangle -A FORWARD -p tcp --tcp-flags SYN,RST \
+               SYN -j TCPMSS --clamp-mss-to-pmtu`), or lower the MTU/MSS on the sender's route (`ip route \
+               change … mtu 1400` / `advmss`), and let Linux senders probe (`net.ipv4.tcp_mtu_probing=1`)."
+        .to_string();
+    (
+        explanation,
+        fix,
+        json!({"lost_segment_bytes": big_len, "passing_segment_bytes": small_len,
+               "full_size_retransmissions": a.count, "retransmissions_seen": seen,
+               "rtt_ms": rtt}),
+    )
+}

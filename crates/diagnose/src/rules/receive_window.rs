@@ -220,3 +220,118 @@ impl WindowState {
         }
     }
 }
+
+/// The words of a `receive_window_limited` finding: why, the fix, its details.
+#[allow(clippy::too_many_lines)]
+pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
+    use crate::round3;
+    use crate::rules::Detail;
+    use crate::text::*;
+    use serde_json::json;
+    let Said {
+        a, ep, role, peer, ..
+    } = *said;
+    let Detail::Window {
+        mss,
+        receive_buffer_hint,
+        ..
+    } = &a.first
+    else {
+        return crate::text::no_words();
+    };
+    let window = a.window_sum.checked_div(a.stalls).unwrap_or(0) as f64;
+    let mss = f64::from(*mss);
+    let rtt = a.rtt_ns_min.map(ms);
+    let ceiling = rtt.filter(|r| *r > 0.0).map(|r| window / (r / 1e3));
+    let transfer_s = a.transfer_ns as f64 / 1e9;
+    let tput = if transfer_s > 0.0 {
+        a.bytes as f64 / transfer_s
+    } else {
+        0.0
+    };
+    let at_window = if a.transfer_ns > 0 {
+        round3(a.total_ns as f64 / a.transfer_ns as f64)
+    } else {
+        0.0
+    };
+    // The window explains the throughput only when each stall lasts
+    // about a round trip (throughput ≈ rwnd/RTT). A window that
+    // reopens far later than the round trip is reopened by the
+    // receiving application reading, slowly.
+    let stall_ms = ms(a.total_ns / a.stalls.max(1) as i64);
+    let slow_reader = matches!((rtt, ceiling), (Some(r), Some(c))
+        if stall_ms >= SLOW_READER_RTTS * r && stall_ms >= SLOW_READER_MIN_MS
+            && tput * SLOW_READER_RTTS < c);
+    let cause = if slow_reader {
+        Some("slow_reader")
+    } else {
+        *receive_buffer_hint
+    };
+    let explanation = if slow_reader {
+        format!(
+            "{ep} ({role}) reads slowly: the {peer} fills its receive window (about {w}, {wmss:.1} × MSS \
+             {mss:.0} B) and then waits until {ep} reopens it, every {stall_ms:.1} ms on average, {x:.0} times \
+             the round trip ({r:.2} ms) — {stalls} times, {pct:.0}% of the transfer. The window is not what \
+             limits the transfer: at rwnd/RTT it would carry {ceil}, and the transfer moved {bytes} in \
+             {secs:.2} s ({tput}). The receiver acknowledges at once but frees buffer space only as its \
+             application reads, a few KB at a time (a printer, a busy consumer, a reader blocked on \
+             something else).",
+            w = human_bytes(window),
+            wmss = window / mss.max(1.0),
+            x = stall_ms / rtt.unwrap_or(1.0).max(1e-3),
+            r = rtt.unwrap_or(0.0),
+            stalls = a.stalls,
+            pct = at_window * 100.0,
+            ceil = human_rate(ceiling.unwrap_or(0.0)),
+            bytes = human_bytes(a.bytes as f64),
+            secs = transfer_s,
+            tput = human_rate(tput),
+        )
+    } else {
+        format!(
+        "{ep} ({role}) advertises a receive window of about {w} ({wmss:.1} × MSS {mss:.0} B) while the {peer} has \
+         more to send: bytes in flight sat at that window for {pct:.0}% of the transfer, {stalls} times the \
+         sender stopped until an ACK opened the window. {ceil}The transfer moved {bytes} in {secs:.2} s \
+         ({tput}). A sender may not have more than the receiver's window unacknowledged (RFC 9293 §3.8.6), \
+         so each round trip moves one window, whatever the bandwidth.",
+        w = human_bytes(window),
+        wmss = window / mss.max(1.0),
+        pct = at_window * 100.0,
+        stalls = a.stalls,
+        ceil = match (rtt, ceiling) {
+            (Some(r), Some(c)) => format!("With a round trip of {r:.1} ms that caps throughput at rwnd/RTT = {}. ", human_rate(c)),
+            _ => String::new(),
+        },
+        bytes = human_bytes(a.bytes as f64),
+        secs = transfer_s,
+        tput = human_rate(tput),
+        )
+    };
+    let fix = if slow_reader {
+        format!(
+            "The receiving application at {ep} reads too slowly: find what it waits on between reads (a \
+             device, disk, a lock, a busy thread, back-pressure from downstream) and read promptly — larger \
+             reads, a dedicated reader thread, or a queue in the application. A larger receive buffer \
+             would not raise the throughput (the window is already larger than the path needs at this \
+             pace); it only absorbs a longer burst."
+        )
+    } else {
+        window_fix(ep, *receive_buffer_hint, rtt)
+    };
+    let details = json!({
+        "window_bytes": window.round(),
+        "window_min_bytes": a.window_min,
+        "window_mss": round3(window / mss.max(1.0)),
+        "mss": mss,
+        "rtt_ms": rtt,
+        "ceiling_bytes_per_sec": ceiling.map(f64::round),
+        "throughput_bytes_per_sec": tput.round(),
+        "bytes": a.bytes,
+        "transfer_ms": ms(a.transfer_ns),
+        "stalls": a.stalls,
+        "share_of_transfer": at_window,
+        "reopen_interval_ms": stall_ms,
+        "cause": cause,
+    });
+    (explanation, fix, details)
+}

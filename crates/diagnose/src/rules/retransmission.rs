@@ -282,3 +282,56 @@ fn build(sender: Dir, ep: Episode, ack_frame: Option<u64>, conn: &Connection) ->
         },
     }
 }
+
+/// The words of a `retransmission_timeout` / `packet_loss` finding: why, the fix, its details.
+#[allow(clippy::too_many_lines)]
+pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
+    use crate::rules::Kind;
+    use crate::text::*;
+    use serde_json::json;
+    let Said {
+        a, typical, total, ..
+    } = *said;
+    let rtt = a.rtt_ns_min.map(ms);
+    let timeout = a.kind == Kind::RetransmissionTimeout;
+    let how = if timeout {
+        "only by the retransmission timer (RFC 6298: Linux waits at least 200 ms, then doubles the wait on \
+         every further loss of the same data), because too few duplicate ACKs came back to trigger fast \
+         retransmit — typically the last segments of a transfer, or everything in flight, were lost"
+    } else {
+        "by fast retransmit or SACK recovery (RFC 5681 §3.2, RFC 6675), within about a round trip"
+    };
+    let explanation = format!(
+        "Packets between the endpoints were lost and recovered {how}. {occ} loss episode(s) on {conns} \
+         connection(s), {count} retransmissions, {typical:.1} ms lost each (median), {total:.0} ms in all \
+         (round trip {rtt}).{upstream}",
+        occ = a.occurrences,
+        conns = a.connections,
+        count = a.count,
+        rtt = rtt.map_or("unknown".to_string(), |r| format!("{r:.2} ms")),
+        upstream = if a.flagged > 0 {
+            format!(
+                " In {} episode(s) the capture never saw the original segment: it was lost before the capture point.",
+                a.flagged
+            )
+        } else {
+            String::new()
+        },
+    );
+    let fix = if timeout {
+        "Find the lossy hop (interface errors and drops: `ip -s link`, `nstat -az | grep -i -e retrans -e drop`, \
+         switch counters; capture at both ends to see on which side packets disappear). Tail losses recover \
+         faster with RACK-TLP (Linux default); a lower RTO minimum (`ip route … rto_min`) shortens the wait on \
+         low-latency paths."
+            .to_string()
+    } else {
+        "Find the lossy hop (`ip -s link` errors/drops, queue overflows on a router or the sender's qdisc, \
+         Wi-Fi); check that SACK is on (`net.ipv4.tcp_sack`) and consider BBR on lossy long paths."
+            .to_string()
+    };
+    (
+        explanation,
+        fix,
+        json!({"retransmissions": a.count, "lost_before_capture": a.flagged, "rtt_ms": rtt}),
+    )
+}

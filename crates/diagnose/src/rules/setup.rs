@@ -69,3 +69,51 @@ pub fn on_close(conn: &Connection, out: &mut Vec<Occurrence>) {
         },
     });
 }
+
+/// The words of a `syn_retransmit` finding: why, the fix, its details.
+#[allow(clippy::too_many_lines)]
+pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
+    use crate::rules::Detail;
+    use crate::text::*;
+    use serde_json::json;
+    let Said { a, typical, ep, .. } = *said;
+    let Detail::Setup { vantage, .. } = &a.first else {
+        return crate::text::no_words();
+    };
+    let where_ = match *vantage {
+        "server" => "This capture was taken at the server, which saw the SYN and did not answer it: \
+                     the server (its listen backlog, a local firewall) dropped it."
+            .to_string(),
+        "client" => "This capture was taken at the client: it cannot tell a SYN lost on the way from \
+                     one the server ignored; a capture at the server can."
+            .to_string(),
+        "between" => "This capture was taken between the endpoints: a SYN seen here and not answered \
+                      was lost beyond this point or ignored by the server."
+            .to_string(),
+        _ => "Where this capture was taken cannot be told from the packets (TTLs at their initial \
+              values, endpoints microseconds apart), so neither can whether the path lost the SYN or \
+              the server ignored it: if it was taken at the server, the server ignored it."
+            .to_string(),
+    };
+    let explanation = format!(
+        "Connection setup to {ep} waited for a retransmitted SYN or SYN-ACK {occ} time(s), {typical:.0} ms \
+         each ({retries} retries in all): the first SYN or its SYN-ACK was lost or not answered, and the \
+         client's initial retransmission timeout (1 s on Linux, RFC 6298 2.1; 3 s on older stacks) had to \
+         expire. {unanswered}{where_}",
+        occ = a.occurrences,
+        retries = a.count,
+        unanswered = if a.flagged > 0 {
+            format!("{} connection attempt(s) were never answered. ", a.flagged)
+        } else {
+            String::new()
+        },
+    );
+    let fix = format!(
+        "Find where SYNs to {ep} are dropped: the server's listen backlog (`ss -lnt` Recv-Q against \
+         somaxconn, `nstat -az TcpExtListenDrops TcpExtListenOverflows`), SYN cookies or rate limits \
+         (iptables/nftables, `net.ipv4.tcp_max_syn_backlog`), or loss on the path (capture at both ends). \
+         Clients that cannot wait 1 s can connect in parallel or keep connections alive."
+    );
+    let details = json!({"retries": a.count, "unanswered": a.flagged});
+    (explanation, fix, details)
+}

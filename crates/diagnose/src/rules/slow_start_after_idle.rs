@@ -311,3 +311,64 @@ impl DirState {
         });
     }
 }
+
+/// The words of a `slow_start_after_idle` finding: why, the fix, its details.
+#[allow(clippy::too_many_lines)]
+pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
+    use crate::rules::Detail;
+    use crate::text::*;
+    use serde_json::json;
+    let Said {
+        a,
+        typical,
+        total,
+        ep,
+        role,
+        ..
+    } = *said;
+    let Detail::Restart {
+        restart_flight,
+        grown_flight,
+        mss,
+        ..
+    } = &a.first
+    else {
+        return crate::text::no_words();
+    };
+    let rtt = a.rtt_ns_min.map(ms);
+    let idle = ms(a.transfer_ns / a.occurrences.max(1) as i64);
+    let mss = (*mss).max(1);
+    let explanation = format!(
+        "{ep} ({role}) restarts from its initial window after each idle spell: {occ} message(s) on \
+         {conns} connection(s) began after {idle:.0} ms (typical) with nothing sent, longer than the \
+         retransmission timeout, and left in a first flight of {first} ({fs} segments) though the window \
+         had grown to about {grown} ({gs} segments) before; the rest followed in flights doubling once \
+         a round trip (slow start), with no loss and the receive window open. {rounds} waits between \
+         flights, {extra} of them more than the grown window needed: {typical:.1} ms lost per message, \
+         {total:.0} ms in all (round trip {rtt_text}). RFC 5681 §4.1 lets a sender idle longer than its \
+         RTO restart from the initial window; Linux does so when `net.ipv4.tcp_slow_start_after_idle` \
+         is 1 (the default) with Reno or CUBIC (BBR keeps its rate).",
+        occ = a.occurrences,
+        conns = a.connections,
+        first = human_bytes(f64::from(*restart_flight)),
+        fs = restart_flight.div_ceil(mss),
+        grown = human_bytes(f64::from(*grown_flight)),
+        gs = grown_flight.div_ceil(mss),
+        rounds = a.stalls,
+        extra = a.count,
+        rtt_text = rtt.map_or("unknown".to_string(), |r| format!("{r:.1} ms")),
+    );
+    let fix = format!(
+        "On the sender {ep}: `sysctl -w net.ipv4.tcp_slow_start_after_idle=0` (persist it in \
+         /etc/sysctl.d/), so a kept-alive connection keeps its window across idle spells. Per route \
+         instead, a larger initial window (`ip route change … initcwnd 20`) shortens each restart; BBR \
+         (`net.ipv4.tcp_congestion_control=bbr`) does not restart."
+    );
+    (
+        explanation,
+        fix,
+        json!({"idle_ms": idle, "restart_flight_bytes": restart_flight,
+               "grown_flight_bytes": grown_flight, "flight_waits": a.stalls,
+               "extra_round_trips": a.count, "bytes": a.bytes, "rtt_ms": rtt}),
+    )
+}

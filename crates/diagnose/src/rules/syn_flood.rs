@@ -232,6 +232,99 @@ fn hash_ip(ip: IpAddr) -> u64 {
     z ^ (z >> 31)
 }
 
+/// The words of a `syn_flood` finding: why, the fix, its details.
+#[allow(clippy::too_many_lines)]
+pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
+    use crate::round3;
+    use crate::rules::Detail;
+    use crate::text::*;
+    use serde_json::json;
+    let Said {
+        a,
+        typical,
+        total,
+        ep,
+        ..
+    } = *said;
+    let Detail::Flood {
+        attempts,
+        half_open,
+        one_shot,
+        answered,
+        refused,
+        sources,
+        first_ns,
+        last_ns,
+        delayed,
+    } = &a.first
+    else {
+        return crate::text::no_words();
+    };
+    let span_s = (*last_ns - *first_ns).max(0) as f64 / 1e9;
+    let rate = if span_s > 0.0 {
+        *half_open as f64 / span_s
+    } else {
+        *half_open as f64
+    };
+    let share_answered = round3(*answered as f64 / (*half_open).max(1) as f64);
+    let answered_text = if *answered * 2 >= *half_open {
+        format!(
+            "{ep} answered {pct:.0}% of them with a SYN-ACK (SYN cookies, or a SYN queue large enough): \
+             it kept up",
+            pct = share_answered * 100.0
+        )
+    } else {
+        format!(
+            "{ep} answered only {pct:.0}% of them{rst}: its SYN queue (`net.ipv4.tcp_max_syn_backlog`, \
+             SYN cookies off) was full and it dropped the rest — legitimate clients' SYNs with them",
+            pct = share_answered * 100.0,
+            rst = if *refused > 0 {
+                format!(" ({refused} refused with a RST)")
+            } else {
+                String::new()
+            },
+        )
+    };
+    let cost = if *delayed > 0 {
+        format!(
+            "{delayed} legitimate connection(s) to {ep} had to send their SYN again and waited \
+             {typical:.0} ms each (median), {total:.0} ms in all."
+        )
+    } else {
+        "No legitimate connection in this capture waited for a SYN retry.".to_string()
+    };
+    let explanation = format!(
+        "A SYN flood hit {ep}: {half_open} connection attempts ({pct_half:.0}% of the {attempts} to it) never \
+         completed their handshake, {pct_once:.0}% of them a single SYN never sent again — no client's TCP \
+         stack behaves so (it retries on its timer, RFC 6298), forged or scripted SYNs do (RFC 4987) — from \
+         {sources} distinct source address(es), {rate:.0} per second over {span_s:.1} s. {answered_text}. \
+         {cost}",
+        pct_half = 100.0 * *half_open as f64 / (*attempts).max(1) as f64,
+        pct_once = 100.0 * *one_shot as f64 / (*half_open).max(1) as f64,
+    );
+    let fix = format!(
+        "On {ep}'s host: keep SYN cookies on (`net.ipv4.tcp_syncookies=1`, Linux's default: it answers \
+         without queueing when the SYN queue overflows) and raise `net.ipv4.tcp_max_syn_backlog`; \
+         `nstat -az TcpExtTCPReqQFullDrop TcpExtTCPReqQFullDoCookies TcpExtSyncookiesSent` shows the \
+         queue overflowing. Upstream: rate-limit SYNs per source (`iptables -m hashlimit`, nftables \
+         `limit`), or terminate handshakes in front of the server (iptables SYNPROXY, a load balancer, \
+         your provider's DDoS scrubbing). With {sources} source(s), blocking addresses is {block}.",
+        block = if *sources <= 16 {
+            "practical"
+        } else {
+            "not enough (they are likely forged)"
+        },
+    );
+    (
+        explanation,
+        fix,
+        json!({"attempts": attempts, "half_open": half_open, "single_syn": one_shot,
+               "distinct_sources": sources, "syns_per_sec": round3(rate),
+               "duration_ms": round3(span_s * 1e3), "share_answered": share_answered,
+               "refused": refused, "legitimate_delayed": delayed}),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -266,3 +266,209 @@ impl LatencyState {
         });
     }
 }
+
+/// The words of a `server_delay` finding: why, the fix, its details.
+#[allow(clippy::too_many_lines)]
+pub(crate) fn server_words(said: &crate::text::Said<'_>) -> crate::text::Words {
+    use crate::text::*;
+    use serde_json::json;
+    let Said {
+        a,
+        typical,
+        total,
+        ep,
+        ..
+    } = *said;
+    let rtt = a.rtt_ns_min.map(ms);
+    let rtt_text = rtt.map_or("unknown".to_string(), |r| format!("{r:.2} ms"));
+    let (before, inside) = (a.total_ns - a.inside_ns, a.inside_ns);
+    let place = where_(before, inside, "response");
+    let how = match place {
+        "inside_response" => format!(
+            "started each response at once and then paused inside it, {typical:.1} ms per exchange \
+             (median): the first part of the response (typically the headers) left and was \
+             acknowledged, and the rest followed only after a pause with nothing unacknowledged, the \
+             receive window open and nothing lost — TCP held nothing back, the application had not \
+             written the rest yet. Servers that send the headers first and then compute the body \
+             (chunked encoding, streaming, frameworks that flush early) look like this"
+        ),
+        "before_and_inside_response" => format!(
+            "took {typical:.1} ms per exchange (median) of its own time: {bef:.0} ms in all between the \
+             complete request and the first response byte, and {ins:.0} ms inside responses, pausing \
+             with everything acknowledged, the receive window open and nothing lost",
+            bef = ms(before),
+            ins = ms(inside),
+        ),
+        _ => format!(
+            "received each request completely and then took {typical:.1} ms (median) before the \
+             first byte of its response, beyond the round trip ({rtt_text})"
+        ),
+    };
+    let explanation = format!(
+        "{ep} (server) {how}; {occ} exchange(s) on {conns} connection(s), {total:.0} ms in all. The \
+         packets are on time: the time is spent in the server application (or what it waits on: a \
+         database, a backend, a lock, a full thread pool).",
+        occ = a.occurrences,
+        conns = a.connections,
+    );
+    let fix = if place == "before_response" {
+        format!(
+            "Look inside the server at {ep}: its request log with timings, a profile of the handler, and \
+             what it calls (database, upstreams). The network is not the cause; tuning TCP will not help."
+        )
+    } else {
+        format!(
+            "Look inside the server at {ep} at what runs between writing the first part of the response \
+             (the headers) and the rest: the handler's slow step (a query, an upstream call, rendering) \
+             is there. Make that step faster or cache its result; if it cannot be, compute it before \
+             sending the headers, so that time-to-first-byte, logs and timeouts show the delay honestly \
+             instead of a response that stalls half-way. The network is not the cause; tuning TCP will \
+             not help."
+        )
+    };
+    (
+        explanation,
+        fix,
+        json!({"think_ms": typical, "rtt_ms": rtt, "where": place,
+               "before_response_ms": ms(before), "inside_response_ms": ms(inside)}),
+    )
+}
+
+/// The words of a `client_delay` finding: why, the fix, its details.
+#[allow(clippy::too_many_lines)]
+pub(crate) fn client_words(said: &crate::text::Said<'_>) -> crate::text::Words {
+    use crate::text::*;
+    use serde_json::json;
+    let Said {
+        a,
+        typical,
+        total,
+        ep,
+        ..
+    } = *said;
+    let (before, inside) = (a.total_ns - a.inside_ns, a.inside_ns);
+    let place = where_(before, inside, "request");
+    let explanation = match place {
+        "inside_request" => format!(
+            "The client {ep} paused inside its request{s}, {typical:.1} ms (median), {occ} time(s), \
+             {total:.0} ms in all: the first part of the request left and was acknowledged, and the \
+             rest followed only later, with nothing unacknowledged, the server's window open and nothing \
+             lost — TCP held nothing back, the client application had not written it yet (a body still \
+             being produced or read from disk, a request streamed as it is built).",
+            s = if a.occurrences > 1 { "s" } else { "" },
+            occ = a.occurrences,
+        ),
+        _ => format!(
+            "The client {ep} completed the handshake and then waited {typical:.1} ms (median) before \
+             sending its request{inside}, {occ} time(s), {total:.0} ms in all. Nothing on the network or \
+             the server delays this: the client connects first and prepares its request afterwards (DNS, \
+             TLS setup in the application, building the request, a connection pool opening connections \
+             ahead of use).",
+            inside = if inside > 0 {
+                format!(" (and paused {:.0} ms in all inside requests)", ms(inside))
+            } else {
+                String::new()
+            },
+            occ = a.occurrences,
+        ),
+    };
+    let fix = if place == "inside_request" {
+        format!(
+            "Look at the client {ep}: what it does between writing the first part of a request and the \
+             rest. Build the whole request (headers and body) before sending it, or make the step that \
+             produces the body faster."
+        )
+    } else {
+        format!(
+            "Look at the client {ep}: what it does between connect() and its first write. Prepare the \
+             request before connecting, or reuse kept-alive connections."
+        )
+    };
+    (
+        explanation,
+        fix,
+        json!({"idle_ms": typical, "where": place,
+               "before_request_ms": ms(before), "inside_request_ms": ms(inside)}),
+    )
+}
+
+/// The words of a `network_latency` finding: why, the fix, its details.
+#[allow(clippy::too_many_lines)]
+pub(crate) fn latency_words(said: &crate::text::Said<'_>) -> crate::text::Words {
+    use crate::text::*;
+    use serde_json::json;
+    let Said {
+        a, total, share, ..
+    } = *said;
+    let rtt = a.rtt_ns_min.map(ms).unwrap_or(0.0);
+    // One handshake per one or two exchanges: connection reuse saves a
+    // third to a half of the round trips.
+    let new_connections = a.handshakes > 0 && a.handshakes * 2 >= a.count;
+    let cause = if new_connections {
+        "new_connections"
+    } else {
+        "round_trips"
+    };
+    let trips = a.handshakes + a.stalls + a.requests + a.flights;
+    let mut which = Vec::new();
+    if a.handshakes > 0 {
+        which.push(format!("{} handshake(s)", a.handshakes));
+    }
+    if a.stalls > 0 {
+        which.push(format!("{} TLS handshake round trip(s)", a.stalls));
+    }
+    if a.requests > 0 {
+        which.push(format!("{} request/response", a.requests));
+    }
+    if a.flights > 0 {
+        which.push(format!(
+            "{} further flight(s) of responses larger than the congestion window",
+            a.flights
+        ));
+    }
+    let explanation = format!(
+        "The round trip between the endpoints is {rtt:.1} ms, and round trips make up most of the \
+         exchanges' time: {trips} on {conns} connection(s) ({which}), {total:.0} ms in all ({pct:.0}% of \
+         the time {n} exchanges took).{setup} The server answers promptly; each request simply waits \
+         for the path.",
+        which = which.join(", "),
+        conns = a.connections,
+        n = a.count,
+        pct = share * 100.0,
+        setup = if new_connections {
+            format!(
+                " Most exchanges open a connection of their own, so each pays the TCP handshake's round \
+                 trip ({:.0} ms in all){} before its request can leave.",
+                ms(a.handshake_ns),
+                if a.stalls > 0 {
+                    format!(" and its TLS handshake's ({:.0} ms)", ms(a.transfer_ns))
+                } else {
+                    String::new()
+                }
+            )
+        } else {
+            String::new()
+        },
+    );
+    let fix = if new_connections {
+        "Reuse connections: HTTP keep-alive and a connection pool in the client (curl: one invocation \
+         for several URLs, or `--keepalive`; libraries: a shared session/client object; nginx as a \
+         proxy: `keepalive` in the upstream block), so only the first request pays the handshake. Then \
+         fewer round trips or shorter ones: batch or multiplex requests (HTTP/2), move the client and \
+         server closer (region, CDN, cache), check the route (`tcpdoctor trace`)."
+            .to_string()
+    } else {
+        "Fewer round trips or shorter ones: batch requests or pipeline them (HTTP/2 multiplexing), keep \
+         connections alive (no new handshake per request), move the client and server closer (region, \
+         CDN, cache), and check the route (`tcpdoctor trace`, traceroute --tcp) for detours."
+            .to_string()
+    };
+    (
+        explanation,
+        fix,
+        json!({"rtt_ms": rtt, "round_trips": trips, "handshake_round_trips": a.handshakes,
+               "request_round_trips": a.requests, "flight_round_trips": a.flights,
+               "handshake_ms": ms(a.handshake_ns), "exchanges": a.count, "cause": cause,
+               "tls_round_trips": a.stalls, "tls_handshake_ms": ms(a.transfer_ns)}),
+    )
+}

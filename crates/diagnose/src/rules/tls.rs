@@ -242,6 +242,84 @@ pub fn occurrence(conn: &Connection, split: &Split, o: &Opened) -> Option<Occurr
     })
 }
 
+/// The words of a `tls_handshake` finding: why, the fix, its details.
+#[allow(clippy::too_many_lines)]
+pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
+    use crate::round3;
+    use crate::text::*;
+    use serde_json::json;
+    let Said {
+        a,
+        typical,
+        total,
+        ep,
+        role,
+        server,
+        ..
+    } = *said;
+    let n = a.occurrences.max(1);
+    let per = |ns: i64| round3(ns as f64 / n as f64 / 1e6);
+    let (kx, cl) = (per(a.inside_ns), per(a.transfer_ns));
+    let rounds = round3(a.count as f64 / n as f64);
+    let network = round3(a.handshake_ns as f64 / n as f64 / 1e6);
+    let rtt = a.rtt_ns_min.map(ms);
+    let version = if rounds >= 1.5 {
+        "a full TLS 1.2 handshake: two round trips before the first request"
+    } else {
+        "a one-round-trip handshake (TLS 1.3, or a resumed TLS 1.2 session)"
+    };
+    let (cause, why, fix) = match role {
+        "server" => (
+            "key_exchange",
+            format!(
+                "most of it is {ep}'s own time between the client's flight and its answer — \
+                 {kx:.2} ms per handshake: computing its key share and signing it with the \
+                 certificate's private key (RSA keys of 3072–4096 bits cost milliseconds per \
+                 signature; ECDSA P-256 or Ed25519 a few microseconds), or waiting on a hardware \
+                 module or an OCSP lookup"
+            ),
+            format!(
+                "At {ep}: sign with an ECDSA P-256 certificate (or serve one beside the RSA one: nginx \
+                 takes several `ssl_certificate` lines) instead of a large RSA key; let clients resume \
+                 sessions (`ssl_session_cache shared:SSL:10m; ssl_session_tickets on;`) so repeat \
+                 handshakes skip the signature; enable TLS 1.3; and keep connections alive so each \
+                 request does not pay a handshake. `openssl speed rsa4096 ecdsap256` shows the cost per \
+                 signature on this CPU."
+            ),
+        ),
+        _ => (
+            "client",
+            format!(
+                "most of it is the client's own time between the server's flight and its next one — \
+                 {cl:.2} ms per handshake: verifying the certificate chain, computing its key \
+                 share, or a client that starts its TLS library cold (a new process per request)"
+            ),
+            format!(
+                "At the client {ep}: reuse connections (keep-alive, a connection pool) and TLS sessions \
+                 (session tickets), keep the process and its TLS context warm between requests, and \
+                 check what it does between the server's handshake flight and its answer."
+            ),
+        ),
+    };
+    let explanation = format!(
+        "{conns} connection(s) to {srv} opened with a TLS handshake ({version}) in which the endpoints \
+         spent {typical:.2} ms (median) of their own time, {total:.0} ms in all, before the first request \
+         could leave: {why}. Per handshake: \
+         {network:.2} ms round trips, {kx:.2} ms the server's key exchange, {cl:.2} ms the \
+         client's processing (means).",
+        conns = a.connections,
+        srv = if server.is_empty() { ep.clone() } else { server.clone() },
+    );
+    (
+        explanation,
+        fix,
+        json!({"cause": cause, "handshakes": a.occurrences, "handshakes_seen": a.flagged,
+               "round_trips": rounds,
+               "key_exchange_ms": kx, "client_ms": cl, "network_ms": network,
+               "rtt_ms": rtt}),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -91,3 +91,42 @@ fn occurrence(receiver: Dir, ep: Episode, end: Mark, reopened: bool) -> Occurren
         },
     }
 }
+
+/// The words of a `zero_window` finding: why, the fix, its details.
+#[allow(clippy::too_many_lines)]
+pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
+    use crate::text::*;
+    use serde_json::json;
+    let Said {
+        a,
+        typical,
+        total,
+        ep,
+        role,
+        peer,
+        ..
+    } = *said;
+    let explanation = format!(
+        "{ep} ({role}) advertised a zero receive window {occ} time(s): its application stopped reading, the \
+         socket's receive buffer filled, and the {peer} had to stop sending and probe (RFC 9293 §3.8.6.1; \
+         {probes} probes seen) until the window reopened. Stalled {typical:.1} ms each (median), {total:.0} ms \
+         in all.{open}",
+        occ = a.occurrences,
+        probes = a.count,
+        open = if a.flagged > 0 {
+            format!(" {} time(s) the window had not reopened when the capture ended.", a.flagged)
+        } else {
+            String::new()
+        },
+    );
+    let fix = format!(
+        "The reader at {ep} is too slow: find why its application does not read (blocked on disk, a busy \
+         thread, back-pressure from elsewhere) and read more promptly; a larger receive buffer only delays \
+         the stall."
+    );
+    (
+        explanation,
+        fix,
+        json!({"probes": a.count, "not_reopened": a.flagged}),
+    )
+}
