@@ -653,7 +653,8 @@ fn budget_summary(d: &mut Diagnoser) -> Option<LatencyBudget> {
     })
 }
 
-pub(crate) fn round3(v: f64) -> f64 {
+/// Rounded to 3 decimals: milliseconds to the microsecond, as every report prints them.
+pub fn round3(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
 }
 

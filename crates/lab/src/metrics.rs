@@ -60,7 +60,4 @@ pub fn metrics(r: &ClientResult, client: &'static str) -> Metrics {
     }
 }
 
-/// `v` rounded to three decimals.
-pub fn round3(v: f64) -> f64 {
-    (v * 1000.0).round() / 1000.0
-}
+pub use tcpdoctor_diagnose::round3;

@@ -4,6 +4,7 @@ use std::io::{self, IsTerminal, Write};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
+use tcpdoctor_diagnose::round3;
 
 use tcpdoctor_probe::{
     packet::flag_letters, Family, HopReply, Method, PingConfig, PingEvent, PingStats, ProbeError,
@@ -397,10 +398,6 @@ pub fn trace(args: &TraceArgs) -> anyhow::Result<u8> {
     }
     out.flush()?;
     Ok(if result.reached { 0 } else { 1 })
-}
-
-fn round3(v: f64) -> f64 {
-    (v * 1000.0).round() / 1000.0
 }
 
 fn reply_name(kind: HopReply) -> String {

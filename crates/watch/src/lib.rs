@@ -21,6 +21,7 @@
 //! ```
 
 use std::net::SocketAddr;
+use tcpdoctor_diagnose::round3;
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -254,10 +255,6 @@ fn server_stat(server: String, acc: &ServerAcc) -> ServerStat {
         mean_ms: round3(acc.sum_ns as f64 / acc.count.max(1) as f64 / 1e6),
         max_ms: round3(acc.max_ns as f64 / 1e6),
     }
-}
-
-fn round3(v: f64) -> f64 {
-    (v * 1000.0).round() / 1000.0
 }
 
 #[cfg(test)]
