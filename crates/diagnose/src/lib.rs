@@ -945,6 +945,153 @@ impl Aggregate {
     }
 }
 
+impl Aggregate {
+    /// Folds an occurrence's kind-specific measurements into the running sums.
+    fn add(&mut self, detail: Detail) {
+        match detail {
+            Detail::Nagle {
+                ack_wait_ns,
+                after_ack_ns,
+                rtt_ns,
+                ..
+            } => {
+                self.ack_wait.record(ack_wait_ns);
+                self.after_ack.record(after_ack_ns);
+                self.rtt_ns_min = min_opt(self.rtt_ns_min, rtt_ns);
+            }
+            Detail::Congestion {
+                rounds,
+                bytes,
+                transfer_ns,
+                rtt_ns,
+                ..
+            } => {
+                self.count += rounds;
+                self.bytes += bytes;
+                self.transfer_ns += transfer_ns;
+                self.rtt_ns_min = min_opt(self.rtt_ns_min, rtt_ns);
+            }
+            Detail::Window {
+                mean_window,
+                min_window,
+                rtt_ns,
+                bytes,
+                transfer_ns,
+                stalls,
+                ..
+            } => {
+                self.window_sum += u64::from(mean_window) * stalls;
+                self.window_min = self.window_min.min(min_window);
+                self.bytes += bytes;
+                self.transfer_ns += transfer_ns;
+                self.stalls += stalls;
+                self.rtt_ns_min = min_opt(self.rtt_ns_min, rtt_ns);
+            }
+            Detail::Setup {
+                syn_retries,
+                synack_retries,
+                answered,
+                ..
+            } => {
+                self.count += u64::from(syn_retries + synack_retries);
+                self.flagged += u64::from(!answered);
+            }
+            Detail::Timing { rtt_ns, inside_ns } => {
+                self.rtt_ns_min = min_opt(self.rtt_ns_min, rtt_ns);
+                self.inside_ns += inside_ns;
+            }
+            Detail::Latency {
+                rtt_ns,
+                handshakes,
+                handshake_ns,
+                requests,
+                flights,
+                exchanges,
+                tls_rounds,
+                tls_ns,
+            } => {
+                self.stalls += tls_rounds;
+                self.transfer_ns += tls_ns;
+                self.rtt_ns_min = min_opt(self.rtt_ns_min, Some(rtt_ns));
+                self.count += exchanges;
+                self.handshakes += handshakes;
+                self.handshake_ns += handshake_ns;
+                self.requests += requests;
+                self.flights += flights;
+            }
+            Detail::Restart {
+                idle_ns,
+                rounds,
+                extra_rounds,
+                bytes,
+                rtt_ns,
+                ..
+            } => {
+                // Waits between flights, those the restart added, idle time.
+                self.stalls += rounds;
+                self.count += extra_rounds;
+                self.bytes += bytes;
+                self.transfer_ns += idle_ns;
+                self.rtt_ns_min = min_opt(self.rtt_ns_min, rtt_ns);
+            }
+            Detail::Listen {
+                syn_drops,
+                ack_dropped,
+                accept_wait_ns,
+            } => {
+                self.count += u64::from(syn_drops);
+                self.flagged += u64::from(ack_dropped);
+                self.inside_ns += accept_wait_ns;
+            }
+            Detail::Flood { .. } => {}
+            Detail::Tls {
+                server_ns,
+                client_ns,
+                network_ns,
+                rounds,
+                rtt_ns,
+            } => {
+                self.handshake_ns += network_ns;
+                self.inside_ns += server_ns;
+                self.transfer_ns += client_ns;
+                self.count += u64::from(rounds);
+                self.rtt_ns_min = min_opt(self.rtt_ns_min, rtt_ns);
+            }
+            Detail::Failure {
+                requests_lost,
+                rst_ttl,
+                ttl,
+                ..
+            } => {
+                self.count += u64::from(requests_lost);
+                self.flagged += u64::from(rst_ttl != ttl);
+            }
+            Detail::Blackhole {
+                retransmissions,
+                rtt_ns,
+                ..
+            } => {
+                self.count += u64::from(retransmissions);
+                self.rtt_ns_min = min_opt(self.rtt_ns_min, rtt_ns);
+            }
+            Detail::ZeroWindow { probes, reopened } => {
+                self.count += u64::from(probes);
+                self.flagged += u64::from(!reopened);
+            }
+            Detail::Loss {
+                retransmissions,
+                upstream,
+                rtt_ns,
+                ..
+            } => {
+                self.count += u64::from(retransmissions);
+                self.flagged += u64::from(upstream);
+                self.rtt_ns_min = min_opt(self.rtt_ns_min, rtt_ns);
+            }
+        }
+    }
+}
+
 pub(crate) struct Diagnoser {
     options: Options,
     aggregates: FxHashMap<AggKey, Aggregate>,
@@ -1074,147 +1221,7 @@ impl Diagnoser {
                 rows,
             });
         }
-        match o.detail {
-            Detail::Nagle {
-                ack_wait_ns,
-                after_ack_ns,
-                rtt_ns,
-                ..
-            } => {
-                agg.ack_wait.record(ack_wait_ns);
-                agg.after_ack.record(after_ack_ns);
-                agg.rtt_ns_min = min_opt(agg.rtt_ns_min, rtt_ns);
-            }
-            Detail::Congestion {
-                rounds,
-                bytes,
-                transfer_ns,
-                rtt_ns,
-                ..
-            } => {
-                agg.count += rounds;
-                agg.bytes += bytes;
-                agg.transfer_ns += transfer_ns;
-                agg.rtt_ns_min = min_opt(agg.rtt_ns_min, rtt_ns);
-            }
-            Detail::Window {
-                mean_window,
-                min_window,
-                rtt_ns,
-                bytes,
-                transfer_ns,
-                stalls,
-                ..
-            } => {
-                agg.window_sum += u64::from(mean_window) * stalls;
-                agg.window_min = agg.window_min.min(min_window);
-                agg.bytes += bytes;
-                agg.transfer_ns += transfer_ns;
-                agg.stalls += stalls;
-                agg.rtt_ns_min = min_opt(agg.rtt_ns_min, rtt_ns);
-            }
-            Detail::Setup {
-                syn_retries,
-                synack_retries,
-                answered,
-                ..
-            } => {
-                agg.count += u64::from(syn_retries + synack_retries);
-                agg.flagged += u64::from(!answered);
-            }
-            Detail::Timing { rtt_ns, inside_ns } => {
-                agg.rtt_ns_min = min_opt(agg.rtt_ns_min, rtt_ns);
-                agg.inside_ns += inside_ns;
-            }
-            Detail::Latency {
-                rtt_ns,
-                handshakes,
-                handshake_ns,
-                requests,
-                flights,
-                exchanges,
-                tls_rounds,
-                tls_ns,
-            } => {
-                agg.stalls += tls_rounds;
-                agg.transfer_ns += tls_ns;
-                agg.rtt_ns_min = min_opt(agg.rtt_ns_min, Some(rtt_ns));
-                agg.count += exchanges;
-                agg.handshakes += handshakes;
-                agg.handshake_ns += handshake_ns;
-                agg.requests += requests;
-                agg.flights += flights;
-            }
-            Detail::Restart {
-                idle_ns,
-                rounds,
-                extra_rounds,
-                bytes,
-                rtt_ns,
-                ..
-            } => {
-                // Waits between flights, those the restart added, idle time.
-                agg.stalls += rounds;
-                agg.count += extra_rounds;
-                agg.bytes += bytes;
-                agg.transfer_ns += idle_ns;
-                agg.rtt_ns_min = min_opt(agg.rtt_ns_min, rtt_ns);
-            }
-            Detail::Listen {
-                syn_drops,
-                ack_dropped,
-                accept_wait_ns,
-            } => {
-                agg.count += u64::from(syn_drops);
-                agg.flagged += u64::from(ack_dropped);
-                agg.inside_ns += accept_wait_ns;
-            }
-            Detail::Flood { .. } => {}
-            Detail::Tls {
-                server_ns,
-                client_ns,
-                network_ns,
-                rounds,
-                rtt_ns,
-            } => {
-                agg.handshake_ns += network_ns;
-                agg.inside_ns += server_ns;
-                agg.transfer_ns += client_ns;
-                agg.count += u64::from(rounds);
-                agg.rtt_ns_min = min_opt(agg.rtt_ns_min, rtt_ns);
-            }
-            Detail::Failure {
-                requests_lost,
-                rst_ttl,
-                ttl,
-                ..
-            } => {
-                agg.count += u64::from(requests_lost);
-                agg.flagged += u64::from(rst_ttl != ttl);
-            }
-            Detail::Blackhole {
-                retransmissions,
-                rtt_ns,
-                ..
-            } => {
-                agg.count += u64::from(retransmissions);
-                agg.rtt_ns_min = min_opt(agg.rtt_ns_min, rtt_ns);
-            }
-            Detail::ZeroWindow { probes, reopened } => {
-                agg.count += u64::from(probes);
-                agg.flagged += u64::from(!reopened);
-            }
-            Detail::Loss {
-                retransmissions,
-                upstream,
-                rtt_ns,
-                ..
-            } => {
-                agg.count += u64::from(retransmissions);
-                agg.flagged += u64::from(upstream);
-                agg.rtt_ns_min = min_opt(agg.rtt_ns_min, rtt_ns);
-            }
-        }
+        agg.add(o.detail);
     }
 }
 
