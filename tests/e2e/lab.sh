@@ -104,7 +104,7 @@ run_case() {
 
 # 1. every case, built-in peers
 say "every case with --compare"
-for case in ${LAB_CASES:-$("$TD" lab list --format json | python3 -c 'import json,sys; print(" ".join(c["case"] for c in json.load(sys.stdin)))')}; do
+for case in ${LAB_CASES:-$("$TD" lab list --format json | python3 -c 'import json,sys; print(" ".join(c["case"] for c in json.load(sys.stdin)["cases"]))')}; do
   run_case "$case"
 done
 

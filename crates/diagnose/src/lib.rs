@@ -876,6 +876,7 @@ impl Diagnoser {
         if agg.evidence.len() < self.options.max_evidence {
             agg.evidence.push(Evidence {
                 connection: conn.id,
+                tcp_stream: conn.id.saturating_sub(1),
                 frames: o.frames.clone(),
                 delay_ms: round3(o.delay_ns as f64 / 1e6),
             });

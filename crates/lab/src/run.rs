@@ -238,7 +238,10 @@ pub fn diagnose_phase(
 
 /// Runs one phase on topology `t`.
 pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
-    say(o.progress, format_args!("setting the path up, starting the server"));
+    say(
+        o.progress,
+        format_args!("setting the path up, starting the server"),
+    );
     let (server, rtt) = prepare(t, s, o.peer)?;
     say(
         o.progress,
@@ -317,10 +320,7 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
             analysis
                 .findings
                 .first()
-                .map_or("no finding".to_string(), |f| format!(
-                    "{} first",
-                    f.kind
-                ))
+                .map_or("no finding".to_string(), |f| format!("{} first", f.kind))
         ),
     );
     if s.action == Action::DropFirstSyn {

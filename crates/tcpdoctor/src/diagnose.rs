@@ -58,8 +58,8 @@ pub struct DiagnoseArgs {
     /// Extra request header, `Name: value` (repeatable).
     #[arg(short = 'H', long = "header", value_name = "HEADER")]
     headers: Vec<String>,
-    /// Request method.
-    #[arg(short = 'm', long, default_value = "GET")]
+    /// Request method (curl's -X; -m is kept for old scripts).
+    #[arg(short = 'X', short_alias = 'm', long, default_value = "GET")]
     method: String,
     /// Request body; `@FILE` reads it from a file.
     #[arg(long, value_name = "BODY")]
@@ -166,7 +166,19 @@ pub fn run(args: &DiagnoseArgs) -> anyhow::Result<u8> {
     let mut out = BufWriter::new(stdout.lock());
     match args.format {
         Format::Json => {
-            serde_json::to_writer(&mut out, &report::to_json(&outcome)?)?;
+            let mut doc = report::to_json(&outcome)?;
+            tcpdoctor_report::stamp(
+                &mut doc,
+                "diagnose",
+                serde_json::json!({
+                    "url": args.url, "connections": args.connections,
+                    "duration_s": args.duration.as_secs_f64(), "requests": args.requests,
+                    "pings": args.pings, "timeout_s": args.timeout.as_secs_f64(),
+                    "method": args.method, "capture": !args.no_capture,
+                    "write": args.write.as_ref().map(|p| p.display().to_string()),
+                }),
+            );
+            serde_json::to_writer(&mut out, &doc)?;
             out.write_all(b"\n")?;
         }
         Format::Text => report::text(&outcome, &mut out)?,

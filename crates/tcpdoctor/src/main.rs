@@ -249,7 +249,13 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     match args.format {
-        Format::Json => tcpdoctor_report::json(&analysis, &mut out)?,
+        Format::Json => tcpdoctor_report::json_stamped(
+            &analysis,
+            "analyze",
+            serde_json::json!({"file": args.file, "capture_format": format,
+                               "max_open_connections": args.max_open_connections}),
+            &mut out,
+        )?,
         Format::Text => {
             use std::io::IsTerminal;
             let tty = io::stdout().is_terminal();

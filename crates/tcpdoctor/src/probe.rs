@@ -64,6 +64,12 @@ pub struct PingArgs {
     /// Time connect() instead of sending raw SYNs.
     #[arg(long)]
     connect: bool,
+    /// Destination port (hping3 -p), instead of the one in the target.
+    #[arg(short = 'p', long, value_name = "PORT")]
+    port: Option<u16>,
+    /// Accepted for hping3's command lines: the probes are SYNs anyway.
+    #[arg(short = 'S', long = "syn", hide = true)]
+    _syn: bool,
     /// Use IPv4 only.
     #[arg(short = '4', conflicts_with = "ipv6")]
     ipv4: bool,
@@ -111,6 +117,9 @@ pub struct TraceArgs {
     /// Print only the per-hop table at the end (as mtr --report), not the hops as they come.
     #[arg(long)]
     report: bool,
+    /// Destination port (traceroute -p), instead of the one in the target.
+    #[arg(short = 'p', long, value_name = "PORT")]
+    port: Option<u16>,
     /// Use IPv4 only.
     #[arg(short = '4', conflicts_with = "ipv6")]
     ipv4: bool,
@@ -142,10 +151,13 @@ fn ms(d: Duration) -> f64 {
 }
 
 pub fn ping(args: &PingArgs) -> anyhow::Result<u8> {
-    let target = tcpdoctor_probe::resolve(
+    let mut target = tcpdoctor_probe::resolve(
         &crate::target::host_port(&args.target),
         family(args.ipv4, args.ipv6),
     )?;
+    if let Some(p) = args.port {
+        target.set_port(p);
+    }
     if args.interval.is_zero() || args.timeout.is_zero() {
         anyhow::bail!("interval and timeout must be above 0");
     }
@@ -248,6 +260,16 @@ pub fn ping(args: &PingArgs) -> anyhow::Result<u8> {
                     "ttl": r.ttl, "window": r.window,
                 })).collect::<Vec<_>>(),
             });
+            let mut doc = doc;
+            tcpdoctor_report::stamp(
+                &mut doc,
+                "ping",
+                serde_json::json!({
+                    "target": args.target, "port": args.port, "count": args.count,
+                    "interval_ms": ms(args.interval), "timeout_ms": ms(args.timeout),
+                    "connect": args.connect,
+                }),
+            );
             serde_json::to_writer(&mut out, &doc)?;
             writeln!(out)?;
         }
@@ -289,10 +311,13 @@ fn probe_error(e: ProbeError) -> anyhow::Error {
 }
 
 pub fn trace(args: &TraceArgs) -> anyhow::Result<u8> {
-    let target = tcpdoctor_probe::resolve(
+    let mut target = tcpdoctor_probe::resolve(
         &crate::target::host_port(&args.target),
         family(args.ipv4, args.ipv6),
     )?;
+    if let Some(p) = args.port {
+        target.set_port(p);
+    }
     if args.queries == 0 || args.wait.is_zero() || args.count == 0 || args.parallel == 0 {
         anyhow::bail!("at least one probe per hop, one round, one probe in flight and a wait above 0 are needed");
     }
@@ -335,15 +360,12 @@ pub fn trace(args: &TraceArgs) -> anyhow::Result<u8> {
     }
     let elapsed = started.elapsed();
     if !text {
-        let doc = serde_json::json!({
-            "schema": 1,
-            "tool_version": env!("CARGO_PKG_VERSION"),
-            "command": "trace",
-            "input": {
-                "target": args.target, "max_hops": args.max_hops, "first_ttl": args.first_ttl,
-                "queries": args.queries, "wait_ms": ms(args.wait), "parallel": args.parallel,
-                "count": args.count, "interval_ms": ms(args.interval),
-            },
+        let input = serde_json::json!({
+            "target": args.target, "port": args.port, "max_hops": args.max_hops,
+            "first_ttl": args.first_ttl, "queries": args.queries, "wait_ms": ms(args.wait),
+            "parallel": args.parallel, "count": args.count, "interval_ms": ms(args.interval),
+        });
+        let mut doc = serde_json::json!({
             "target": target.to_string(),
             "source": result.source.to_string(),
             "reached": result.reached,
@@ -371,6 +393,7 @@ pub fn trace(args: &TraceArgs) -> anyhow::Result<u8> {
                 })
             }).collect::<Vec<_>>(),
         });
+        tcpdoctor_report::stamp(&mut doc, "trace", input);
         serde_json::to_writer(&mut out, &doc)?;
         writeln!(out)?;
     } else {
