@@ -646,3 +646,41 @@ fn wireshark_filters_select_the_evidence_by_tcp_stream() {
         }
     }
 }
+
+/// The JSON documents of the commands that need no root or network all say
+/// which schema, version, command and input made them; floats carry no
+/// binary noise (6 decimals at most).
+#[test]
+fn every_json_document_names_schema_version_command_and_input() {
+    let pcap = fixture("nginx-nodelay-off.server.pcap");
+    for (args, command) in [
+        (
+            vec!["analyze", "--format", "json", pcap.to_str().unwrap()],
+            "analyze",
+        ),
+        (vec!["lab", "list", "--format", "json"], "lab list"),
+        (vec!["sysctl", "--format", "json"], "sysctl"),
+    ] {
+        let out = run(&args);
+        assert!(out.status.success(), "{args:?}");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["schema"], 1, "{args:?}");
+        assert_eq!(v["command"], command);
+        assert_eq!(v["tool_version"], env!("CARGO_PKG_VERSION"));
+        assert!(v["input"].is_object(), "{args:?}");
+        fn check(v: &Value) {
+            match v {
+                Value::Number(n) if n.is_f64() => {
+                    let s = n.to_string();
+                    let decimals = s.split_once('.').map_or(0, |(_, d)| d.len());
+                    assert!(decimals <= 6 || s.contains('e'), "{s}");
+                }
+                Value::Array(a) => a.iter().for_each(check),
+                Value::Object(m) => m.values().for_each(check),
+                _ => {}
+            }
+        }
+        check(&v);
+    }
+}
