@@ -29,6 +29,12 @@ the round trip and names the mechanism that cost the time, the endpoint responsi
   ~40 ms for a delayed ACK because 10.0.0.2:8080 (server) sends each response in two segments
   with Nagle on ... — fix: ...
 
+A server that refuses the connection (closed port) or resets it is named first: \"connection
+refused by 10.0.0.2:8080: 930 connection attempt(s) answered by an RST …\". Ctrl-C ends the step in
+progress and prints the report of what was measured (a second Ctrl-C quits at once). --write is
+checked before anything is measured; a name ending in .pcapng writes pcapng, any other pcap. On
+loopback each packet is captured once (the kernel's outgoing copy is skipped).
+
 Without root it still runs, without a capture: it reports the timings and what the kernel says
 about its own connection (TCP_INFO: smoothed RTT, delayed-ACK timeout, retransmissions, time
 limited by the receive window), and says what it could not see.

@@ -29,6 +29,9 @@ A p50 near 40 ms against a fast server is the signature of Nagle's algorithm mee
 Errors: connect (refused, unreachable), read (reset by the peer, closed mid-response, unparsable
 response), write (reset, broken pipe), timeout (no response within --timeout; the connection is
 replaced), status (responses with status 400 or above; the response still counts as a request).
+Each is also counted by what happened, in words (\"connection refused by 10.0.0.2:8080\",
+\"connection reset by 10.0.0.2:8080\"; JSON errors.causes); a run with no response says why
+instead of printing a latency table. wrk's command lines work as they are (-c -t -d, --latency).
 
 Exit status: 0 the load ran and at least one response came back; 1 no response at all;
 2 usage error (bad URL, option or body file).";
