@@ -133,7 +133,11 @@ fn half_open_connections_summarised_early_still_count() {
     // Kept to the end: all but the refused ones (freed after their grace period).
     assert!(kept.capture.peak_open_connections > 1700);
     assert_eq!(bounded.capture.connections, 2000);
-    let retries = &bounded.findings[0];
+    // The refused connections (a failure: listed first), then the SYN retries.
+    let refused = &bounded.findings[0];
+    assert_eq!(refused.kind, "connection_refused");
+    assert_eq!(refused.connections, 228);
+    let retries = &bounded.findings[1];
     assert_eq!(retries.kind, "syn_retransmit");
     assert_eq!(retries.connections, 200);
     let (mut a, mut b) = (json(&bounded), json(&kept));

@@ -253,6 +253,7 @@ pub fn ping(args: &PingArgs) -> anyhow::Result<u8> {
                 "fallback_reason": match &method { Some(Method::Connect { reason }) => Some(reason.clone()), _ => None },
                 "transmitted": stats.transmitted,
                 "received": stats.received,
+                "refused": stats.refused,
                 "errors": stats.errors,
                 "loss": stats.loss(),
                 "rtt_ms": if stats.rtts.is_empty() { serde_json::Value::Null } else {
