@@ -3,6 +3,7 @@
 #   1. every case with --compare: its expected finding comes first, and is gone after the fix;
 #      the capture it wrote (--write) is diagnosed the same by `tcpdoctor analyze`
 #   2. the seed cases with the real nginx, JDK HttpServer and wrk (when installed)
+#   progress lines on stderr as the phases start (none with --format json unless -v)
 #   3. a run killed midway (SIGTERM, SIGINT) leaves no namespace and no process behind;
 #      one killed with SIGKILL is cleaned by `tcpdoctor lab clean`
 #   4. `tcpdoctor lab fixtures DIR` makes the project's test captures again, each diagnosed
@@ -154,6 +155,29 @@ if have java; then
 else
   say "java not installed: skipped"
 fi
+
+# progress: lines on stderr as the phases start (not all at the end); none with --format json
+say "progress lines"
+python3 - "$TD" <<'PY' || fail "lab run progress"
+import subprocess, sys, time
+td = sys.argv[1]
+t0 = time.time()
+p = subprocess.Popen([td, "lab", "run", "healthy"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+seen = [(time.time() - t0, line.rstrip()) for line in p.stderr]
+p.wait()
+end = time.time() - t0
+assert p.returncode == 0, p.returncode
+steps = [l for _, l in seen if l.startswith("lab: ")]
+assert any("building the namespaces" in l for l in steps) and any("before: server up" in l for l in steps) \
+    and any("before: workload done" in l for l in steps), steps
+first = seen[0][0]
+assert first < end - 1.0, f"the first progress line came at {first:.1f} s of {end:.1f} s"
+q = subprocess.run([td, "lab", "run", "healthy", "--format", "json"], capture_output=True, text=True)
+assert q.returncode == 0 and "lab: " not in q.stderr, q.stderr
+v = subprocess.run([td, "lab", "run", "healthy", "--format", "json", "-v"], capture_output=True, text=True)
+assert "lab: before: server up" in v.stderr, v.stderr
+print(f"lab e2e: progress lines from {first:.1f} s of a {end:.1f} s run; silent with --format json unless -v")
+PY
 
 # 3. interrupted runs leave nothing behind
 leftovers() { # PID: namespaces or processes of that run still there
