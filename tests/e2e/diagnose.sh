@@ -9,6 +9,10 @@
 #                     could not see, and hint at the delayed-ACK shape from timing alone
 #   lab run nagle-delayed-ack --peer nginx --diagnose   must name Nagle at the nginx server;
 #   lab run healthy --diagnose                          must name nothing
+#   a closed port and a resetting server: connection_refused / connection_reset lead the
+#   verdict; --write to a bad path fails at once (exit 2); Ctrl-C typed into a pseudo-terminal
+#   during the load ends it with the report; on loopback each frame is captured once, in
+#   time order, and --write x.pcapng writes pcapng
 # Needs root, nginx, python3, setpriv. Usage: tests/e2e/diagnose.sh [TCPDOCTOR]
 set -euo pipefail
 TD=${1:-${TCPDOCTOR:-target/release/tcpdoctor}}
@@ -91,6 +95,105 @@ assert any("no capture" in c for c in d["could_not_see"]), d["could_not_see"]
 assert any("first request" in h for h in d["hints"]), d["hints"]
 print("e2e ok: diagnose as nobody ->", d["verdict"]["sentence"])
 PY
+# 5. A closed port and a server that resets: the verdict leads with it, the capture shows it.
+HERE=$(cd "$(dirname "$0")" && pwd)
+ip netns exec "$S" python3 "$HERE/badserver.py" 10.79.0.2 8098 rst > "$WORK/bad.log" &
+PIDS+=($!)
+e2e_wait_port 8098
+for port in 8099 8098; do
+  rc=0
+  ip netns exec "$C" "$TD" diagnose -d 1s --format json --write "$WORK/p$port.pcap" \
+    http://10.79.0.2:$port/ > "$WORK/p$port.json" || rc=$?
+  [ "$rc" -eq 1 ] || fail "diagnose :$port (nothing answered) exited $rc, expected 1"
+  "$TD" analyze --format json "$WORK/p$port.pcap" > "$WORK/p$port-file.json"
+done
+python3 - "$WORK" <<'PY' || fail "closed port / resetting server"
+import json, sys
+w = sys.argv[1]
+d = json.load(open(f"{w}/p8099.json"))
+assert d["findings"][0]["kind"] == "connection_refused", [f["kind"] for f in d["findings"]]
+assert d["findings"][0]["culprit"] == {"endpoint": "10.79.0.2:8099", "role": "server"}
+assert d["verdict"]["headline"].startswith("connection refused by 10.79.0.2:8099"), d["verdict"]
+assert d["measured"]["round_trip"]["refused"] == d["measured"]["round_trip"]["probes"], d["measured"]["round_trip"]
+assert "connection refused by 10.79.0.2:8099" in d["measured"]["load"]["errors"]["causes"], d["measured"]["load"]
+a = json.load(open(f"{w}/p8099-file.json"))
+assert a["findings"][0]["kind"] == "connection_refused"
+assert a["connections"] and all(c["end"] == "refused" and c["ended_by"] == "server" for c in a["connections"])
+r = json.load(open(f"{w}/p8098.json"))
+assert r["findings"][0]["kind"] == "connection_reset", [f["kind"] for f in r["findings"]]
+assert r["findings"][0]["culprit"]["role"] == "server"
+assert r["verdict"]["headline"].startswith("connections reset by 10.79.0.2:8098"), r["verdict"]
+ra = json.load(open(f"{w}/p8098-file.json"))
+assert any(c["end"] == "rst" and c["ended_by"] == "server" for c in ra["connections"])
+for doc in (d, r):
+    assert doc["schema"] == 1 and doc["command"] == "diagnose" and doc["tool_version"], doc.keys()
+print("e2e ok: closed port ->", d["verdict"]["headline"][:70], "...; resetting server ->", r["verdict"]["headline"][:60], "...")
+PY
+
+# 6. --write to a path that cannot be written: exit 2 at once, nothing measured.
+start=$(date +%s.%N)
+rc=0; ip netns exec "$C" "$TD" diagnose --write "$WORK/no/such/dir/x.pcap" http://10.79.0.2:8081/ \
+  > "$WORK/badwrite.txt" 2>&1 || rc=$?
+end=$(date +%s.%N)
+[ "$rc" -eq 2 ] || fail "--write to a bad path: exit $rc"
+python3 -c 'import sys; t = float(sys.argv[2]) - float(sys.argv[1]); assert t < 1, t' "$start" "$end" \
+  || fail "--write to a bad path: it measured first"
+if grep -q "round trip" "$WORK/badwrite.txt"; then fail "--write to a bad path: it measured first"; fi
+
+# 7. Ctrl-C from a terminal (a pseudo-terminal, ^C typed into it) during the load: the
+#    report of what was measured follows at once.
+python3 - "$TD" "$C" "$WORK" <<'PY' || fail "Ctrl-C during diagnose"
+import os, pty, select, sys, time
+td, ns, work = sys.argv[1:4]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp("ip", ["ip", "netns", "exec", ns, td, "diagnose", "-d", "30s", "http://10.79.0.2:8081/"])
+out, t0, sent = b"", time.time(), None
+while True:
+    if sent is None and time.time() - t0 > 5:
+        os.write(fd, b"\x03")          # the terminal's interrupt character: SIGINT to the job
+        sent = time.time()
+    r, _, _ = select.select([fd], [], [], 0.2)
+    if r:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    if time.time() - t0 > 40:
+        os.kill(pid, 9)
+        raise SystemExit("diagnose did not end after Ctrl-C")
+_, status = os.waitpid(pid, 0)
+text = out.decode(errors="replace")
+open(f"{work}/ctrl-c.txt", "w").write(text)
+took = time.time() - sent
+assert "interrupted during the load step" in text, text[-2000:]
+assert "VERDICT" in text and "requests take" in text, text[-2000:]
+assert took < 5, f"the report came {took:.1f} s after Ctrl-C"
+print(f"e2e ok: Ctrl-C during the load -> report {took:.1f} s later, exit status {os.waitstatus_to_exitcode(status)}")
+PY
+
+# 8. Loopback (the server's own address, from its namespace): each frame captured once, in
+#    time order; --write x.pcapng writes pcapng.
+ip netns exec "$S" "$TD" diagnose -d 1s --format json --write "$WORK/lo.pcapng" http://10.79.0.2:8081/ \
+  > "$WORK/lo.json" || fail "diagnose on loopback exited $?"
+if command -v tshark >/dev/null && command -v capinfos >/dev/null; then
+  capinfos -t "$WORK/lo.pcapng" | grep -q pcapng || fail "--write x.pcapng did not write pcapng"
+  capinfos -o "$WORK/lo.pcapng" | grep -q "Strict time order: *True" || fail "loopback capture out of time order"
+  n=$(capinfos -c -M "$WORK/lo.pcapng" | awk '/Number of packets/ {print $NF}')
+  # A frame captured twice is byte for byte the same; a real retransmission (a tail loss
+  # probe on a busy machine) differs at least in its TCP timestamp.
+  dup=$(editcap -D 100 "$WORK/lo.pcapng" "$WORK/lo-dedup.pcapng" 2>&1 | sed -n 's/.* \([0-9]*\) packets skipped.*/\1/p')
+  [ "${dup:-x}" -eq 0 ] || fail "loopback capture: $dup frames captured twice (editcap -D)"
+  retx=$(tshark -r "$WORK/lo.pcapng" -Y "tcp.analysis.retransmission" 2>/dev/null | wc -l)
+  [ "$((retx * 100))" -lt "$n" ] || fail "loopback capture: tshark calls $retx of $n frames retransmissions"
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); f=d["measured"]["capture"]; assert f["interface"]=="lo" and f["frames"]==int(sys.argv[2]) > 100, (f, sys.argv[2])' "$WORK/lo.json" "$n" \
+    || fail "loopback: frame count"
+  echo "e2e ok: loopback diagnose -> $n frames in pcapng, none captured twice, in time order ($retx real retransmissions)"
+fi
+
 # 4. diagnose on the lab's seed case (real nginx, tcp_nodelay off, behind the lab's router), and
 #    on the lab's healthy server; a client-side case is refused with a reason.
 if command -v nginx >/dev/null; then

@@ -107,6 +107,7 @@ import json, re, statistics, sys
 p = json.load(open(sys.argv[1]))
 h = [float(x) for x in re.findall(r"rtt=([\d.]+) ms", open(sys.argv[2]).read())]
 assert p["method"] == "raw_syn", p["method"]
+assert p["schema"] == 1 and p["command"] == "ping" and p["tool_version"] and p["input"]["target"] == "10.81.4.2:8081", p
 assert p["received"] == 10 and len(h) >= 9, (p["received"], len(h))
 assert all(r["reply"] == "syn-ack" for r in p["replies"])
 assert all(r["ttl"] == 61 for r in p["replies"]), [r["ttl"] for r in p["replies"]]  # 64 - 3 routers

@@ -86,6 +86,7 @@ t0=$(now); nsx c "$TD" trace --format json 10.82.6.2:8081 > "$WORK/open.json" ||
 nsx c traceroute -n -T -p 8081 10.82.6.2 > "$WORK/open.traceroute" 2>&1 || true; t2=$(now)
 nsx c "$TD" trace 10.82.6.2:8081 | tee "$WORK/open.txt" || true
 cat "$WORK/open.traceroute"
+nsx c "$TD" trace --format json 10.82.6.2:8083 > "$WORK/closed.json" || true   # nothing listens
 # 2. The silent tail, 10 hops at most.
 t3=$(now); nsx c "$TD" trace -m 10 --format json 10.82.6.2:8082 > "$WORK/tail.json" || true; t4=$(now)
 nsx c traceroute -n -T -p 8082 -m 10 10.82.6.2 > "$WORK/tail.traceroute" 2>&1 || true; t5=$(now)
@@ -102,6 +103,10 @@ assert o["reached"], o
 hops = [h["addresses"] for h in o["hops"]]
 want = [["10.82.0.2"], ["10.82.1.2"], [], ["10.82.3.2"], [], ["10.82.5.2"], ["10.82.6.2"]]
 assert hops == want, hops
+# Three SYNs of one flow reach the target: each answered SYN-ACK (none reset by another's state).
+assert [p["reply"] for p in o["hops"][-1]["probes"]] == ["syn-ack"] * 3, o["hops"][-1]
+c = json.load(open(f"{w}/closed.json"))
+assert c["reached"] and [p["reply"] for p in c["hops"][-1]["probes"]] == ["rst"] * 3, c["hops"][-1]
 print(f"trace e2e: open port, 2 silent hops: tcpdoctor {ours:.2f} s, traceroute -T {theirs:.2f} s, ratio {ours / theirs:.2f}")
 # Both take tens of milliseconds here: within twice traceroute's time, or
 # within 50 ms of it (process start-up is most of either).

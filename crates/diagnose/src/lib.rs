@@ -565,6 +565,7 @@ fn fold_syn_floods(
             .iter()
             .map(|&(connection, frame)| Evidence {
                 connection,
+                tcp_stream: connection.saturating_sub(1),
                 frames: vec![frame],
                 delay_ms: 0.0,
             })
@@ -1205,6 +1206,7 @@ impl Diagnoser {
         if agg.evidence.len() < self.options.max_evidence {
             agg.evidence.push(Evidence {
                 connection: conn.id,
+                tcp_stream: conn.id.saturating_sub(1),
                 frames: o.frames.clone(),
                 delay_ms: round3(o.delay_ns as f64 / 1e6),
             });

@@ -168,7 +168,10 @@ pub struct Percentiles {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ConnectionSummary {
+    /// 1-based, in order of first appearance.
     pub id: u64,
+    /// Wireshark's `tcp.stream` for this connection (`id` − 1).
+    pub tcp_stream: u64,
     #[serde(serialize_with = "display")]
     pub client: SocketAddr,
     #[serde(serialize_with = "display")]
@@ -297,6 +300,8 @@ pub struct Culprit {
 #[derive(Debug, Clone, Serialize)]
 pub struct Evidence {
     pub connection: u64,
+    /// Wireshark's `tcp.stream` of that connection (`connection` − 1).
+    pub tcp_stream: u64,
     pub frames: Vec<u64>,
     pub delay_ms: f64,
 }

@@ -51,8 +51,17 @@ pub(crate) fn human_rate(bytes_per_s: f64) -> String {
     }
 }
 
-/// A display filter that shows one instance: the connection, between two frames.
+/// A display filter that shows one instance: Wireshark's `tcp.stream` of the
+/// connection (connection N is stream N−1: both count connections in order of
+/// first appearance), between two frames. Without evidence, the endpoints.
 fn filter(ev: Option<&Evidence>, client: &str, server: &str) -> String {
+    if let Some(ev) = ev {
+        let mut f = format!("tcp.stream eq {}", ev.connection.saturating_sub(1));
+        if let (Some(lo), Some(hi)) = (ev.frames.iter().min(), ev.frames.iter().max()) {
+            f.push_str(&format!(" && frame.number >= {lo} && frame.number <= {hi}"));
+        }
+        return f;
+    }
     let parse = |s: &str| s.parse::<SocketAddr>().ok();
     let (Some(c), Some(s)) = (parse(client), parse(server)) else {
         return String::new();
@@ -61,19 +70,13 @@ fn filter(ev: Option<&Evidence>, client: &str, server: &str) -> String {
         SocketAddr::V4(_) => format!("ip.addr == {}", a.ip()),
         SocketAddr::V6(_) => format!("ipv6.addr == {}", a.ip()),
     };
-    let mut f = format!(
+    format!(
         "{} && {} && tcp.port == {} && tcp.port == {}",
         ip(c),
         ip(s),
         c.port(),
         s.port()
-    );
-    if let Some(ev) = ev {
-        if let (Some(lo), Some(hi)) = (ev.frames.iter().min(), ev.frames.iter().max()) {
-            f.push_str(&format!(" && frame.number >= {lo} && frame.number <= {hi}"));
-        }
-    }
-    f
+    )
 }
 
 /// A finding reported whatever time it cost: a flood the server did not
@@ -333,6 +336,7 @@ pub(crate) fn connection_summary(conn: &Connection, st: Option<&Heavy>) -> Conne
     let (end, ended_by) = crate::rules::refused_reset::end_state(conn);
     ConnectionSummary {
         id: conn.id,
+        tcp_stream: conn.id.saturating_sub(1),
         client: conn.client.addr,
         server: conn.server.addr,
         roles_from: conn.role_source.describe(),

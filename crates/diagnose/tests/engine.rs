@@ -122,7 +122,12 @@ fn same_diagnosis_across_link_types_families_and_formats() {
     let v6 = e.finish();
     assert_eq!(summary(&v6), expected);
     assert!(v6.findings[0].culprit.endpoint.starts_with("[2001:db8::"));
-    assert!(v6.findings[0].wireshark_filter.contains("ipv6.addr"));
+    // Connection N is Wireshark's tcp.stream N-1.
+    let ev = &v6.findings[0].evidence[0];
+    assert_eq!(ev.tcp_stream, ev.connection - 1);
+    assert!(v6.findings[0]
+        .wireshark_filter
+        .starts_with(&format!("tcp.stream eq {}", ev.tcp_stream)));
 }
 
 #[test]

@@ -144,6 +144,7 @@ fn half_open_connections_summarised_early_still_count() {
     assert_eq!(bounded.capture.connections, 2000);
     // Refusals are listed first (failed requests); then the SYN retries.
     assert_eq!(bounded.findings[0].kind, "connection_refused");
+    assert_eq!(bounded.findings[0].connections, 228);
     let retries = bounded
         .findings
         .iter()

@@ -214,17 +214,29 @@ pub fn render(a: &Analysis, x: &Extras<'_>, out: &mut impl Write) -> io::Result<
     out.write_all(s.as_bytes())
 }
 
+/// What a finding cost: time, or for refused and reset connections the
+/// requests that failed (they are reported whatever time they took).
+fn cost(f: &Finding) -> String {
+    match f.details.get("requests_lost").and_then(|v| v.as_u64()) {
+        Some(n) => format!("<b>{n} request(s) failed</b>"),
+        None => format!(
+            "<b>{}</b> lost ({:.0}% of exchange time)",
+            esc(&fmt_ms(f.total_delay_ms)),
+            f.share_of_time * 100.0
+        ),
+    }
+}
+
 fn verdict(a: &Analysis, s: &mut String) {
     match a.findings.first() {
         Some(f) => {
             let _ = write!(
                 s,
-                r#"<div class="verdict" id="verdict"><span class="kind">{}</span> — {} <code>{}</code> — <b>{}</b> lost ({:.0}% of exchange time), typically <b class="typical">{}</b> each, {} times on {} connection(s).<br>Fix: {}</div>"#,
+                r#"<div class="verdict" id="verdict"><span class="kind">{}</span> — {} <code>{}</code> — {}, typically <b class="typical">{}</b> each, {} times on {} connection(s).<br>Fix: {}</div>"#,
                 esc(f.kind),
                 esc(f.culprit.role),
                 esc(&f.culprit.endpoint),
-                esc(&fmt_ms(f.total_delay_ms)),
-                f.share_of_time * 100.0,
+                cost(f),
                 esc(&fmt_ms(f.typical_delay_ms)),
                 f.occurrences,
                 f.connections,
@@ -238,13 +250,12 @@ fn verdict(a: &Analysis, s: &mut String) {
 fn finding(n: usize, f: &Finding, x: &Extras<'_>, s: &mut String) {
     let _ = write!(
         s,
-        r#"<div class="finding" id="finding-{n}" data-kind="{}"><div class="head">{n}. <span class="kind">{}</span> — {} <code>{}</code> — <b>{}</b> lost ({:.0}% of exchange time)</div><div class="meta">{} occurrences on {} connection(s), typically <b class="typical">{}</b> each</div><p><b>Why.</b> {}</p><p><b>Fix.</b> {}</p>"#,
+        r#"<div class="finding" id="finding-{n}" data-kind="{}"><div class="head">{n}. <span class="kind">{}</span> — {} <code>{}</code> — {}</div><div class="meta">{} occurrences on {} connection(s), typically <b class="typical">{}</b> each</div><p><b>Why.</b> {}</p><p><b>Fix.</b> {}</p>"#,
         esc(f.kind),
         esc(f.kind),
         esc(f.culprit.role),
         esc(&f.culprit.endpoint),
-        esc(&fmt_ms(f.total_delay_ms)),
-        f.share_of_time * 100.0,
+        cost(f),
         f.occurrences,
         f.connections,
         esc(&fmt_ms(f.typical_delay_ms)),

@@ -211,6 +211,15 @@ fn command(args: LabArgs) -> Result<u8> {
     }
 }
 
+/// What `lab run` was asked, for its JSON document's `input`.
+fn run_input(a: &RunArgs) -> Value {
+    json!({
+        "case": a.case, "compare": a.compare, "rtt_ms": a.rtt, "loss_percent": a.loss,
+        "rate": a.rate, "vantage": a.vantage.map(|v| v.as_str()), "peer": a.peer,
+        "write": a.write.as_ref().map(|p| p.display().to_string()), "diagnose": a.diagnose,
+    })
+}
+
 /// A time in milliseconds: `35ms`, `0.1s`, `200us`, or a plain number of ms.
 fn parse_ms(s: &str) -> std::result::Result<f64, String> {
     let t = s.trim();
@@ -258,7 +267,9 @@ fn list(format: Format) -> Result<u8> {
                 })
             })
             .collect();
-        writeln!(out, "{}", Value::Array(v))?;
+        let mut doc = json!({ "cases": v });
+        tcpdoctor_report::stamp(&mut doc, "lab list", json!({}));
+        writeln!(out, "{doc}")?;
         return Ok(EXIT_OK);
     }
     for c in &cases {
@@ -483,6 +494,7 @@ fn diagnose_case(case: &Case, before: &Setup, a: &RunArgs) -> Result<u8> {
                 m.insert("expected".into(), expected_json(case));
                 m.insert("reproduced".into(), json!(ok));
             }
+            tcpdoctor_report::stamp(&mut doc, "lab run", run_input(a));
             writeln!(out, "{doc}")?;
         }
         Format::Text => {
@@ -617,6 +629,8 @@ fn print(case: &Case, before: &Setup, o: &Outcome, a: &RunArgs) -> Result<bool> 
             "expected_gone_after_fix": gone,
             "reproduced": ok,
         });
+        let mut doc = doc;
+        tcpdoctor_report::stamp(&mut doc, "lab run", run_input(a));
         writeln!(out, "{doc}")?;
         return Ok(ok);
     }

@@ -610,6 +610,12 @@ pub fn trace(
                 if last.is_some_and(|l| ttl > l) {
                     continue;
                 }
+                // At the target, one probe at a time: SYNs of one flow arriving
+                // together meet each other's half-open state there.
+                if last.is_some_and(|l| ttl == l) && inflight.iter().any(|f| f.ttl >= ttl) {
+                    queue.push_front(ttl);
+                    break;
+                }
                 // The sequence number names the probe; nothing else in the flow changes.
                 let seq = base | (u32::from(ttl) << 8) | (counter & 0xff);
                 counter = counter.wrapping_add(1);
@@ -656,14 +662,32 @@ pub fn trace(
                         let f = inflight.swap_remove(i);
                         let rtt = at.duration_since(f.sent);
                         let at_ttl = usize::from(f.ttl - config.first_ttl);
-                        hops[at_ttl].probes.push(HopProbe {
-                            answer: Some((from, rtt, kind)),
-                        });
-                        for n in nearest_beyond.iter_mut().take(at_ttl) {
-                            *n = Some(n.map_or(rtt, |r| r.min(rtt)));
+                        // An RST from the target while other probes of the flow
+                        // may have reached it too can be their doing (a SYN
+                        // meeting another's half-open connection): asked again.
+                        let crowded = inflight.iter().any(|g| g.ttl >= f.ttl);
+                        if kind == HopReply::Rst && crowded {
+                            queue.push_front(f.ttl);
+                        } else {
+                            hops[at_ttl].probes.push(HopProbe {
+                                answer: Some((from, rtt, kind)),
+                            });
+                            for n in nearest_beyond.iter_mut().take(at_ttl) {
+                                *n = Some(n.map_or(rtt, |r| r.min(rtt)));
+                            }
                         }
                         if kind.ends() && last.is_none_or(|l| f.ttl < l) {
                             last = Some(f.ttl);
+                        }
+                        if matches!(kind, HopReply::SynAck | HopReply::Rst) {
+                            // The others at the target are asked again, one at a time.
+                            let l = last.unwrap_or(f.ttl);
+                            inflight.retain(|g| {
+                                if g.ttl == l {
+                                    queue.push_front(g.ttl);
+                                }
+                                g.ttl < l
+                            });
                         }
                     }
                 }

@@ -35,6 +35,54 @@ pub fn json(a: &Analysis, out: &mut impl Write) -> io::Result<()> {
     out.write_all(b"\n")
 }
 
+/// [`json`], with [`stamp`]'s fields: which command made it, from what.
+pub fn json_stamped(
+    a: &Analysis,
+    command: &str,
+    input: serde_json::Value,
+    out: &mut impl Write,
+) -> io::Result<()> {
+    let mut doc = serde_json::to_value(a)?;
+    stamp(&mut doc, command, input);
+    serde_json::to_writer(&mut *out, &doc)?;
+    out.write_all(b"\n")
+}
+
+/// The version every JSON document names (`tool_version`).
+pub const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// What every `--format json` document carries, whatever the command:
+/// `schema` (its version, 1; kept if the document has one), `tool_version`,
+/// `command` and `input` (what it was asked: file, URL, options). Its floats
+/// are rounded to 6 decimals: nanoseconds in milliseconds, microseconds in
+/// seconds, the precision they were measured with (no `0.023866000000000002`).
+pub fn stamp(doc: &mut serde_json::Value, command: &str, input: serde_json::Value) {
+    round_floats(doc);
+    if let serde_json::Value::Object(m) = doc {
+        m.entry("schema").or_insert(serde_json::json!(1));
+        m.insert("tool_version".into(), serde_json::json!(TOOL_VERSION));
+        m.insert("command".into(), serde_json::json!(command));
+        m.insert("input".into(), input);
+    }
+}
+
+/// Rounds every float in `v` to 6 decimals (integers are left alone).
+pub fn round_floats(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Number(n) if n.is_f64() => {
+            if let Some(f) = n.as_f64() {
+                let r = (f * 1e6).round() / 1e6;
+                if let Some(x) = serde_json::Number::from_f64(r) {
+                    *n = x;
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(round_floats),
+        serde_json::Value::Object(m) => m.values_mut().for_each(round_floats),
+        _ => {}
+    }
+}
+
 /// Writes the text report.
 pub fn text(
     a: &Analysis,

@@ -84,3 +84,34 @@ fn without_a_capture_only_the_symptom_is_stated() {
         "requests take 44.0 ms at p50 (48.0 ms at p99) while the round trip is 0.05 ms (TCP SYN)"
     );
 }
+
+#[test]
+fn a_refused_port_leads_the_verdict_when_nothing_completed() {
+    let a = analyse("fixtures/connection-refused.client.pcap");
+    let s = Symptom {
+        p50_ms: None,
+        p99_ms: None,
+        failure: Some("connection refused by 10.71.2.2:8080".into()),
+        ..symptom()
+    };
+    let v = verdict(&s, Some(&a));
+    assert!(
+        v.headline
+            .starts_with("connection refused by 10.71.2.2:8080"),
+        "{}",
+        v.headline
+    );
+    // Said once, not twice.
+    assert_eq!(
+        v.sentence().matches("connection refused by").count(),
+        1,
+        "{}",
+        v.sentence()
+    );
+    // Without a capture, the headline still says why.
+    let v = verdict(&s, None);
+    assert_eq!(
+        v.headline,
+        "no request completed: connection refused by 10.71.2.2:8080 while the round trip is 0.05 ms (TCP SYN)"
+    );
+}

@@ -29,6 +29,12 @@ the round trip and names the mechanism that cost the time, the endpoint responsi
   ~40 ms for a delayed ACK because 10.0.0.2:8080 (server) sends each response in two segments
   with Nagle on ... — fix: ...
 
+A server that refuses the connection (closed port) or resets it is named first: \"connection
+refused by 10.0.0.2:8080: 930 connection attempt(s) answered by an RST …\". Ctrl-C ends the step in
+progress and prints the report of what was measured (a second Ctrl-C quits at once). --write is
+checked before anything is measured; a name ending in .pcapng writes pcapng, any other pcap. On
+loopback each packet is captured once (the kernel's outgoing copy is skipped).
+
 Without root it still runs, without a capture: it reports the timings and what the kernel says
 about its own connection (TCP_INFO: smoothed RTT, delayed-ACK timeout, retransmissions, time
 limited by the receive window), and says what it could not see.
@@ -63,8 +69,8 @@ pub struct DiagnoseArgs {
     /// Extra request header, `Name: value` (repeatable).
     #[arg(short = 'H', long = "header", value_name = "HEADER")]
     headers: Vec<String>,
-    /// Request method.
-    #[arg(short = 'm', long, default_value = "GET")]
+    /// Request method (curl's -X; -m is kept for old scripts).
+    #[arg(short = 'X', short_alias = 'm', long, default_value = "GET")]
     method: String,
     /// Request body; `@FILE` reads it from a file.
     #[arg(long, value_name = "BODY")]
@@ -174,7 +180,19 @@ pub fn run(args: &DiagnoseArgs) -> anyhow::Result<u8> {
     let mut out = BufWriter::new(stdout.lock());
     match args.format {
         Format::Json => {
-            serde_json::to_writer(&mut out, &report::to_json(&outcome)?)?;
+            let mut doc = report::to_json(&outcome)?;
+            tcpdoctor_report::stamp(
+                &mut doc,
+                "diagnose",
+                serde_json::json!({
+                    "url": args.url, "connections": args.connections,
+                    "duration_s": args.duration.as_secs_f64(), "requests": args.requests,
+                    "pings": args.pings, "timeout_s": args.timeout.as_secs_f64(),
+                    "method": args.method, "capture": !args.no_capture,
+                    "write": args.write.as_ref().map(|p| p.display().to_string()),
+                }),
+            );
+            serde_json::to_writer(&mut out, &doc)?;
             out.write_all(b"\n")?;
         }
         Format::Text => report::text(&outcome, &mut out)?,

@@ -14,7 +14,7 @@ Examples:
   tcpdoctor load http://10.0.0.2:8080/                 10 connections, 2 threads, 10 s
   tcpdoctor load -c 100 -t 2 -d 30s http://10.0.0.2/   as wrk -c 100 -t 2 -d 30s --latency
   tcpdoctor load --rate 2000 -c 50 http://10.0.0.2/    open model: 2000 req/s on a schedule
-  tcpdoctor load -m POST --body @order.json -H 'Content-Type: application/json' http://h/api
+  tcpdoctor load -X POST --body @order.json -H 'Content-Type: application/json' http://h/api
   tcpdoctor load --format json http://10.0.0.2/ | jq .latency_ms.p99
   tcpdoctor load -k https://10.0.0.2/                  HTTPS, self-signed certificate accepted
 
@@ -30,6 +30,9 @@ A p50 near 40 ms against a fast server is the signature of Nagle's algorithm mee
 Errors: connect (refused, unreachable), read (reset by the peer, closed mid-response, unparsable
 response), write (reset, broken pipe), timeout (no response within --timeout; the connection is
 replaced), status (responses with status 400 or above; the response still counts as a request).
+Each is also counted by what happened, in words (\"connection refused by 10.0.0.2:8080\",
+\"connection reset by 10.0.0.2:8080\"; JSON errors.causes); a run with no response says why
+instead of printing a latency table. wrk's command lines work as they are (-c -t -d, --latency).
 
 HTTPS: the certificate is checked against the system's trust store (or --cacert FILE; -k/--insecure
 skips the check); SNI carries the URL's host name, ALPN offers http/1.1. Each connection's TLS
@@ -61,12 +64,15 @@ pub struct LoadArgs {
     /// Extra request header, `Name: value` (repeatable).
     #[arg(short = 'H', long = "header", value_name = "HEADER")]
     headers: Vec<String>,
-    /// Request method.
-    #[arg(short = 'm', long, default_value = "GET")]
+    /// Request method (curl's -X; -m is kept for old scripts).
+    #[arg(short = 'X', short_alias = 'm', long, default_value = "GET")]
     method: String,
     /// Request body; `@FILE` reads it from a file.
     #[arg(long, value_name = "BODY")]
     body: Option<String>,
+    /// Accepted for wrk's command lines: the latency distribution is always printed.
+    #[arg(long, hide = true)]
+    latency: bool,
     /// A new connection for every request (`Connection: close`); latency then includes the handshake.
     #[arg(long)]
     no_keepalive: bool,
@@ -194,6 +200,16 @@ pub fn run(args: &LoadArgs) -> anyhow::Result<u8> {
         Format::Json => {
             let mut doc = json(&report);
             doc["tls"] = crate::tls::json(&report);
+            tcpdoctor_report::stamp(
+                &mut doc,
+                "load",
+                serde_json::json!({
+                    "url": args.url, "connections": args.connections, "threads": args.threads,
+                    "duration_s": args.duration.as_secs_f64(), "rate": args.rate,
+                    "timeout_s": args.timeout.as_secs_f64(), "method": args.method,
+                    "headers": args.headers, "keepalive": !args.no_keepalive,
+                }),
+            );
             serde_json::to_writer(&mut out, &doc)?;
             writeln!(out)?;
         }

@@ -442,32 +442,29 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     match args.format {
-        Format::Json if merger.is_none() && !selected => {
-            tcpdoctor_report::json(&analysis, &mut out)?
-        }
         Format::Json => {
-            // The analysis document as for one capture, then what the merge
-            // and the selection add, in that order.
-            let mut doc = serde_json::to_vec(&analysis)?;
-            doc.pop(); // the closing brace
-            out.write_all(&doc)?;
+            // The analysis document, what a merge and a selection add, and
+            // what every command's document carries (schema, version, input).
+            let mut doc = serde_json::to_value(&analysis)?;
             if let Some(m) = &merger {
-                out.write_all(b",\"inputs\":")?;
-                serde_json::to_writer(&mut out, &m.report(&analysis))?;
+                doc["inputs"] = serde_json::to_value(m.report(&analysis))?;
             }
             if selected {
-                out.write_all(b",\"selection\":")?;
-                serde_json::to_writer(
-                    &mut out,
-                    &serde_json::json!({
-                        "filter": args.filter,
-                        "from": args.from,
-                        "to": args.to,
-                        "connection": args.connection,
-                    }),
-                )?;
+                doc["selection"] = serde_json::json!({
+                    "filter": args.filter,
+                    "from": args.from,
+                    "to": args.to,
+                    "connection": args.connection,
+                });
             }
-            out.write_all(b"}\n")?;
+            tcpdoctor_report::stamp(
+                &mut doc,
+                "analyze",
+                serde_json::json!({"files": args.files, "capture_format": format,
+                                   "max_open_connections": args.max_open_connections}),
+            );
+            serde_json::to_writer(&mut out, &doc)?;
+            out.write_all(b"\n")?;
         }
         Format::Text => {
             use std::io::IsTerminal;

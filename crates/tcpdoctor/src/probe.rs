@@ -20,6 +20,8 @@ Examples:
   tcpdoctor ping -c 10 -i 200ms example.com:443
   tcpdoctor ping -c 5 [2001:db8::2]:8080    IPv6
   tcpdoctor ping -c 10 --format json 10.0.0.2:80 | jq .rtt_ms
+  tcpdoctor ping -c 3 http://10.0.0.2:8080/     a URL: its host and port
+  tcpdoctor ping -S -p 80 -c 3 10.0.0.2          hping3's own spelling
 
 Each probe is a TCP SYN from one reserved source port, sent over a raw socket; the round trip runs
 from the SYN to the SYN-ACK (port open) or RST (port closed) that acknowledges it. A SYN-ACK is
@@ -36,8 +38,14 @@ Examples:
   tcpdoctor trace 10.0.4.2:80
   tcpdoctor trace -q 1 -w 500ms example.com:443
   tcpdoctor trace [2001:db8::2]:8080
+  tcpdoctor trace http://10.0.4.2:8080/            a URL: its host and port
+  tcpdoctor trace -c 20 -i 200ms 10.0.4.2:80       20 rounds: loss and jitter per hop (as mtr)
+  tcpdoctor trace -c 60 --report --format json 10.0.4.2:80 | jq '.hops[] | [.ttl, .loss]'
 
-Sends TCP SYNs with TTL (hop limit) 1, 2, 3…, three per hop. Each router where the TTL runs out
+Sends TCP SYNs with TTL (hop limit) 1, 2, 3…, three per hop, up to 16 in flight at once (-N),
+nearest hops first, as traceroute and mtr do: a hop that answers nothing costs one wait (-w),
+shared with the hops probed beside it, and once a farther hop has answered, a silent one is given
+up after 10 times that answer's round trip. Hops are printed in order as they complete. Each router where the TTL runs out
 answers with ICMP time exceeded, matched to its probe by the TCP header it quotes; the target
 itself answers with SYN-ACK (open) or RST (closed), which ends the trace. All probes belong to one
 flow (same addresses, ports and header fields; only the sequence number differs), so routers that
@@ -47,7 +55,10 @@ firewall, or ICMP rate limiting). !N !H !P !X: unreachable (network, host, proto
 
 Needs root or CAP_NET_RAW.
 
-Exit status: 0 the target answered; 1 it did not; 2 usage error or no permission.";
+Ctrl-C stops at once: the hops done so far stay printed, then one line says it was interrupted.
+
+Exit status: 0 the target answered; 1 it did not (or interrupted first); 2 usage error or no
+permission.";
 
 #[derive(clap::Args)]
 pub struct PingArgs {
@@ -65,6 +76,12 @@ pub struct PingArgs {
     /// Time connect() instead of sending raw SYNs.
     #[arg(long)]
     connect: bool,
+    /// Destination port (hping3 -p), instead of the one in the target.
+    #[arg(short = 'p', long, value_name = "PORT")]
+    port: Option<u16>,
+    /// Accepted for hping3's command lines: the probes are SYNs anyway.
+    #[arg(short = 'S', long = "syn", hide = true)]
+    _syn: bool,
     /// Use IPv4 only.
     #[arg(short = '4', conflicts_with = "ipv6")]
     ipv4: bool,
@@ -112,6 +129,9 @@ pub struct TraceArgs {
     /// Print only the per-hop table at the end (as mtr --report), not the hops as they come.
     #[arg(long)]
     report: bool,
+    /// Destination port (traceroute -p), instead of the one in the target.
+    #[arg(short = 'p', long, value_name = "PORT")]
+    port: Option<u16>,
     /// Use IPv4 only.
     #[arg(short = '4', conflicts_with = "ipv6")]
     ipv4: bool,
@@ -143,10 +163,13 @@ fn ms(d: Duration) -> f64 {
 }
 
 pub fn ping(args: &PingArgs) -> anyhow::Result<u8> {
-    let target = tcpdoctor_probe::resolve(
+    let mut target = tcpdoctor_probe::resolve(
         &crate::target::host_port(&args.target),
         family(args.ipv4, args.ipv6),
     )?;
+    if let Some(p) = args.port {
+        target.set_port(p);
+    }
     if args.interval.is_zero() || args.timeout.is_zero() {
         anyhow::bail!("interval and timeout must be above 0");
     }
@@ -231,6 +254,7 @@ pub fn ping(args: &PingArgs) -> anyhow::Result<u8> {
                 "fallback_reason": match &method { Some(Method::Connect { reason }) => Some(reason.clone()), _ => None },
                 "transmitted": stats.transmitted,
                 "received": stats.received,
+                "refused": stats.refused,
                 "errors": stats.errors,
                 "loss": stats.loss(),
                 "rtt_ms": if stats.rtts.is_empty() { serde_json::Value::Null } else {
@@ -249,6 +273,16 @@ pub fn ping(args: &PingArgs) -> anyhow::Result<u8> {
                     "ttl": r.ttl, "window": r.window,
                 })).collect::<Vec<_>>(),
             });
+            let mut doc = doc;
+            tcpdoctor_report::stamp(
+                &mut doc,
+                "ping",
+                serde_json::json!({
+                    "target": args.target, "port": args.port, "count": args.count,
+                    "interval_ms": ms(args.interval), "timeout_ms": ms(args.timeout),
+                    "connect": args.connect,
+                }),
+            );
             serde_json::to_writer(&mut out, &doc)?;
             writeln!(out)?;
         }
@@ -290,10 +324,13 @@ fn probe_error(e: ProbeError) -> anyhow::Error {
 }
 
 pub fn trace(args: &TraceArgs) -> anyhow::Result<u8> {
-    let target = tcpdoctor_probe::resolve(
+    let mut target = tcpdoctor_probe::resolve(
         &crate::target::host_port(&args.target),
         family(args.ipv4, args.ipv6),
     )?;
+    if let Some(p) = args.port {
+        target.set_port(p);
+    }
     if args.queries == 0 || args.wait.is_zero() || args.count == 0 || args.parallel == 0 {
         anyhow::bail!("at least one probe per hop, one round, one probe in flight and a wait above 0 are needed");
     }
@@ -336,15 +373,12 @@ pub fn trace(args: &TraceArgs) -> anyhow::Result<u8> {
     }
     let elapsed = started.elapsed();
     if !text {
-        let doc = serde_json::json!({
-            "schema": 1,
-            "tool_version": env!("CARGO_PKG_VERSION"),
-            "command": "trace",
-            "input": {
-                "target": args.target, "max_hops": args.max_hops, "first_ttl": args.first_ttl,
-                "queries": args.queries, "wait_ms": ms(args.wait), "parallel": args.parallel,
-                "count": args.count, "interval_ms": ms(args.interval),
-            },
+        let input = serde_json::json!({
+            "target": args.target, "port": args.port, "max_hops": args.max_hops,
+            "first_ttl": args.first_ttl, "queries": args.queries, "wait_ms": ms(args.wait),
+            "parallel": args.parallel, "count": args.count, "interval_ms": ms(args.interval),
+        });
+        let mut doc = serde_json::json!({
             "target": target.to_string(),
             "source": result.source.to_string(),
             "reached": result.reached,
@@ -372,6 +406,7 @@ pub fn trace(args: &TraceArgs) -> anyhow::Result<u8> {
                 })
             }).collect::<Vec<_>>(),
         });
+        tcpdoctor_report::stamp(&mut doc, "trace", input);
         serde_json::to_writer(&mut out, &doc)?;
         writeln!(out)?;
     } else {

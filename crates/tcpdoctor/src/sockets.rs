@@ -147,7 +147,13 @@ pub fn run(args: &SocketsArgs) -> anyhow::Result<u8> {
     let mut out = BufWriter::with_capacity(256 * 1024, io::stdout().lock());
     match args.format {
         Format::Json => {
-            serde_json::to_writer(&mut out, &snap)?;
+            let mut doc = serde_json::to_value(&snap)?;
+            tcpdoctor_report::stamp(
+                &mut doc,
+                "sockets",
+                serde_json::json!({"port": args.port, "pid": args.pid}),
+            );
+            serde_json::to_writer(&mut out, &doc)?;
             writeln!(out)?;
         }
         Format::Text => text::render(&snap, TextOptions { worst: args.worst }, &mut out)?,

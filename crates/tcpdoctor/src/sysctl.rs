@@ -73,7 +73,9 @@ pub fn run(args: &SysctlArgs) -> anyhow::Result<u8> {
     let mut out = BufWriter::new(stdout.lock());
     match args.format {
         Format::Json => {
-            serde_json::to_writer(&mut out, &report)?;
+            let mut doc = serde_json::to_value(&report)?;
+            tcpdoctor_report::stamp(&mut doc, "sysctl", serde_json::json!({}));
+            serde_json::to_writer(&mut out, &doc)?;
             out.write_all(b"\n")?;
         }
         Format::Text => {

@@ -136,6 +136,11 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<u8> {
         eprintln!("tcpdoctor: stopping; the full report follows (Ctrl-C again to quit)");
     });
 
+    let input = serde_json::json!({
+        "interface": args.interface, "filter": args.filter,
+        "interval_s": args.interval.as_secs_f64(),
+        "duration_s": args.duration.map(|d| d.as_secs_f64()),
+    });
     let stdout = io::stdout();
     let tty = stdout.is_terminal();
     let mut out = BufWriter::new(stdout.lock());
@@ -143,7 +148,9 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<u8> {
     let outcome = session.run(&stop, |iv| {
         match format {
             Format::Json => {
-                serde_json::to_writer(&mut out, iv)?;
+                let mut doc = serde_json::to_value(iv)?;
+                tcpdoctor_report::stamp(&mut doc, "watch", input.clone());
+                serde_json::to_writer(&mut out, &doc)?;
                 out.write_all(b"\n")?;
             }
             Format::Text => {
@@ -182,7 +189,9 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<u8> {
         )?;
     }
     match format {
-        Format::Json => tcpdoctor_report::json(&analysis, &mut out)?,
+        Format::Json => {
+            tcpdoctor_report::json_stamped(&analysis, "watch", input.clone(), &mut out)?
+        }
         Format::Text => {
             if tty {
                 out.write_all(b"\x1b[H\x1b[2J")?;

@@ -264,8 +264,13 @@ fn stdin_gives_the_same_answer_as_the_file() {
     let out = child.wait_with_output().unwrap();
     writer.join().unwrap().unwrap();
     assert!(out.status.success());
-    let from_stdin: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(from_stdin, analyze_json(&path));
+    let mut from_stdin: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut from_file = analyze_json(&path);
+    // Only the input they name differs.
+    assert_eq!(from_stdin["input"]["file"], "-");
+    from_stdin["input"].take();
+    from_file["input"].take();
+    assert_eq!(from_stdin, from_file);
 }
 
 #[test]
@@ -529,4 +534,153 @@ fn html_report_and_annotated_capture() {
     // --annotate needs a file.
     let out = run(&["analyze", "-", "--annotate", "x.pcapng"]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn refused_connections_are_a_finding_and_each_connection_says_how_it_ended() {
+    let v = analyze_json(&fixture("connection-refused.client.pcap"));
+    let f = findings(&v);
+    assert_eq!(f[0]["kind"], "connection_refused");
+    assert_eq!(f[0]["culprit"]["role"], "server");
+    assert_eq!(f[0]["details"]["requests_lost"], 3);
+    let ends: Vec<&str> = v["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["end"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ends.iter().filter(|e| **e == "refused").count(),
+        3,
+        "{ends:?}"
+    );
+    assert_eq!(ends.iter().filter(|e| **e == "fin").count(), 3, "{ends:?}");
+    // The document says what made it.
+    assert_eq!(v["schema"], 1);
+    assert_eq!(v["command"], "analyze");
+    assert!(v["tool_version"].as_str().is_some());
+    assert!(v["input"]["file"]
+        .as_str()
+        .unwrap()
+        .ends_with("connection-refused.client.pcap"));
+    // The text table shows it too.
+    let out = run(&[
+        "analyze",
+        fixture("connection-refused.client.pcap").to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("refused by server"), "{text}");
+    assert!(text.contains("3 request(s) failed"), "{text}");
+}
+
+#[test]
+fn resets_blame_the_server_or_the_path_by_ttl() {
+    for (file, role) in [
+        ("connection-reset.client.pcap", "server"),
+        ("connection-reset.server.pcap", "server"),
+        ("connection-reset-path.client.pcap", "network"),
+    ] {
+        let v = analyze_json(&fixture(file));
+        let f = findings(&v);
+        assert_eq!(f[0]["kind"], "connection_reset", "{file}");
+        assert_eq!(f[0]["culprit"]["role"], role, "{file}");
+        assert_eq!(f[0]["details"]["requests_lost"], 3, "{file}");
+        assert_eq!(f[0]["details"]["by_path"], role == "network", "{file}");
+    }
+    // Their twins: every request answered, nothing failed.
+    for file in [
+        "connection-kept.client.pcap",
+        "connection-accepted.client.pcap",
+    ] {
+        let v = analyze_json(&fixture(file));
+        assert!(
+            !kinds(&v).iter().any(|k| k.starts_with("connection_")),
+            "{file}: {:?}",
+            kinds(&v)
+        );
+    }
+}
+
+/// Connection N is Wireshark's tcp.stream N-1, and each finding's filter
+/// shows exactly its evidence's frames there (checked with tshark when it is
+/// installed).
+#[test]
+fn wireshark_filters_select_the_evidence_by_tcp_stream() {
+    let have_tshark = Command::new("tshark").arg("-v").output().is_ok();
+    for file in [
+        "connection-reset.client.pcap",
+        "nginx-nodelay-off.server.pcap",
+        "rto.client.pcap",
+    ] {
+        let v = analyze_json(&fixture(file));
+        for c in v["connections"].as_array().unwrap() {
+            assert_eq!(
+                c["tcp_stream"].as_u64(),
+                Some(c["id"].as_u64().unwrap() - 1)
+            );
+        }
+        let f = &findings(&v)[0];
+        let filter = f["wireshark_filter"].as_str().unwrap();
+        let ev = &f["evidence"][0];
+        assert!(
+            filter.starts_with(&format!("tcp.stream eq {}", ev["tcp_stream"])),
+            "{filter}"
+        );
+        if !have_tshark {
+            continue;
+        }
+        let out = Command::new("tshark")
+            .args(["-r", fixture(file).to_str().unwrap(), "-Y", filter])
+            .args(["-T", "fields", "-e", "frame.number"])
+            .output()
+            .unwrap();
+        let shown: Vec<u64> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        for fr in ev["frames"].as_array().unwrap() {
+            assert!(
+                shown.contains(&fr.as_u64().unwrap()),
+                "{file}: {filter}: {shown:?}"
+            );
+        }
+    }
+}
+
+/// The JSON documents of the commands that need no root or network all say
+/// which schema, version, command and input made them; floats carry no
+/// binary noise (6 decimals at most).
+#[test]
+fn every_json_document_names_schema_version_command_and_input() {
+    let pcap = fixture("nginx-nodelay-off.server.pcap");
+    for (args, command) in [
+        (
+            vec!["analyze", "--format", "json", pcap.to_str().unwrap()],
+            "analyze",
+        ),
+        (vec!["lab", "list", "--format", "json"], "lab list"),
+        (vec!["sysctl", "--format", "json"], "sysctl"),
+    ] {
+        let out = run(&args);
+        assert!(out.status.success(), "{args:?}");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["schema"], 1, "{args:?}");
+        assert_eq!(v["command"], command);
+        assert_eq!(v["tool_version"], env!("CARGO_PKG_VERSION"));
+        assert!(v["input"].is_object(), "{args:?}");
+        fn check(v: &Value) {
+            match v {
+                Value::Number(n) if n.is_f64() => {
+                    let s = n.to_string();
+                    let decimals = s.split_once('.').map_or(0, |(_, d)| d.len());
+                    assert!(decimals <= 6 || s.contains('e'), "{s}");
+                }
+                Value::Array(a) => a.iter().for_each(check),
+                Value::Object(m) => m.values().for_each(check),
+                _ => {}
+            }
+        }
+        check(&v);
+    }
 }
