@@ -460,7 +460,8 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
             tcpdoctor_report::stamp(
                 &mut doc,
                 "analyze",
-                serde_json::json!({"files": args.files, "capture_format": format,
+                serde_json::json!({"file": args.files.first(), "files": args.files,
+                                   "capture_format": format,
                                    "max_open_connections": args.max_open_connections}),
             );
             serde_json::to_writer(&mut out, &doc)?;
