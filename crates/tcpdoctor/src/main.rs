@@ -141,6 +141,8 @@ What it reports (largest cost first; causes under 1% of the time are listed as m
   listen_queue_overflow    the server's accept queue full: SYNs and handshake ACKs dropped
   syn_flood                half-open handshakes to one endpoint, single SYNs never retried
   tls_handshake            TLS handshakes: the server's key exchange, the client, round trips
+  connection_refused       a SYN answered by an RST: nothing listens there, or a firewall rejects
+  connection_reset         an RST while the client waits for its response (TTL tells the path's)
 
 With --parquet DIR, every capture (files, directories searched for *.pcap, *.pcapng, *.cap,
 globs) is analysed on its own into DIR/connections.parquet, exchanges.parquet,
