@@ -33,14 +33,14 @@ exec > >(tee "$OUT") 2>&1
 echo "fleet benchmark, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 echo
 # 1. --parquet against --format json on the benchmark capture.
-run() {  # run NAME CMD... ; prints "seconds max_rss_kib"
+run() {  # run NAME CMD... ; prints "wall_ms max_rss_kib cpu_s"
   local t0 t1
   shift
   cat "$BIG" > /dev/null
   t0=$(date +%s%N)
-  /usr/bin/time -f '%M' -o "$WORK/time" "$@" > /dev/null 2>> "$WORK/stderr" || true
+  /usr/bin/time -f '%M %U %S' -o "$WORK/time" "$@" > /dev/null 2>> "$WORK/stderr" || true
   t1=$(date +%s%N)
-  echo "$(( (t1 - t0) / 1000000 )) $(cat "$WORK/time")"
+  echo "$(( (t1 - t0) / 1000000 )) $(awk '{print $1, $2 + $3}' "$WORK/time")"
 }
 : > "$WORK/json.txt"; : > "$WORK/parquet.txt"
 for _ in $(seq "$RUNS"); do
@@ -53,17 +53,18 @@ python3 - "$BIG" "$WORK/json.txt" "$WORK/parquet.txt" "$WORK/big-sweep.json" "$W
 import json, os, statistics, sys
 big, jt, pt, sweep, tables = sys.argv[1:6]
 def med(path):
-    rows = [tuple(map(int, l.split())) for l in open(path) if l.strip()]
-    return statistics.median(r[0] for r in rows) / 1e3, statistics.median(r[1] for r in rows) / 1024, rows
-js, jm, jr = med(jt)
-ps, pm, pr = med(pt)
+    rows = [tuple(map(float, l.split())) for l in open(path) if l.strip()]
+    return (statistics.median(r[0] for r in rows) / 1e3, statistics.median(r[1] for r in rows) / 1024,
+            statistics.median(r[2] for r in rows), [int(r[0]) for r in rows])
+js, jm, jc, jr = med(jt)
+ps, pm, pc, pr = med(pt)
 s = json.load(open(sweep))
 size = sum(os.path.getsize(os.path.join(tables, f)) for f in os.listdir(tables))
 print(f"1. {big}: {os.path.getsize(big) / 1e6:.0f} MB, {s['packets']:,} packets; {len(jr)} interleaved runs each")
-print(f"   analyze --format json   median {js:.3f} s  peak {jm:.1f} MiB   runs (ms): {[r[0] for r in jr]}")
-print(f"   analyze --parquet DIR   median {ps:.3f} s  peak {pm:.1f} MiB   runs (ms): {[r[0] for r in pr]}")
+print(f"   analyze --format json   median {js:.3f} s  CPU {jc:.2f} s  peak {jm:.1f} MiB   runs (ms): {jr}")
+print(f"   analyze --parquet DIR   median {ps:.3f} s  CPU {pc:.2f} s  peak {pm:.1f} MiB   runs (ms): {pr}")
 print(f"   rows: {s['rows']}; Parquet files {size / 1e6:.1f} MB")
-print(f"   ratio parquet / json: time {ps / js:.2f}x, peak memory {pm / jm:.2f}x")
+print(f"   ratio parquet / json: wall time {ps / js:.2f}x, CPU time {pc / jc:.2f}x, peak memory {pm / jm:.2f}x")
 PY
 echo
 
