@@ -111,6 +111,10 @@ pub fn run(args: &AnalyzeArgs, dir: &Path) -> anyhow::Result<u8> {
         }
     }
     out.flush()?;
+    if failed == n {
+        eprintln!("tcpdoctor: no capture could be read; the tables are empty");
+        return Ok(EXIT_INPUT);
+    }
     if failed > 0 {
         eprintln!(
             "tcpdoctor: {failed} of {n} captures could not be read; the tables hold the other {}",
@@ -137,7 +141,9 @@ fn one(
     host: &str,
     sink: &mut ParquetSink,
 ) -> anyhow::Result<(Status, u64, u64)> {
-    let mut source = Source::new(name, host);
+    // Standard input is named as the text report names it.
+    let label = if name == "-" { "<stdin>" } else { name };
+    let mut source = Source::new(label, host);
     let failed = |sink: &mut ParquetSink, source: Source, why: String, format: String| {
         sink.tables().push_file(FileRow {
             source,
