@@ -42,10 +42,44 @@ pub fn json_stamped(
     input: serde_json::Value,
     out: &mut impl Write,
 ) -> io::Result<()> {
-    let mut doc = serde_json::to_value(a)?;
-    stamp(&mut doc, command, input);
-    serde_json::to_writer(&mut *out, &doc)?;
-    out.write_all(b"\n")
+    json_stamped_with(a, command, input, Vec::new(), out)
+}
+
+/// [`json_stamped`] with more members after the analysis's own (`inputs`,
+/// `selection`). The analysis is written as it serialises — its times are
+/// already rounded to the microsecond ([`tcpdoctor_diagnose::round3`]) — and
+/// the members after it are stamped: no tree of the whole document is built
+/// (a million-packet capture's document is megabytes).
+pub fn json_stamped_with(
+    a: &Analysis,
+    command: &str,
+    input: serde_json::Value,
+    extra: Vec<(&str, serde_json::Value)>,
+    out: &mut impl Write,
+) -> io::Result<()> {
+    let mut doc = serde_json::to_vec(a)?;
+    if doc.last() == Some(&b'}') {
+        doc.pop();
+    }
+    out.write_all(&doc)?;
+    let mut tail = serde_json::Map::new();
+    for (k, v) in extra {
+        tail.insert(k.to_string(), v);
+    }
+    let mut tail = serde_json::Value::Object(tail);
+    stamp(&mut tail, command, input);
+    if let serde_json::Value::Object(m) = tail {
+        for (k, v) in m {
+            if k == "schema" {
+                continue; // the analysis names its own
+            }
+            out.write_all(b",")?;
+            serde_json::to_writer(&mut *out, &k)?;
+            out.write_all(b":")?;
+            serde_json::to_writer(&mut *out, &v)?;
+        }
+    }
+    out.write_all(b"}\n")
 }
 
 /// The version every JSON document names (`tool_version`).

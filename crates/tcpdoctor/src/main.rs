@@ -447,27 +447,30 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
         Format::Json => {
             // The analysis document, what a merge and a selection add, and
             // what every command's document carries (schema, version, input).
-            let mut doc = serde_json::to_value(&analysis)?;
+            let mut extra = Vec::new();
             if let Some(m) = &merger {
-                doc["inputs"] = serde_json::to_value(m.report(&analysis))?;
+                extra.push(("inputs", serde_json::to_value(m.report(&analysis))?));
             }
             if selected {
-                doc["selection"] = serde_json::json!({
-                    "filter": args.filter,
-                    "from": args.from,
-                    "to": args.to,
-                    "connection": args.connection,
-                });
+                extra.push((
+                    "selection",
+                    serde_json::json!({
+                        "filter": args.filter,
+                        "from": args.from,
+                        "to": args.to,
+                        "connection": args.connection,
+                    }),
+                ));
             }
-            tcpdoctor_report::stamp(
-                &mut doc,
+            tcpdoctor_report::json_stamped_with(
+                &analysis,
                 "analyze",
                 serde_json::json!({"file": args.files.first(), "files": args.files,
                                    "capture_format": format,
                                    "max_open_connections": args.max_open_connections}),
-            );
-            serde_json::to_writer(&mut out, &doc)?;
-            out.write_all(b"\n")?;
+                extra,
+                &mut out,
+            )?;
         }
         Format::Text => {
             use std::io::IsTerminal;
