@@ -114,13 +114,20 @@ Examples:
   tcpdoctor analyze examples/nginx-nagle.pcap
   tcpdoctor analyze --format json upload.pcapng | jq '.findings[0]'
   tcpdump -i any -w - port 8080 | tcpdoctor analyze -
+  tcpdoctor analyze rotated/                      a directory of tcpdump -C/-G -z gzip files
+  tcpdoctor analyze client.pcap server.pcap       one incident seen at both ends
+  tcpdoctor analyze --filter 'port 443 and host 10.0.0.2' --from 30 --to 45 big.pcap.zst
+  tcpdoctor analyze --connection 17 big.pcap      the full report of connection 17
 
 Input: pcap (µs or ns, either byte order) and pcapng (several interfaces), on Ethernet
 (VLAN, QinQ), Linux cooked SLL/SLL2 (tcpdump -i any), raw IP and BSD loopback; IPv4 and
 IPv6. Captures taken at the client, the server or in between all work; snaplen-truncated
 and TSO/GRO captures are fine. gzip and zstd compressed captures (tcpdump -z gzip, rotated
 .pcap.gz files) are read as they are, told by their content rather than their name, from
-files and from standard input.
+files and from standard input. Several files (or a directory) are merged by time as mergecap
+does; a connection captured in two files (client side and server side) is analysed once and
+listed under INPUTS with where each file was taken. --filter/--from/--to/--connection leave the
+other packets out as `tcpdump -r IN -w OUT EXPR` would: frame numbers count what is kept.
 
 What it reports (largest cost first; causes under 1% of the time are listed as minor):
   nagle_delayed_ack        a small segment held the rest of a message until the peer's delayed ACK
@@ -367,7 +374,7 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
             last_ns: (start + c.duration_ms * 1e6 + 1e6) as i64,
         });
     }
-    let (mut analysis, bins, format, merger) =
+    let (mut analysis, bins, format, merger, counts) =
         analyze_pass(args, &paths, &name, selection.clone(), args.max_connections)?;
     if let Some(id) = args.connection {
         // The connection keeps the number it has in the whole capture.
@@ -431,6 +438,8 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
                         "from": args.from,
                         "to": args.to,
                         "connection": args.connection,
+                        "packets_read": counts.map(|c| c.0),
+                        "packets_selected": counts.map(|c| c.1),
                     }),
                 )?;
             }
@@ -464,6 +473,26 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
             if let Some(m) = &merger {
                 m.report(&analysis).text(&mut out)?;
             }
+            if let Some((read, kept)) = counts {
+                let mut what = Vec::new();
+                if let Some(f) = &args.filter {
+                    what.push(format!("filter '{f}'"));
+                }
+                if let Some(t) = &args.from {
+                    what.push(format!("from {t}"));
+                }
+                if let Some(t) = &args.to {
+                    what.push(format!("to {t}"));
+                }
+                if let Some(id) = args.connection {
+                    what.push(format!("connection {id}"));
+                }
+                writeln!(
+                    out,
+                    "\nSELECTION  {}: {kept} of {read} packets analysed (frame numbers count these)",
+                    what.join(", ")
+                )?;
+            }
         }
     }
     out.flush()?;
@@ -485,6 +514,7 @@ fn analyze_pass(
     Vec<tcpdoctor_diagnose::model::LatencyBin>,
     String,
     Option<merge::Merger>,
+    Option<(u64, u64)>,
 )> {
     let input = if paths.len() > 1 {
         Input::open_many(paths)?
@@ -540,5 +570,5 @@ fn analyze_pass(
         }
     }
     let (analysis, bins) = engine.finish_with_distribution();
-    Ok((analysis, bins, format, fed.merger))
+    Ok((analysis, bins, format, fed.merger, fed.selected))
 }
