@@ -353,7 +353,7 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
     }
     if let Some(id) = args.connection {
         // First pass: which endpoints and when; the second analyses only those packets.
-        let (first, ..) = analyze_pass(args, &paths, &name, selection.clone(), usize::MAX)?;
+        let first = analyze_pass(args, &paths, &name, selection.clone(), usize::MAX)?.analysis;
         let Some(c) = first.connections.iter().find(|c| c.id == id) else {
             anyhow::bail!(
                 "--connection {id}: no such connection ({} in the capture{})",
@@ -374,8 +374,13 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
             last_ns: (start + c.duration_ms * 1e6 + 1e6) as i64,
         });
     }
-    let (mut analysis, bins, format, merger, counts) =
-        analyze_pass(args, &paths, &name, selection.clone(), args.max_connections)?;
+    let Pass {
+        mut analysis,
+        bins,
+        format,
+        merger,
+        counts,
+    } = analyze_pass(args, &paths, &name, selection.clone(), args.max_connections)?;
     if let Some(id) = args.connection {
         // The connection keeps the number it has in the whole capture.
         for c in &mut analysis.connections {
@@ -502,6 +507,16 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
     Ok(EXIT_OK)
 }
 
+/// What one read of the input(s) gave.
+struct Pass {
+    analysis: tcpdoctor_diagnose::model::Analysis,
+    bins: Vec<tcpdoctor_diagnose::model::LatencyBin>,
+    format: String,
+    merger: Option<merge::Merger>,
+    /// With a selection: packets read, packets kept.
+    counts: Option<(u64, u64)>,
+}
+
 /// One read of the input(s) through the engine.
 fn analyze_pass(
     args: &AnalyzeArgs,
@@ -509,13 +524,7 @@ fn analyze_pass(
     name: &str,
     selection: select::Selection,
     max_connections: usize,
-) -> anyhow::Result<(
-    tcpdoctor_diagnose::model::Analysis,
-    Vec<tcpdoctor_diagnose::model::LatencyBin>,
-    String,
-    Option<merge::Merger>,
-    Option<(u64, u64)>,
-)> {
+) -> anyhow::Result<Pass> {
     let input = if paths.len() > 1 {
         Input::open_many(paths)?
     } else {
@@ -570,5 +579,11 @@ fn analyze_pass(
         }
     }
     let (analysis, bins) = engine.finish_with_distribution();
-    Ok((analysis, bins, format, fed.merger, fed.selected))
+    Ok(Pass {
+        analysis,
+        bins,
+        format,
+        merger: fed.merger,
+        counts: fed.selected,
+    })
 }
