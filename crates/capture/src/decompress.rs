@@ -137,7 +137,7 @@ fn unread(what: &str, tool: &str) -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidData,
         format!(
-            "a {what}-compressed capture: only gzip and zstd are read; decompress it first \
+            "compressed with {what}: only gzip and zstd are read; decompress it first \
              (`{tool} FILE | tcpdoctor analyze -`)"
         ),
     )
