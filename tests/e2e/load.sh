@@ -90,7 +90,7 @@ for want in "Latency Distribution" "99.9%" "Requests/sec:" "Transfer/sec:"; do
   grep -q "$want" "$WORK/text.txt" || { echo "load e2e FAIL: text report lacks '$want'" >&2; status=1; }
 done
 # Bad input is refused with exit status 2.
-for bad in "https://$SA/" "http://$SA:99999/" "-H nocolon http://$SA:8081/"; do
+for bad in "ftp://$SA/" "--cacert /nonexistent.pem https://$SA/" "http://$SA:99999/" "-H nocolon http://$SA:8081/"; do
   rc=0; ip netns exec "$C" "$TD" load -d 1s $bad > /dev/null 2>&1 || rc=$?
   [ "$rc" -eq 2 ] || { echo "load e2e FAIL: '$bad' gave exit status $rc, expected 2" >&2; status=1; }
 done
