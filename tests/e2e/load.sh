@@ -105,7 +105,7 @@ fi
 ip netns exec "$C" "$TD" load -c 2 -t 1 -d 1s --latency -m GET http://$SA:8081/ > /dev/null \
   || { echo "load e2e FAIL: wrk's --latency / -m refused" >&2; status=1; }
 # Bad input is refused with exit status 2.
-for bad in "https://$SA/" "http://$SA:99999/" "-H nocolon http://$SA:8081/"; do
+for bad in "ftp://$SA/" "--cacert /nonexistent.pem https://$SA/" "http://$SA:99999/" "-H nocolon http://$SA:8081/"; do
   rc=0; ip netns exec "$C" "$TD" load -d 1s $bad > /dev/null 2>&1 || rc=$?
   [ "$rc" -eq 2 ] || { echo "load e2e FAIL: '$bad' gave exit status $rc, expected 2" >&2; status=1; }
 done

@@ -99,6 +99,9 @@ pub fn decompressed<R: Read + Send + 'static>(
     let compression = match head[..have] {
         [0x1f, 0x8b, ..] => Compression::Gzip,
         [0x28, 0xb5, 0x2f, 0xfd] => Compression::Zstd,
+        [0x04, 0x22, 0x4d, 0x18] => return Err(unread("lz4", "lz4 -dc")),
+        [0xfd, 0x37, 0x7a, 0x58] => return Err(unread("xz", "xz -dc")),
+        [0x42, 0x5a, 0x68, _] => return Err(unread("bzip2", "bzip2 -dc")),
         _ => Compression::None,
     };
     let whole: Source = Box::new(io::Cursor::new(head).take(have as u64).chain(src));
@@ -128,6 +131,17 @@ pub fn decompressed<R: Read + Send + 'static>(
 }
 
 type Source = Box<dyn Read + Send>;
+
+/// A compression recognised but not read: say how to read it.
+fn unread(what: &str, tool: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "compressed with {what}: only gzip and zstd are read; decompress it first \
+             (`{tool} FILE | tcpdoctor analyze -`)"
+        ),
+    )
+}
 
 /// The compressed source, counting what it hands out.
 struct Counted {

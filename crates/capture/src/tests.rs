@@ -322,6 +322,20 @@ mod compressed {
         assert!(err.is_some());
     }
 
+    #[test]
+    fn other_compressions_are_named_not_misread() {
+        for (magic, name) in [
+            (&[0x04u8, 0x22, 0x4d, 0x18, 0][..], "lz4"),
+            (&[0xfd, 0x37, 0x7a, 0x58, 0x5a, 0], "xz"),
+            (b"BZh91AY", "bzip2"),
+        ] {
+            let e = decompressed(Cursor::new(magic.to_vec()))
+                .err()
+                .expect("refused");
+            assert!(e.to_string().contains(name), "{e}");
+        }
+    }
+
     /// A reader that hands out one byte at a time (a slow pipe).
     struct Trickle(Cursor<Vec<u8>>);
     impl Read for Trickle {

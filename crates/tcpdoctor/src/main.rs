@@ -117,13 +117,20 @@ Examples:
   tcpdoctor analyze --format json upload.pcapng | jq '.findings[0]'
   tcpdump -i any -w - port 8080 | tcpdoctor analyze -
   tcpdoctor analyze captures/ --parquet tables/    one folder per host; tables for DuckDB, Spark
+  tcpdoctor analyze rotated/                      a directory of tcpdump -C/-G -z gzip files
+  tcpdoctor analyze client.pcap server.pcap       one incident seen at both ends
+  tcpdoctor analyze --filter 'port 443 and host 10.0.0.2' --from 30 --to 45 big.pcap.zst
+  tcpdoctor analyze --connection 17 big.pcap      the full report of connection 17
 
 Input: pcap (µs or ns, either byte order) and pcapng (several interfaces), on Ethernet
 (VLAN, QinQ), Linux cooked SLL/SLL2 (tcpdump -i any), raw IP and BSD loopback; IPv4 and
 IPv6. Captures taken at the client, the server or in between all work; snaplen-truncated
 and TSO/GRO captures are fine. gzip and zstd compressed captures (tcpdump -z gzip, rotated
 .pcap.gz files) are read as they are, told by their content rather than their name, from
-files and from standard input.
+files and from standard input. Several files (or a directory) are merged by time as mergecap
+does; a connection captured in two files (client side and server side) is analysed once and
+listed under INPUTS with where each file was taken. --filter/--from/--to/--connection leave the
+other packets out as `tcpdump -r IN -w OUT EXPR` would: frame numbers count what is kept.
 
 What it reports (largest cost first; causes under 1% of the time are listed as minor):
   nagle_delayed_ack        a small segment held the rest of a message until the peer's delayed ACK
@@ -381,7 +388,7 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
     }
     if let Some(id) = args.connection {
         // First pass: which endpoints and when; the second analyses only those packets.
-        let (first, ..) = analyze_pass(args, &paths, &name, selection.clone(), usize::MAX)?;
+        let first = analyze_pass(args, &paths, &name, selection.clone(), usize::MAX)?.analysis;
         let Some(c) = first.connections.iter().find(|c| c.id == id) else {
             anyhow::bail!(
                 "--connection {id}: no such connection ({} in the capture{})",
@@ -402,8 +409,13 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
             last_ns: (start + c.duration_ms * 1e6 + 1e6) as i64,
         });
     }
-    let (mut analysis, bins, format, merger) =
-        analyze_pass(args, &paths, &name, selection.clone(), args.max_connections)?;
+    let Pass {
+        mut analysis,
+        bins,
+        format,
+        merger,
+        counts,
+    } = analyze_pass(args, &paths, &name, selection.clone(), args.max_connections)?;
     if let Some(id) = args.connection {
         // The connection keeps the number it has in the whole capture.
         for c in &mut analysis.connections {
@@ -459,6 +471,8 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
                         "from": args.from,
                         "to": args.to,
                         "connection": args.connection,
+                        "packets_read": counts.map(|c| c.0),
+                        "packets_selected": counts.map(|c| c.1),
                     }),
                 ));
             }
@@ -500,6 +514,26 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
             if let Some(m) = &merger {
                 m.report(&analysis).text(&mut out)?;
             }
+            if let Some((read, kept)) = counts {
+                let mut what = Vec::new();
+                if let Some(f) = &args.filter {
+                    what.push(format!("filter '{f}'"));
+                }
+                if let Some(t) = &args.from {
+                    what.push(format!("from {t}"));
+                }
+                if let Some(t) = &args.to {
+                    what.push(format!("to {t}"));
+                }
+                if let Some(id) = args.connection {
+                    what.push(format!("connection {id}"));
+                }
+                writeln!(
+                    out,
+                    "\nSELECTION  {}: {kept} of {read} packets analysed (frame numbers count these)",
+                    what.join(", ")
+                )?;
+            }
         }
     }
     out.flush()?;
@@ -509,6 +543,16 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
     Ok(EXIT_OK)
 }
 
+/// What one read of the input(s) gave.
+struct Pass {
+    analysis: tcpdoctor_diagnose::model::Analysis,
+    bins: Vec<tcpdoctor_diagnose::model::LatencyBin>,
+    format: String,
+    merger: Option<merge::Merger>,
+    /// With a selection: packets read, packets kept.
+    counts: Option<(u64, u64)>,
+}
+
 /// One read of the input(s) through the engine.
 fn analyze_pass(
     args: &AnalyzeArgs,
@@ -516,12 +560,7 @@ fn analyze_pass(
     name: &str,
     selection: select::Selection,
     max_connections: usize,
-) -> anyhow::Result<(
-    tcpdoctor_diagnose::model::Analysis,
-    Vec<tcpdoctor_diagnose::model::LatencyBin>,
-    String,
-    Option<merge::Merger>,
-)> {
+) -> anyhow::Result<Pass> {
     let input = if paths.len() > 1 {
         Input::open_many(paths)?
     } else {
@@ -576,5 +615,11 @@ fn analyze_pass(
         }
     }
     let (analysis, bins) = engine.finish_with_distribution();
-    Ok((analysis, bins, format, fed.merger))
+    Ok(Pass {
+        analysis,
+        bins,
+        format,
+        merger: fed.merger,
+        counts: fed.selected,
+    })
 }

@@ -13,6 +13,8 @@
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
+
+use rustc_hash::FxHashMap;
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::net::SocketAddr;
@@ -67,6 +69,11 @@ struct FileState {
     second_views: u64,
     error: Option<CaptureError>,
     ended: bool,
+    /// Where each of its handshakes says it was taken, counted when the
+    /// file ended (its handshakes are then let go).
+    votes: HashMap<&'static str, u64>,
+    handshakes: u64,
+    folded: bool,
 }
 
 struct Active {
@@ -96,10 +103,10 @@ pub struct Merger {
     active: Vec<Active>,
     /// The active entry whose packet was handed out last.
     current: Option<usize>,
-    owners: HashMap<Key, u32>,
-    handshakes: HashMap<(u32, Key), Handshake>,
+    owners: FxHashMap<Key, u32>,
+    handshakes: FxHashMap<(u32, Key), Handshake>,
     /// Connections seen in more than one file: the files, in the order seen.
-    matched: HashMap<Key, Vec<u32>>,
+    matched: FxHashMap<Key, Vec<u32>>,
     untracked: u64,
 }
 
@@ -119,6 +126,9 @@ pub fn open(paths: &[String]) -> anyhow::Result<Merger> {
             second_views: 0,
             error: None,
             ended: false,
+            votes: HashMap::new(),
+            handshakes: 0,
+            folded: false,
         };
         f.format = match reader.1 {
             Compression::None => reader.0.format().to_string(),
@@ -146,9 +156,9 @@ pub fn open(paths: &[String]) -> anyhow::Result<Merger> {
         waiting,
         active: Vec::new(),
         current: None,
-        owners: HashMap::new(),
-        handshakes: HashMap::new(),
-        matched: HashMap::new(),
+        owners: FxHashMap::default(),
+        handshakes: FxHashMap::default(),
+        matched: FxHashMap::default(),
         untracked: 0,
     })
 }
@@ -244,8 +254,41 @@ impl Merger {
             Ok(None) => {}
             Err(e) => self.files[a.source].error = Some(e),
         }
-        self.files[a.source].ended = true;
+        let source = a.source;
+        self.files[source].ended = true;
         self.active.swap_remove(i);
+        self.retire(source);
+    }
+
+    /// A file has ended: its handshakes become its counts of where it was
+    /// taken, and its connections are no longer its own (a rotated file's
+    /// successor carries them on). Memory then holds only the open files'
+    /// connections, and those seen in two files.
+    fn retire(&mut self, source: usize) {
+        let src = source as u32;
+        let Merger {
+            files,
+            handshakes,
+            owners,
+            matched,
+            ..
+        } = self;
+        let f = &mut files[source];
+        handshakes.retain(|(s, k), h| {
+            if *s != src {
+                return true;
+            }
+            if h.syn.is_some() {
+                f.handshakes += 1;
+                let (place, _) = vantage(h);
+                if place != "unknown" {
+                    *f.votes.entry(place).or_default() += 1;
+                }
+            }
+            matched.contains_key(k)
+        });
+        owners.retain(|_, o| *o != src);
+        f.folded = true;
     }
 
     /// Whether a decoded TCP segment from `source` is analysed: not when it
@@ -253,7 +296,13 @@ impl Merger {
     pub fn admit(&mut self, source: usize, ts: Timestamp, s: &TcpSegment<'_>) -> bool {
         let key = Key::of(s);
         let src = source as u32;
-        if self.handshakes.len() < MAX_TRACKED || self.handshakes.contains_key(&(src, key)) {
+        // Only the handshake's segments matter here: SYN, SYN-ACK, and the
+        // client's pure ACK that completes it (data segments are skipped
+        // without a lookup).
+        let handshake_like = s.flags.syn() || (s.flags.ack() && s.payload_len == 0);
+        if handshake_like
+            && (self.handshakes.len() < MAX_TRACKED || self.handshakes.contains_key(&(src, key)))
+        {
             let h = self.handshakes.entry((src, key)).or_default();
             let from = SocketAddr::new(s.src, s.src_port);
             match (s.flags.syn(), s.flags.ack()) {
@@ -347,10 +396,10 @@ impl Merger {
             .iter()
             .enumerate()
             .map(|(i, f)| {
-                let mut votes: HashMap<&'static str, u64> = HashMap::new();
-                let mut of = 0;
+                let mut votes = f.votes.clone();
+                let mut of = f.handshakes;
                 for ((src, _), h) in &self.handshakes {
-                    if *src as usize == i && h.syn.is_some() {
+                    if !f.folded && *src as usize == i && h.syn.is_some() {
                         of += 1;
                         let (place, _) = vantage(h);
                         if place != "unknown" {
