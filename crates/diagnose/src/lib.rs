@@ -311,30 +311,7 @@ impl Engine {
     fn finish_all(mut self) -> (Analysis, Vec<LatencyBin>, Rows) {
         let peak = self.tracker.peak_open_connections() as u64;
         let closed_early = self.tracker.closed_early();
-        let grace_cut = self.tracker.grace_cut_short();
-        if closed_early + grace_cut > 0 {
-            let max = self.tracker.analyzer().options.flow.max_open;
-            let mut w = format!(
-                "more than {max} connections were open at once (--max-open-connections {max}): "
-            );
-            if closed_early > 0 {
-                w.push_str(&format!(
-                    "{closed_early} were closed early (the idlest first, half-open ones before \
-                     the rest) and summarised as they stood; later packets of theirs counted as \
-                     new connections"
-                ));
-            }
-            if grace_cut > 0 {
-                if closed_early > 0 {
-                    w.push_str("; ");
-                }
-                w.push_str(&format!(
-                    "{grace_cut} closed connections were freed before their grace period for \
-                     trailing packets"
-                ));
-            }
-            self.warnings.push(w);
-        }
+        self.warn_closed_early();
         let mut d = self.tracker.finish();
         let rows = relative_rows(
             Rows {
@@ -353,33 +330,7 @@ impl Engine {
         } else {
             capture_ns as f64
         };
-        fold_listen_queue(&mut d.aggregates, d.options.max_evidence);
-        fold_syn_floods(&mut d.aggregates, &d.floods, d.options.max_evidence);
-        for (key, agg) in d.aggregates.iter_mut() {
-            if key.kind == Kind::TlsHandshake {
-                agg.flagged = d.tls_handshakes.get(&key.endpoint).copied().unwrap_or(0);
-            }
-        }
-        let mut findings: Vec<Finding> = d
-            .aggregates
-            .into_values()
-            .map(|a| text::finding(a, denominator))
-            .collect();
-        // Failed requests first (they are reported whatever time they took),
-        // then by time lost.
-        findings.sort_by(|a, b| {
-            rules::failure_name(b.kind)
-                .cmp(&rules::failure_name(a.kind))
-                .then(b.total_delay_ms.total_cmp(&a.total_delay_ms))
-                .then(a.kind.cmp(b.kind))
-        });
-        let (findings, minor_findings): (Vec<Finding>, Vec<Finding>) =
-            findings.into_iter().partition(|f| {
-                (f.share_of_time >= d.options.min_share
-                    || text::overwhelmed(f)
-                    || rules::failure_name(f.kind))
-                    && !text::sporadic(f)
-            });
+        let (findings, minor_findings) = findings(&mut d, denominator);
         let mut connections = std::mem::take(&mut d.summaries);
         connections.sort_by_key(|c| c.id);
         let t0 = first.nanos() as f64 / 1e6;
@@ -400,27 +351,7 @@ impl Engine {
                 connections: *n,
                 of: d.connection_count,
             });
-        let mut delayed_ack: Vec<DelayedAck> = d
-            .delayed_acks
-            .iter()
-            .map(|(addr, (role, samples, n))| {
-                let mut v = samples.clone();
-                v.sort_unstable();
-                let typical = round3(v[v.len() / 2] as f64 / 1e6);
-                DelayedAck {
-                    endpoint: if addr.port() == 0 {
-                        format!("{}:*", fmt_ip(*addr))
-                    } else {
-                        addr.to_string()
-                    },
-                    role,
-                    acks: *n,
-                    typical_ms: typical,
-                    matches: text::delayed_ack_os(typical),
-                }
-            })
-            .collect();
-        delayed_ack.sort_by(|a, b| b.acks.cmp(&a.acks).then(a.endpoint.cmp(&b.endpoint)));
+        let delayed_ack = delayed_acks(&d);
         let capture = CaptureSummary {
             delayed_ack,
             vantage,
@@ -460,6 +391,35 @@ impl Engine {
         };
         (analysis, bins, rows)
     }
+
+    /// Says in a warning when `--max-open-connections` bit.
+    fn warn_closed_early(&mut self) {
+        let closed_early = self.tracker.closed_early();
+        let grace_cut = self.tracker.grace_cut_short();
+        if closed_early + grace_cut > 0 {
+            let max = self.tracker.analyzer().options.flow.max_open;
+            let mut w = format!(
+                "more than {max} connections were open at once (--max-open-connections {max}): "
+            );
+            if closed_early > 0 {
+                w.push_str(&format!(
+                    "{closed_early} were closed early (the idlest first, half-open ones before \
+                     the rest) and summarised as they stood; later packets of theirs counted as \
+                     new connections"
+                ));
+            }
+            if grace_cut > 0 {
+                if closed_early > 0 {
+                    w.push_str("; ");
+                }
+                w.push_str(&format!(
+                    "{grace_cut} closed connections were freed before their grace period for \
+                     trailing packets"
+                ));
+            }
+            self.warnings.push(w);
+        }
+    }
 }
 
 /// Start times made relative to the capture's first packet, as
@@ -475,6 +435,64 @@ fn relative_rows(mut rows: Rows, first: Option<Timestamp>) -> Rows {
         e.exchange.start_ms = round3((e.exchange.start_ms - t0).max(0.0));
     }
     rows
+}
+
+/// The findings, the minor ones apart: each aggregate in words, failed
+/// requests first, then by time lost.
+fn findings(d: &mut Diagnoser, denominator: f64) -> (Vec<Finding>, Vec<Finding>) {
+    fold_listen_queue(&mut d.aggregates, d.options.max_evidence);
+    fold_syn_floods(&mut d.aggregates, &d.floods, d.options.max_evidence);
+    for (key, agg) in d.aggregates.iter_mut() {
+        if key.kind == Kind::TlsHandshake {
+            agg.flagged = d.tls_handshakes.get(&key.endpoint).copied().unwrap_or(0);
+        }
+    }
+    let mut findings: Vec<Finding> = d
+        .aggregates
+        .drain()
+        .map(|(_, a)| a)
+        .map(|a| text::finding(a, denominator))
+        .collect();
+    // Failed requests first (they are reported whatever time they took),
+    // then by time lost.
+    findings.sort_by(|a, b| {
+        rules::failure_name(b.kind)
+            .cmp(&rules::failure_name(a.kind))
+            .then(b.total_delay_ms.total_cmp(&a.total_delay_ms))
+            .then(a.kind.cmp(b.kind))
+    });
+    findings.into_iter().partition(|f| {
+        (f.share_of_time >= d.options.min_share
+            || text::overwhelmed(f)
+            || rules::failure_name(f.kind))
+            && !text::sporadic(f)
+    })
+}
+
+/// Each endpoint's delayed-ACK timer, the endpoints with most ACKs first.
+fn delayed_acks(d: &Diagnoser) -> Vec<DelayedAck> {
+    let mut delayed_ack: Vec<DelayedAck> = d
+        .delayed_acks
+        .iter()
+        .map(|(addr, (role, samples, n))| {
+            let mut v = samples.clone();
+            v.sort_unstable();
+            let typical = round3(v[v.len() / 2] as f64 / 1e6);
+            DelayedAck {
+                endpoint: if addr.port() == 0 {
+                    format!("{}:*", fmt_ip(*addr))
+                } else {
+                    addr.to_string()
+                },
+                role,
+                acks: *n,
+                typical_ms: typical,
+                matches: text::delayed_ack_os(typical),
+            }
+        })
+        .collect();
+    delayed_ack.sort_by(|a, b| b.acks.cmp(&a.acks).then(a.endpoint.cmp(&b.endpoint)));
+    delayed_ack
 }
 
 /// The exchange-latency histogram in groups of [`BUDGET_BUCKET`] buckets
