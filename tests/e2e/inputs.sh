@@ -63,10 +63,11 @@ n=$(tcpdump -r "$W" 2>/dev/null | wc -l)
 [ "$n" -gt 2000 ] || fail "the server capture holds only $n packets"
 
 json() { "$TD" analyze --format json "$@"; }
+# `input` names what was asked (the files, stdin): the rest must not depend on it.
 strip() { python3 -c '
 import json, sys
 d = json.load(sys.stdin)
-for k in sys.argv[1:]:
+for k in ["input"] + sys.argv[1:]:
     d.pop(k, None)
 print(json.dumps(d, sort_keys=True))' "$@"; }
 json "$W" | strip > "$WORK/whole.json"
