@@ -199,23 +199,70 @@ impl Output {
     }
 }
 
-/// The capture file being written.
-enum Writer {
+/// The capture file being written, in time order.
+///
+/// The kernel stamps a packet when it is received and hands it to packet
+/// sockets from each CPU's backlog: on a busy loopback two CPUs deliver a
+/// few frames out of stamp order. Frames are held until [`REORDER_NS`] of
+/// capture time has passed beyond them (at most [`REORDER_MAX`] at once) and
+/// written oldest first.
+struct Writer {
+    file: FileWriter,
+    held: std::collections::BinaryHeap<Held>,
+    newest: i64,
+    seq: u64,
+}
+
+const REORDER_NS: i64 = 20_000_000;
+const REORDER_MAX: usize = 1 << 16;
+
+enum FileWriter {
     Pcap(PcapWriter<BufWriter<File>>),
     PcapNg(PcapNgWriter<BufWriter<File>>),
+}
+
+/// A frame waiting for its turn; the oldest is the greatest (the heap's top).
+struct Held {
+    ts: tcpdoctor_wire::Timestamp,
+    seq: u64,
+    data: Vec<u8>,
+    orig_len: u32,
+}
+
+impl PartialEq for Held {
+    fn eq(&self, other: &Self) -> bool {
+        (self.ts, self.seq) == (other.ts, other.seq)
+    }
+}
+impl Eq for Held {}
+impl PartialOrd for Held {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Held {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (other.ts, other.seq).cmp(&(self.ts, self.seq))
+    }
 }
 
 impl Writer {
     fn new(out: Output, link: tcpdoctor_wire::LinkType, snaplen: u32) -> io::Result<Writer> {
         let ng = out.pcapng();
         let w = BufWriter::new(out.file);
-        Ok(if ng {
+        let file = if ng {
             let mut w = PcapNgWriter::new(w)?;
             // Nanosecond timestamps (if_tsresol 9), as the ring gives them.
             w.add_interface(link, snaplen, 9)?;
-            Writer::PcapNg(w)
+            FileWriter::PcapNg(w)
         } else {
-            Writer::Pcap(PcapWriter::new(w, link, snaplen)?)
+            FileWriter::Pcap(PcapWriter::new(w, link, snaplen)?)
+        };
+        Ok(Writer {
+            file,
+            held: std::collections::BinaryHeap::new(),
+            newest: i64::MIN,
+            seq: 0,
         })
     }
 
@@ -225,18 +272,46 @@ impl Writer {
         data: &[u8],
         orig_len: u32,
     ) -> io::Result<()> {
-        match self {
-            Writer::Pcap(w) => w.write_packet(ts, data, orig_len),
-            Writer::PcapNg(w) => {
-                w.write_packet(0, u64::try_from(ts.nanos()).unwrap_or(0), data, orig_len)
+        self.newest = self.newest.max(ts.nanos());
+        self.seq += 1;
+        self.held.push(Held {
+            ts,
+            seq: self.seq,
+            data: data.to_vec(),
+            orig_len,
+        });
+        while let Some(top) = self.held.peek() {
+            if top.ts.nanos() > self.newest - REORDER_NS && self.held.len() <= REORDER_MAX {
+                break;
+            }
+            if let Some(h) = self.held.pop() {
+                self.file.write(&h)?;
             }
         }
+        Ok(())
     }
 
-    fn finish(self) -> io::Result<()> {
+    fn finish(mut self) -> io::Result<()> {
+        while let Some(h) = self.held.pop() {
+            self.file.write(&h)?;
+        }
+        match self.file {
+            FileWriter::Pcap(w) => w.into_inner().flush(),
+            FileWriter::PcapNg(w) => w.into_inner().flush(),
+        }
+    }
+}
+
+impl FileWriter {
+    fn write(&mut self, h: &Held) -> io::Result<()> {
         match self {
-            Writer::Pcap(w) => w.into_inner().flush(),
-            Writer::PcapNg(w) => w.into_inner().flush(),
+            FileWriter::Pcap(w) => w.write_packet(h.ts, &h.data, h.orig_len),
+            FileWriter::PcapNg(w) => w.write_packet(
+                0,
+                u64::try_from(h.ts.nanos()).unwrap_or(0),
+                &h.data,
+                h.orig_len,
+            ),
         }
     }
 }
