@@ -35,6 +35,8 @@ use crate::budget::{index, Claims, Part, Split};
 /// µs, a TLS library's key schedule and certificate parsing a few hundred),
 /// an RSA-2048 signature about 1 ms, RSA-4096 several.
 pub const MIN_HANDSHAKE_NS: i64 = 2_000_000;
+/// The client's own time in a handshake blamed on it at least.
+pub const MIN_CLIENT_NS: i64 = 5_000_000;
 
 /// Whether `p` starts with a TLS record header: a content type of
 /// change_cipher_spec, alert, handshake or application data, a 3.x version
@@ -220,8 +222,12 @@ pub fn occurrence(conn: &Connection, split: &Split, o: &Opened) -> Option<Occurr
     }
     let culprit = if server >= client {
         Blame::Side(Dir::ServerToClient)
-    } else {
+    } else if client >= MIN_CLIENT_NS {
         Blame::Side(Dir::ClientToServer)
+    } else {
+        // A client process's own start-up (curl's ~1–3 ms per run) is not
+        // a slow handshake.
+        return None;
     };
     Some(Occurrence {
         kind: Kind::TlsHandshake,
