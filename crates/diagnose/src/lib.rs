@@ -31,12 +31,7 @@ use tcpdoctor_wire::{decode, DecodeError, Decoded, LinkType, Skip, Timestamp};
 
 use histogram::Histogram;
 use model::*;
-use rules::nagle::NagleState;
-use rules::receive_window::WindowState;
-use rules::retransmission::LossState;
-use rules::timing::LatencyState;
-use rules::zero_window::ZeroWindowState;
-use rules::{endpoint_of, Blame, Detail, Kind, Occurrence};
+use rules::{endpoint_of, Blame, Detail, Flood, Kind, Occurrence};
 
 /// How many leading bytes of a segment's payload the engine may look at
 /// (HTTP heads, to name the software in a fix); 0 for anything else.
@@ -447,26 +442,32 @@ fn findings(d: &mut Diagnoser, denominator: f64) -> (Vec<Finding>, Vec<Finding>)
             agg.flagged = d.tls_handshakes.get(&key.endpoint).copied().unwrap_or(0);
         }
     }
-    let mut findings: Vec<Finding> = d
+    let mut findings: Vec<(Finding, rules::Standing)> = d
         .aggregates
         .drain()
-        .map(|(_, a)| a)
-        .map(|a| text::finding(a, denominator))
+        .map(|(_, a)| {
+            let standing = rules::standing(&a);
+            (text::finding(a, denominator), standing)
+        })
         .collect();
     // Failed requests first (they are reported whatever time they took),
     // then by time lost.
-    findings.sort_by(|a, b| {
+    findings.sort_by(|(a, _), (b, _)| {
         rules::failure_name(b.kind)
             .cmp(&rules::failure_name(a.kind))
             .then(b.total_delay_ms.total_cmp(&a.total_delay_ms))
             .then(a.kind.cmp(b.kind))
     });
-    findings.into_iter().partition(|f| {
-        (f.share_of_time >= d.options.min_share
-            || text::overwhelmed(f)
-            || rules::failure_name(f.kind))
-            && !text::sporadic(f)
-    })
+    let (major, minor): (Vec<_>, Vec<_>) =
+        findings
+            .into_iter()
+            .partition(|(f, standing)| match standing {
+                rules::Standing::ByShare => f.share_of_time >= d.options.min_share,
+                rules::Standing::Major => true,
+                rules::Standing::Minor => false,
+            });
+    let strip = |v: Vec<(Finding, rules::Standing)>| v.into_iter().map(|(f, _)| f).collect();
+    (strip(major), strip(minor))
 }
 
 /// Each endpoint's delayed-ACK timer, the endpoints with most ACKs first.
@@ -564,7 +565,7 @@ fn fold_syn_floods(
             Kind::SynFlood,
             target,
             "network",
-            Detail::Flood {
+            Detail::Flood(Flood {
                 attempts: t.attempts,
                 half_open: t.half_open,
                 one_shot: t.one_shot,
@@ -574,7 +575,7 @@ fn fold_syn_floods(
                 first_ns: t.first_ns,
                 last_ns: t.last_ns,
                 delayed: 0,
-            },
+            }),
         );
         agg.connections = t.half_open;
         agg.occurrences = t.half_open;
@@ -611,7 +612,7 @@ fn fold_syn_floods(
             ev.truncate(max_evidence);
             agg.evidence = ev;
         }
-        if let Detail::Flood { delayed: d, .. } = &mut agg.first {
+        if let Detail::Flood(Flood { delayed: d, .. }) = &mut agg.first {
             *d = delayed;
         }
         // Occurrences: the legitimate connections that waited, when some did
@@ -672,6 +673,17 @@ fn budget_summary(d: &mut Diagnoser) -> Option<LatencyBudget> {
     })
 }
 
+/// Milliseconds as a person reads them: "1.25 s", "42.0 ms", "0.35 ms".
+pub fn fmt_ms(v: f64) -> String {
+    if v >= 1000.0 {
+        format!("{:.2} s", v / 1e3)
+    } else if v >= 10.0 {
+        format!("{v:.1} ms")
+    } else {
+        format!("{v:.2} ms")
+    }
+}
+
 /// Rounded to 3 decimals: milliseconds to the microsecond, as every report prints them.
 pub fn round3(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
@@ -711,18 +723,8 @@ pub struct ConnState {
 #[derive(Default)]
 pub(crate) struct Heavy {
     ring: Ring,
-    nagle: NagleState,
-    window: WindowState,
-    zero_window: ZeroWindowState,
-    congestion: rules::congestion::CongestionState,
-    loss: LossState,
-    latency: LatencyState,
-    idle: rules::idle::IdleState,
-    restart: rules::slow_start_after_idle::RestartState,
-    mtu: rules::path_mtu::MtuState,
-    listen: rules::listen_queue::ListenState,
-    tls: rules::tls::TlsState,
-    reset: rules::refused_reset::ResetState,
+    /// Every rule's state ([`rules::States`], in registry order).
+    rules: rules::States,
     kinds_seen: u32,
     time_lost_ns: i64,
     /// Time lost per finding (aggregate) on this connection, to claim
@@ -744,18 +746,7 @@ impl Heavy {
     fn reset(&mut self) {
         let Heavy {
             ring,
-            nagle,
-            window,
-            zero_window,
-            congestion,
-            loss,
-            latency,
-            idle,
-            restart,
-            mtu,
-            listen,
-            tls,
-            reset,
+            rules,
             kinds_seen,
             time_lost_ns,
             lost,
@@ -768,18 +759,7 @@ impl Heavy {
         } = self;
         // The ring's packets are read only below `pushed`: not cleared.
         ring.pushed = 0;
-        *nagle = Default::default();
-        *window = Default::default();
-        *zero_window = Default::default();
-        *congestion = Default::default();
-        *loss = Default::default();
-        *latency = Default::default();
-        *idle = Default::default();
-        *restart = Default::default();
-        *mtu = Default::default();
-        *listen = Default::default();
-        *tls = Default::default();
-        *reset = Default::default();
+        *rules = Default::default();
         *kinds_seen = 0;
         *time_lost_ns = 0;
         lost.clear();
@@ -828,7 +808,7 @@ fn new_heavy(spare: &mut Vec<HeavyBox>) -> HeavyBox {
 
 /// The last [`RING`] packets of a connection, for ladder diagrams.
 #[derive(Default)]
-struct Ring {
+pub(crate) struct Ring {
     recent: [Recent; RING],
     /// Packets pushed so far: the next slot is `pushed % RING`.
     pushed: u64,
@@ -850,7 +830,7 @@ impl Ring {
     }
 
     /// The remembered packets, oldest first, from `from` if it is still held.
-    fn rows(&self, from: Option<u64>, notes: &[(u64, String)]) -> Vec<LadderRow> {
+    pub(crate) fn rows(&self, from: Option<u64>, notes: &[(u64, String)]) -> Vec<LadderRow> {
         let len = self.pushed.min(RING as u64) as usize;
         let next = (self.pushed % RING as u64) as usize;
         let start = (next + RING - len) % RING;
@@ -960,153 +940,6 @@ impl Aggregate {
             handshake_ns: 0,
             requests: 0,
             flights: 0,
-        }
-    }
-}
-
-impl Aggregate {
-    /// Folds an occurrence's kind-specific measurements into the running sums.
-    fn add(&mut self, detail: Detail) {
-        match detail {
-            Detail::Nagle {
-                ack_wait_ns,
-                after_ack_ns,
-                rtt_ns,
-                ..
-            } => {
-                self.ack_wait.record(ack_wait_ns);
-                self.after_ack.record(after_ack_ns);
-                self.rtt_ns_min = min_opt(self.rtt_ns_min, rtt_ns);
-            }
-            Detail::Congestion {
-                rounds,
-                bytes,
-                transfer_ns,
-                rtt_ns,
-                ..
-            } => {
-                self.count += rounds;
-                self.bytes += bytes;
-                self.transfer_ns += transfer_ns;
-                self.rtt_ns_min = min_opt(self.rtt_ns_min, rtt_ns);
-            }
-            Detail::Window {
-                mean_window,
-                min_window,
-                rtt_ns,
-                bytes,
-                transfer_ns,
-                stalls,
-                ..
-            } => {
-                self.window_sum += u64::from(mean_window) * stalls;
-                self.window_min = self.window_min.min(min_window);
-                self.bytes += bytes;
-                self.transfer_ns += transfer_ns;
-                self.stalls += stalls;
-                self.rtt_ns_min = min_opt(self.rtt_ns_min, rtt_ns);
-            }
-            Detail::Setup {
-                syn_retries,
-                synack_retries,
-                answered,
-                ..
-            } => {
-                self.count += u64::from(syn_retries + synack_retries);
-                self.flagged += u64::from(!answered);
-            }
-            Detail::Timing { rtt_ns, inside_ns } => {
-                self.rtt_ns_min = min_opt(self.rtt_ns_min, rtt_ns);
-                self.inside_ns += inside_ns;
-            }
-            Detail::Latency {
-                rtt_ns,
-                handshakes,
-                handshake_ns,
-                requests,
-                flights,
-                exchanges,
-                tls_rounds,
-                tls_ns,
-            } => {
-                self.stalls += tls_rounds;
-                self.transfer_ns += tls_ns;
-                self.rtt_ns_min = min_opt(self.rtt_ns_min, Some(rtt_ns));
-                self.count += exchanges;
-                self.handshakes += handshakes;
-                self.handshake_ns += handshake_ns;
-                self.requests += requests;
-                self.flights += flights;
-            }
-            Detail::Restart {
-                idle_ns,
-                rounds,
-                extra_rounds,
-                bytes,
-                rtt_ns,
-                ..
-            } => {
-                // Waits between flights, those the restart added, idle time.
-                self.stalls += rounds;
-                self.count += extra_rounds;
-                self.bytes += bytes;
-                self.transfer_ns += idle_ns;
-                self.rtt_ns_min = min_opt(self.rtt_ns_min, rtt_ns);
-            }
-            Detail::Listen {
-                syn_drops,
-                ack_dropped,
-                accept_wait_ns,
-            } => {
-                self.count += u64::from(syn_drops);
-                self.flagged += u64::from(ack_dropped);
-                self.inside_ns += accept_wait_ns;
-            }
-            Detail::Flood { .. } => {}
-            Detail::Tls {
-                server_ns,
-                client_ns,
-                network_ns,
-                rounds,
-                rtt_ns,
-            } => {
-                self.handshake_ns += network_ns;
-                self.inside_ns += server_ns;
-                self.transfer_ns += client_ns;
-                self.count += u64::from(rounds);
-                self.rtt_ns_min = min_opt(self.rtt_ns_min, rtt_ns);
-            }
-            Detail::Failure {
-                requests_lost,
-                rst_ttl,
-                ttl,
-                ..
-            } => {
-                self.count += u64::from(requests_lost);
-                self.flagged += u64::from(rst_ttl != ttl);
-            }
-            Detail::Blackhole {
-                retransmissions,
-                rtt_ns,
-                ..
-            } => {
-                self.count += u64::from(retransmissions);
-                self.rtt_ns_min = min_opt(self.rtt_ns_min, rtt_ns);
-            }
-            Detail::ZeroWindow { probes, reopened } => {
-                self.count += u64::from(probes);
-                self.flagged += u64::from(!reopened);
-            }
-            Detail::Loss {
-                retransmissions,
-                upstream,
-                rtt_ns,
-                ..
-            } => {
-                self.count += u64::from(retransmissions);
-                self.flagged += u64::from(upstream);
-                self.rtt_ns_min = min_opt(self.rtt_ns_min, rtt_ns);
-            }
         }
     }
 }
@@ -1241,11 +1074,23 @@ impl Diagnoser {
                 rows,
             });
         }
-        agg.add(o.detail);
+        o.detail.fold(agg);
     }
 }
 
 impl Diagnoser {
+    /// Counts a TLS handshake of the connection's server and client: a
+    /// `tls_handshake` finding must be their pattern, not a few outliers.
+    fn count_tls_handshake(&mut self, conn: &Connection) {
+        for addr in [conn.server.addr, SocketAddr::new(conn.client.addr.ip(), 0)] {
+            if self.tls_handshakes.len() < MAX_TLS_ENDPOINTS
+                || self.tls_handshakes.contains_key(&addr)
+            {
+                *self.tls_handshakes.entry(addr).or_default() += 1;
+            }
+        }
+    }
+
     /// Records the occurrences the rules left in `scratch`.
     #[cold]
     fn record_scratch(&mut self, conn: &Connection, state: &mut ConnState) {
@@ -1275,14 +1120,6 @@ impl Diagnoser {
                 e.1.push(wait);
             }
         }
-    }
-}
-
-fn min_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(x.min(y)),
-        (x, None) => x,
-        (None, y) => y,
     }
 }
 
@@ -1321,41 +1158,28 @@ impl Analyzer for Diagnoser {
     fn segment(&mut self, conn: &Connection, state: &mut ConnState, seg: &Segment<'_>) {
         let h = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
         h.ring.push(seg);
-        if seg.len > 0 {
-            h.tls.on_segment(seg);
-        }
-        let out = &mut self.scratch;
-        let delayed = h.nagle.on_segment(conn, seg, out);
-        h.zero_window.on_segment(seg, out);
-        h.reset.on_segment(conn, seg);
-        {
-            let Heavy {
-                ring,
-                window,
-                loss,
-                congestion,
-                restart,
-                mtu,
-                listen,
-                claims,
-                ..
-            } = &mut *h;
-            loss.on_segment(conn, seg, out, claims);
-            mtu.on_segment(conn, seg, out);
-            listen.on_segment(conn, seg, out);
-            congestion.on_segment(conn, seg, window.blocked(seg.dir), claims);
-            restart.on_segment(conn, seg, window.blocked(seg.dir), out);
-            window.on_segment(conn, seg, || ring.rows(None, &[]), claims);
-        }
-        if let Some((d, wait)) = delayed {
+        let Heavy {
+            ring,
+            rules,
+            claims,
+            ..
+        } = &mut *h;
+        let mut cx = rules::SegmentCx {
+            out: &mut self.scratch,
+            claims,
+            ring,
+            window_blocked: rules.window.blocked(seg.dir),
+            delayed_ack: None,
+        };
+        rules.on_segment(&mut cx, conn, seg);
+        if let Some((d, wait)) = cx.delayed_ack {
             self.delayed_ack(conn, d, wait);
         }
         if !self.scratch.is_empty() {
             self.record_scratch(conn, state);
         }
-        // Last: it leaves alone the pauses the rules above explained.
-        let Heavy { idle, claims, .. } = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
-        idle.on_segment(conn, seg, claims);
+        let Heavy { rules, claims, .. } = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
+        rules.after_segment(claims, conn, seg);
     }
 
     fn compact_segment(&mut self, _: &Connection, _: &mut ConnState, _: &Segment<'_>) {
@@ -1367,11 +1191,11 @@ impl Analyzer for Diagnoser {
 
     fn exchange(&mut self, conn: &Connection, state: &mut ConnState, ex: &Exchange) {
         let h = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
-        let (inside, longest) = h.idle.take_exchange();
+        let (inside, longest) = h.rules.idle.take_exchange();
         // A TLS handshake's rounds are not the application's exchanges: the
         // first exchange after them carries their time.
         let opened;
-        let (ex, tls) = match h.tls.on_exchange(conn, ex, &mut h.claims) {
+        let (ex, tls) = match h.rules.tls.on_exchange(conn, ex, &mut h.claims) {
             rules::tls::Step::Handshake => return,
             rules::tls::Step::Opened(e, o) => {
                 opened = e;
@@ -1379,35 +1203,37 @@ impl Analyzer for Diagnoser {
             }
             rules::tls::Step::Plain => (ex, None),
         };
-        let (c, s) = (Dir::ClientToServer.index(), Dir::ServerToClient.index());
-        if let Some(o) = rules::timing::client_delay(conn, ex, inside[c], longest[c]) {
-            self.record(conn, state, o);
+        let mut cx = rules::ExchangeCx {
+            out: &mut self.scratch,
+            inside,
+            longest,
+            split: [0; budget::PARTS],
+            tls,
+        };
+        h.rules.on_exchange(&mut cx, conn, ex);
+        if !self.scratch.is_empty() {
+            self.record_scratch(conn, state);
         }
         if !ex.is_complete() {
             return;
         }
-        let split = heavy(&mut self.spare_heavy, &mut self.heavy_open, state)
-            .claims
-            .split(conn, ex)
-            .unwrap_or([0; budget::PARTS]);
-        if let Some(o) = rules::timing::server_delay(conn, ex, &split, inside[s], longest[s]) {
-            self.record(conn, state, o);
+        let h = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
+        let split = h.claims.split(conn, ex).unwrap_or([0; budget::PARTS]);
+        let mut cx = rules::ExchangeCx {
+            out: &mut self.scratch,
+            inside,
+            longest,
+            split,
+            tls,
+        };
+        h.rules.on_budget(&mut cx, conn, ex);
+        if tls.is_some() {
+            self.count_tls_handshake(conn);
         }
-        if let Some(t) = tls {
-            for addr in [conn.server.addr, SocketAddr::new(conn.client.addr.ip(), 0)] {
-                if self.tls_handshakes.len() < MAX_TLS_ENDPOINTS
-                    || self.tls_handshakes.contains_key(&addr)
-                {
-                    *self.tls_handshakes.entry(addr).or_default() += 1;
-                }
-            }
-            if let Some(o) = rules::tls::occurrence(conn, &split, &t) {
-                self.record(conn, state, o);
-            }
+        if !self.scratch.is_empty() {
+            self.record_scratch(conn, state);
         }
         let state = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
-        let tls_net = tls.map(|t| (t.rounds, rules::tls::network_ns(&split, &t)));
-        state.latency.on_exchange(conn, ex, &split, tls_net);
         let d = ex.duration_ns();
         self.exchange_hist.record(d);
         if self.options.live {
@@ -1466,27 +1292,17 @@ impl Analyzer for Diagnoser {
             return;
         }
         self.floods.on_close(conn);
-        let mut out = std::mem::take(&mut self.scratch);
-        if let Some(h) = state.heavy.as_deref_mut() {
-            h.window.on_close(conn, &mut out);
-            h.zero_window.on_close(conn, &mut out);
-            h.loss.on_close(conn, &mut out);
-            h.mtu.on_close(conn, &mut out);
-            h.congestion.on_close(conn, &mut out);
-            h.restart.on_close(conn, &mut out);
-            let congestion = out.iter().any(|o| o.kind == Kind::CongestionLimited);
-            let restarts = h.restart.lost_ns();
-            h.latency.on_close(conn, congestion, restarts, &mut out);
+        let mut cx = rules::CloseCx {
+            out: &mut self.scratch,
+            restart_lost_ns: 0,
+        };
+        match state.heavy.as_deref_mut() {
+            Some(h) => h.rules.on_close(&mut cx, conn),
+            None => rules::States::on_close_light(&mut cx, conn),
         }
-        rules::setup::on_close(conn, &mut out);
-        if let Some(h) = state.heavy.as_deref() {
-            rules::listen_queue::on_close(&h.listen, conn, &mut out);
+        if !self.scratch.is_empty() {
+            self.record_scratch(conn, state);
         }
-        rules::refused_reset::on_close(state.heavy.as_deref().map(|h| &h.reset), conn, &mut out);
-        for o in out.drain(..) {
-            self.record(conn, state, o);
-        }
-        self.scratch = out;
         if let Some(h) = state.heavy.as_deref_mut() {
             self.extra_stake_ns += claim_once(h, conn, &mut self.aggregates);
         }

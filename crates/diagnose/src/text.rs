@@ -8,7 +8,7 @@ use tcpdoctor_flow::{Connection, Exchange, Mark};
 use crate::budget::{Part, Split};
 use crate::http::Software;
 use crate::model::*;
-use crate::rules::{self, Kind};
+use crate::rules;
 use crate::{round3, Aggregate, Heavy};
 
 /// A window reopened this many round trips (and ms) after it filled, with
@@ -79,26 +79,6 @@ fn filter(ev: Option<&Evidence>, client: &str, server: &str) -> String {
     )
 }
 
-/// A finding reported whatever time it cost: a flood the server did not
-/// keep up with (most of its SYNs unanswered) is an outage in the making.
-pub(crate) fn overwhelmed(f: &Finding) -> bool {
-    f.kind == Kind::SynFlood.name()
-        && f.details
-            .get("share_answered")
-            .and_then(|v| v.as_f64())
-            .is_some_and(|s| s < 0.5)
-}
-
-/// A finding that is not the pattern: slow TLS handshakes that are fewer
-/// than half of the endpoint's handshakes (a busy moment, not its keys).
-pub(crate) fn sporadic(f: &Finding) -> bool {
-    f.kind == Kind::TlsHandshake.name()
-        && f.details
-            .get("handshakes_seen")
-            .and_then(|v| v.as_u64())
-            .is_some_and(|seen| f.occurrences * 2 < seen)
-}
-
 /// What a rule's `words` get: the finding's aggregate and what every
 /// finding says (typical and total delay, share, culprit endpoint and role,
 /// the peer's role, the ladder's server).
@@ -150,23 +130,7 @@ pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
         server: &server,
     };
     // Each rule says its own finding (rules/*.rs, `words`), next to how it detects it.
-    let (explanation, fix, details) = match a.kind {
-        Kind::NagleDelayedAck => rules::nagle::words(&said),
-        Kind::ReceiveWindowLimited => rules::receive_window::words(&said),
-        Kind::SynRetransmit => rules::setup::words(&said),
-        Kind::ServerDelay => rules::timing::server_words(&said),
-        Kind::ClientDelay => rules::timing::client_words(&said),
-        Kind::NetworkLatency => rules::timing::latency_words(&said),
-        Kind::ZeroWindow => rules::zero_window::words(&said),
-        Kind::RetransmissionTimeout | Kind::PacketLoss => rules::retransmission::words(&said),
-        Kind::CongestionLimited => rules::congestion::words(&said),
-        Kind::SlowStartAfterIdle => rules::slow_start_after_idle::words(&said),
-        Kind::PathMtuBlackhole => rules::path_mtu::words(&said),
-        Kind::ListenQueueOverflow => rules::listen_queue::words(&said),
-        Kind::TlsHandshake => rules::tls::words(&said),
-        Kind::SynFlood => rules::syn_flood::words(&said),
-        Kind::ConnectionRefused | Kind::ConnectionReset => rules::refused_reset::words(&a),
-    };
+    let (explanation, fix, details) = rules::words(a.kind, &said);
     Finding {
         kind: a.kind.name(),
         culprit: a.culprit,

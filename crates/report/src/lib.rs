@@ -263,15 +263,7 @@ pub fn text(
 }
 
 /// Milliseconds as the reports print them: `1.23 s`, `44.1 ms`, `0.52 ms`.
-pub fn fmt_ms(v: f64) -> String {
-    if v >= 1000.0 {
-        format!("{:.2} s", v / 1e3)
-    } else if v >= 10.0 {
-        format!("{v:.1} ms")
-    } else {
-        format!("{v:.2} ms")
-    }
-}
+pub use tcpdoctor_diagnose::fmt_ms;
 
 fn wrap(
     text: &str,

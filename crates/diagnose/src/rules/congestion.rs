@@ -130,13 +130,13 @@ impl CongestionState {
                 ladder_from: None,
                 ladder: None,
                 span: None,
-                detail: Detail::Congestion {
+                detail: Detail::Congestion(Congestion {
                     rounds: st.rounds,
                     max_in_flight: st.max_in_flight,
                     bytes: st.bytes,
                     transfer_ns: transfer,
                     rtt_ns: conn.path_rtt_ns(),
-                },
+                }),
             });
         }
     }
@@ -149,7 +149,7 @@ pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
     use crate::text::*;
     use serde_json::json;
     let Said { a, total, ep, .. } = *said;
-    let Detail::Congestion { max_in_flight, .. } = &a.first else {
+    let Detail::Congestion(Congestion { max_in_flight, .. }) = &a.first else {
         return crate::text::no_words();
     };
     let rtt = a.rtt_ns_min.map(ms);
@@ -183,5 +183,43 @@ pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
         fix,
         json!({"rounds": a.count, "max_in_flight_bytes": max_in_flight, "rtt_ms": rtt,
                "throughput_bytes_per_sec": tput.round()}),
+    )
+}
+
+/// What one occurrence measured.
+#[derive(Debug, Clone)]
+pub struct Congestion {
+    pub rounds: u64,
+    pub max_in_flight: u32,
+    pub bytes: u64,
+    pub transfer_ns: i64,
+    pub rtt_ns: Option<i64>,
+}
+
+impl super::Fold for Congestion {
+    fn fold(self, a: &mut crate::Aggregate) {
+        a.count += self.rounds;
+        a.bytes += self.bytes;
+        a.transfer_ns += self.transfer_ns;
+        a.rtt_ns_min = super::min_opt(a.rtt_ns_min, self.rtt_ns);
+    }
+}
+
+impl super::Rule for CongestionState {
+    #[inline]
+    fn on_segment(&mut self, cx: &mut super::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
+        CongestionState::on_segment(self, conn, seg, cx.window_blocked, cx.claims);
+    }
+
+    fn on_close(&mut self, cx: &mut super::CloseCx<'_>, conn: &Connection) {
+        CongestionState::on_close(self, conn, cx.out);
+    }
+}
+
+/// The verdict's sentence of a `congestion_limited` finding.
+pub(crate) fn cause(c: &super::Cause<'_>) -> String {
+    format!(
+        "transfers wait on the sender's congestion window (~{} per exchange)",
+        c.typ
     )
 }

@@ -185,3 +185,10 @@ impl IdleState {
         r
     }
 }
+
+impl super::Rule for IdleState {
+    #[inline]
+    fn after_segment(&mut self, claims: &mut Claims, conn: &Connection, seg: &Segment<'_>) {
+        IdleState::on_segment(self, conn, seg, claims);
+    }
+}

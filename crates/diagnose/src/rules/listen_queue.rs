@@ -21,7 +21,7 @@
 
 use tcpdoctor_flow::{Connection, Dir, SegKind, Segment};
 
-use super::{Blame, Detail, Kind, Occurrence};
+use super::{Blame, Detail, Kind, Occurrence, Setup};
 
 /// Per connection, until the server first acknowledges the client's data.
 #[derive(Debug, Default)]
@@ -77,11 +77,11 @@ impl ListenState {
                     {
                         o.kind = Kind::ListenQueueOverflow;
                         o.culprit = Blame::Side(Dir::ServerToClient);
-                        o.detail = Detail::Listen {
+                        o.detail = Detail::Listen(Listen {
                             syn_drops: 0,
                             ack_dropped: true,
                             accept_wait_ns: wait,
-                        };
+                        });
                     }
                 }
             }
@@ -104,12 +104,13 @@ pub fn on_close(state: &ListenState, conn: &Connection, out: &mut [Occurrence]) 
         return;
     }
     for o in out.iter_mut() {
-        if let (Kind::SynRetransmit, Detail::Setup { syn_retries, .. }) = (o.kind, &o.detail) {
-            o.detail = Detail::Listen {
+        if let (Kind::SynRetransmit, Detail::Setup(Setup { syn_retries, .. })) = (o.kind, &o.detail)
+        {
+            o.detail = Detail::Listen(Listen {
                 syn_drops: *syn_retries,
                 ack_dropped: false,
                 accept_wait_ns: 0,
-            };
+            });
             o.kind = Kind::ListenQueueOverflow;
             o.culprit = Blame::Side(Dir::ServerToClient);
         }
@@ -165,5 +166,43 @@ pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
         fix,
         json!({"syn_drops": a.count, "ack_drops": a.flagged,
                "accept_wait_ms": ms(a.inside_ns)}),
+    )
+}
+
+/// What one occurrence measured.
+#[derive(Debug, Clone)]
+pub struct Listen {
+    /// SYNs retried, the handshake's ACK (and request) ignored, and how
+    /// long the request waited for the server to take it.
+    pub syn_drops: u32,
+    pub ack_dropped: bool,
+    pub accept_wait_ns: i64,
+}
+
+impl super::Fold for Listen {
+    fn fold(self, a: &mut crate::Aggregate) {
+        a.count += u64::from(self.syn_drops);
+        a.flagged += u64::from(self.ack_dropped);
+        a.inside_ns += self.accept_wait_ns;
+    }
+}
+
+impl super::Rule for ListenState {
+    #[inline]
+    fn on_segment(&mut self, cx: &mut super::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
+        ListenState::on_segment(self, conn, seg, cx.out);
+    }
+
+    fn on_close(&mut self, cx: &mut super::CloseCx<'_>, conn: &Connection) {
+        on_close(self, conn, cx.out);
+    }
+}
+
+/// The verdict's sentence of a `listen_queue_overflow` finding.
+pub(crate) fn cause(c: &super::Cause<'_>) -> String {
+    format!(
+        "{} ({}) accepts connections too slowly: its listen backlog overflows, SYNs and \
+         handshake ACKs are dropped and connections wait ~{} to be taken",
+        c.ep, c.role, c.typ
     )
 }

@@ -1,14 +1,15 @@
-//! Diagnosis rules. Each rule watches one connection's segments and reports
-//! [`Occurrence`]s; the engine aggregates them into findings.
+//! Diagnosis rules. Each rule watches one connection's segments, exchanges
+//! and close, and reports [`Occurrence`]s; the engine folds them into
+//! findings.
 //!
-//! A rule is one file: its per-connection state (kept in the engine's
-//! `Heavy`, called from `Diagnoser::segment`, `exchange` or `close`), the
-//! occurrences it reports, and `words` — the finding's explanation, fix and
-//! `details`, next to the detection they describe. Adding one: a [`Kind`]
-//! (and its name), a [`Detail`] variant if it measures something of its own,
-//! the file, its hooks in `lib.rs`, a line in `text::finding`'s dispatch (the
-//! match is exhaustive: the compiler asks for it), and its verdict sentence
-//! in the `report` crate.
+//! A rule is one file: its per-connection state (a [`Rule`]), what one
+//! occurrence measured (a detail struct that [`Fold`]s into the finding's
+//! sums), `words` — the finding's explanation, fix and `details` — and
+//! `cause`, the verdict's sentence, next to the detection they describe.
+//! It is registered with one entry in [`registry!`] below: its state, its
+//! details and its kinds. The order of the entries is the order the rules
+//! run in, for every segment, exchange and close: a rule that renames
+//! another's occurrences comes after it.
 
 pub mod congestion;
 pub mod idle;
@@ -25,57 +26,284 @@ pub mod timing;
 pub mod tls;
 pub mod zero_window;
 
-use tcpdoctor_flow::{Connection, Dir};
+use tcpdoctor_flow::{Connection, Dir, Exchange, Segment};
 
-use crate::http::Software;
-use crate::model::LadderRow;
+use crate::budget::{Claims, Split};
+use crate::model::{Finding, LadderRow};
 
-/// The finding vocabulary (the README's "What it finds" table and JSON
-/// schema); extended only by adding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
-    NagleDelayedAck,
-    ReceiveWindowLimited,
-    ZeroWindow,
-    RetransmissionTimeout,
-    PacketLoss,
-    SynRetransmit,
-    ServerDelay,
-    ClientDelay,
-    NetworkLatency,
-    CongestionLimited,
-    SlowStartAfterIdle,
-    PathMtuBlackhole,
-    ListenQueueOverflow,
-    SynFlood,
-    TlsHandshake,
-    ConnectionRefused,
-    ConnectionReset,
+/// What a rule sees of the engine while a segment passes, besides the
+/// connection and the segment; filled in as the rules run, in registry order.
+pub(crate) struct SegmentCx<'a> {
+    /// The occurrences found on this segment.
+    pub out: &'a mut Vec<Occurrence>,
+    /// Intervals explained so far, for the exchange's latency budget.
+    pub claims: &'a mut Claims,
+    /// The connection's recent packets, for a ladder a rule keeps itself.
+    pub ring: &'a crate::Ring,
+    /// The receive window was full in the segment's direction before it
+    /// (the receive-window rule's state, read by the engine first).
+    pub window_blocked: bool,
+    /// A delayed ACK the Nagle rule saw: the ACK's sender and its wait.
+    pub delayed_ack: Option<(Dir, i64)>,
+}
+
+/// What a rule sees at an exchange: before its budget is split
+/// ([`Rule::on_exchange`]: what it finds there is in the budget), and with it
+/// ([`Rule::on_budget`], complete exchanges only).
+pub(crate) struct ExchangeCx<'a> {
+    pub out: &'a mut Vec<Occurrence>,
+    /// Pauses inside the request and the response ([`idle`]), and the longest.
+    pub inside: [i64; 2],
+    pub longest: [idle::Pause; 2],
+    /// The exchange's budget (zero before [`Rule::on_budget`]).
+    pub split: Split,
+    /// The TLS handshake this exchange opened with, if it did.
+    pub tls: Option<tls::Opened>,
+}
+
+/// What a rule sees when its connection closes.
+pub(crate) struct CloseCx<'a> {
+    pub out: &'a mut Vec<Occurrence>,
+    /// The time restarts from the initial window cost (the restart rule's).
+    pub restart_lost_ns: i64,
+}
+
+/// A rule's per-connection state and its hooks, each called in registry
+/// order. All are optional.
+pub(crate) trait Rule: Default {
+    /// Every segment of the connection.
+    #[inline]
+    fn on_segment(&mut self, _cx: &mut SegmentCx<'_>, _conn: &Connection, _seg: &Segment<'_>) {}
+    /// Every segment, after its occurrences are recorded (and their
+    /// intervals claimed).
+    #[inline]
+    fn after_segment(&mut self, _claims: &mut Claims, _conn: &Connection, _seg: &Segment<'_>) {}
+    /// Every exchange (complete or not), before its budget is split.
+    #[inline]
+    fn on_exchange(&mut self, _cx: &mut ExchangeCx<'_>, _conn: &Connection, _ex: &Exchange) {}
+    /// Every complete exchange, with its budget.
+    #[inline]
+    fn on_budget(&mut self, _cx: &mut ExchangeCx<'_>, _conn: &Connection, _ex: &Exchange) {}
+    /// The connection closed (or was evicted).
+    #[inline]
+    fn on_close(&mut self, _cx: &mut CloseCx<'_>, _conn: &Connection) {}
+    /// A connection that closed as a plain handshake, without rule states.
+    #[inline]
+    fn on_close_light(_cx: &mut CloseCx<'_>, _conn: &Connection) {}
+}
+
+/// An occurrence's measurements, folded into its finding's running sums.
+pub(crate) trait Fold {
+    fn fold(self, a: &mut crate::Aggregate);
+}
+
+/// The registry: one entry per rule (its state, the details it measures,
+/// the kinds it reports with their names, `words` and `cause`). Makes the
+/// [`Kind`] and [`Detail`] enums, the per-connection [`States`] and their
+/// hooks, and the dispatch of words and verdict sentences.
+macro_rules! registry {
+    ($(
+        $(#[$doc:meta])*
+        $field:ident : $module:ident :: $state:ident {
+            details: [$($detail:ident),* $(,)?],
+            kinds: [$($kind:ident = $n:literal $name:literal ($words:path, $cause:path $(, $standing:path)?)),* $(,)?],
+        },
+    )*) => {
+        /// The finding vocabulary (the README's "What it finds" table and
+        /// JSON schema); extended only by adding. The numbers are the bits
+        /// of a connection's kinds seen.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Kind {
+            $($($kind = $n,)*)*
+        }
+
+        impl Kind {
+            /// Every kind, in registry order.
+            pub const ALL: &'static [Kind] = &[$($(Kind::$kind,)*)*];
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($(Kind::$kind => $name,)*)*
+                }
+            }
+        }
+
+        $($(pub use $module::$detail;)*)*
+
+        /// Kind-specific measurements, one struct per rule's detail (in its file).
+        #[derive(Debug, Clone)]
+        pub enum Detail {
+            $($($detail($module::$detail),)*)*
+        }
+
+        impl Detail {
+            /// Folds an occurrence's measurements into its finding's running sums.
+            pub(crate) fn fold(self, a: &mut crate::Aggregate) {
+                match self {
+                    $($(Detail::$detail(d) => Fold::fold(d, a),)*)*
+                }
+            }
+        }
+
+        /// Every rule's state for one connection.
+        #[derive(Default)]
+        pub(crate) struct States {
+            $($(#[$doc])* pub $field: $module::$state,)*
+        }
+
+        impl States {
+            #[inline]
+            pub(crate) fn on_segment(&mut self, cx: &mut SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
+                $(Rule::on_segment(&mut self.$field, cx, conn, seg);)*
+            }
+            #[inline]
+            pub(crate) fn after_segment(&mut self, claims: &mut Claims, conn: &Connection, seg: &Segment<'_>) {
+                $(Rule::after_segment(&mut self.$field, claims, conn, seg);)*
+            }
+            pub(crate) fn on_exchange(&mut self, cx: &mut ExchangeCx<'_>, conn: &Connection, ex: &Exchange) {
+                $(Rule::on_exchange(&mut self.$field, cx, conn, ex);)*
+            }
+            pub(crate) fn on_budget(&mut self, cx: &mut ExchangeCx<'_>, conn: &Connection, ex: &Exchange) {
+                $(Rule::on_budget(&mut self.$field, cx, conn, ex);)*
+            }
+            pub(crate) fn on_close(&mut self, cx: &mut CloseCx<'_>, conn: &Connection) {
+                $(Rule::on_close(&mut self.$field, cx, conn);)*
+            }
+            pub(crate) fn on_close_light(cx: &mut CloseCx<'_>, conn: &Connection) {
+                $(<$module::$state as Rule>::on_close_light(cx, conn);)*
+            }
+        }
+
+        /// A finding's explanation, fix and `details`, said by its rule.
+        pub(crate) fn words(kind: Kind, said: &crate::text::Said<'_>) -> crate::text::Words {
+            match kind {
+                $($(Kind::$kind => $words(said),)*)*
+            }
+        }
+
+        /// Whether a finding is reported among the major ones: by its share of
+        /// the time, unless its rule says otherwise.
+        pub(crate) fn standing(a: &crate::Aggregate) -> Standing {
+            match a.kind {
+                $($(Kind::$kind => registry!(@standing a $($standing)?),)*)*
+            }
+        }
+
+        /// The verdict's sentence for a finding of the kind named `kind`.
+        fn kind_cause(kind: &str, c: &Cause<'_>) -> Option<String> {
+            match kind {
+                $($($name => Some($cause(c)),)*)*
+                _ => None,
+            }
+        }
+    };
+    (@standing $a:ident) => {
+        Standing::ByShare
+    };
+    (@standing $a:ident $standing:path) => {
+        $standing($a)
+    };
+}
+
+/// Where a finding is reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Standing {
+    /// Among the major findings when its share of the time is large enough.
+    ByShare,
+    /// Among the major findings whatever its share (a failed request, an
+    /// endpoint overwhelmed).
+    Major,
+    /// Among the minor findings whatever its share (not the pattern).
+    Minor,
+}
+
+registry! {
+    /// Nagle holding a small segment while the peer delays its ACK.
+    nagle: nagle::NagleState {
+        details: [Nagle],
+        kinds: [NagleDelayedAck = 0 "nagle_delayed_ack" (nagle::words, nagle::cause)],
+    },
+    /// A receiver that stops reading: its window at zero.
+    zero_window: zero_window::ZeroWindowState {
+        details: [ZeroWindow],
+        kinds: [ZeroWindow = 2 "zero_window" (zero_window::words, zero_window::cause)],
+    },
+    /// Refused connections and resets that cost a request.
+    reset: refused_reset::ResetState {
+        details: [Failure],
+        kinds: [
+            ConnectionRefused = 15 "connection_refused" (refused_reset::words, refused_reset::cause, refused_reset::standing),
+            ConnectionReset = 16 "connection_reset" (refused_reset::words, refused_reset::cause, refused_reset::standing),
+        ],
+    },
+    /// Losses, recovered by the retransmission timer or fast retransmit.
+    loss: retransmission::LossState {
+        details: [Loss],
+        kinds: [
+            RetransmissionTimeout = 3 "retransmission_timeout" (retransmission::words, retransmission::cause),
+            PacketLoss = 4 "packet_loss" (retransmission::words, retransmission::cause),
+        ],
+    },
+    /// Full-size segments lost on the path for good (after `loss`: it renames its occurrences).
+    mtu: path_mtu::MtuState {
+        details: [Blackhole],
+        kinds: [PathMtuBlackhole = 11 "path_mtu_blackhole" (path_mtu::words, path_mtu::cause)],
+    },
+    /// Transfers paced by the sender's congestion window.
+    congestion: congestion::CongestionState {
+        details: [Congestion],
+        kinds: [CongestionLimited = 9 "congestion_limited" (congestion::words, congestion::cause)],
+    },
+    /// A sender back at its initial window after an idle spell.
+    restart: slow_start_after_idle::RestartState {
+        details: [Restart],
+        kinds: [SlowStartAfterIdle = 10 "slow_start_after_idle" (slow_start_after_idle::words, slow_start_after_idle::cause)],
+    },
+    /// Transfers pinned at the receiver's advertised window.
+    window: receive_window::WindowState {
+        details: [Window],
+        kinds: [ReceiveWindowLimited = 1 "receive_window_limited" (receive_window::words, receive_window::cause)],
+    },
+    /// The endpoints' own time and the round trips of each exchange
+    /// (after `congestion` and `restart`, whose time it does not count again).
+    timing: timing::LatencyState {
+        details: [Timing, Latency],
+        kinds: [
+            ServerDelay = 6 "server_delay" (timing::server_words, timing::server_cause),
+            ClientDelay = 7 "client_delay" (timing::client_words, timing::client_cause),
+            NetworkLatency = 8 "network_latency" (timing::latency_words, timing::latency_cause),
+        ],
+    },
+    /// Slow TLS handshakes.
+    tls: tls::TlsState {
+        details: [Tls],
+        kinds: [TlsHandshake = 14 "tls_handshake" (tls::words, tls::cause, tls::standing)],
+    },
+    /// SYN and SYN-ACK retries.
+    setup: setup::SetupState {
+        details: [Setup],
+        kinds: [SynRetransmit = 5 "syn_retransmit" (setup::words, setup::cause)],
+    },
+    /// A full accept queue (after `loss` and `setup`: it renames their occurrences).
+    listen: listen_queue::ListenState {
+        details: [Listen],
+        kinds: [ListenQueueOverflow = 12 "listen_queue_overflow" (listen_queue::words, listen_queue::cause)],
+    },
+    /// Pauses inside messages, left for the timing rules (last: it leaves
+    /// alone the pauses the rules above explained).
+    idle: idle::IdleState {
+        details: [],
+        kinds: [],
+    },
+    /// SYN floods: judged per endpoint over the whole capture (the engine
+    /// keeps [`syn_flood::Floods`]); no state per connection.
+    syn_flood: syn_flood::NoState {
+        details: [Flood],
+        kinds: [SynFlood = 13 "syn_flood" (syn_flood::words, syn_flood::cause, syn_flood::standing)],
+    },
 }
 
 impl Kind {
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::NagleDelayedAck => "nagle_delayed_ack",
-            Kind::ReceiveWindowLimited => "receive_window_limited",
-            Kind::ZeroWindow => "zero_window",
-            Kind::RetransmissionTimeout => "retransmission_timeout",
-            Kind::PacketLoss => "packet_loss",
-            Kind::SynRetransmit => "syn_retransmit",
-            Kind::ServerDelay => "server_delay",
-            Kind::ClientDelay => "client_delay",
-            Kind::NetworkLatency => "network_latency",
-            Kind::CongestionLimited => "congestion_limited",
-            Kind::SlowStartAfterIdle => "slow_start_after_idle",
-            Kind::PathMtuBlackhole => "path_mtu_blackhole",
-            Kind::ListenQueueOverflow => "listen_queue_overflow",
-            Kind::SynFlood => "syn_flood",
-            Kind::TlsHandshake => "tls_handshake",
-            Kind::ConnectionRefused => "connection_refused",
-            Kind::ConnectionReset => "connection_reset",
-        }
-    }
-
     /// A request failed (rather than waited): reported whatever its share of
     /// the time, before the delays.
     pub fn is_failure(self) -> bool {
@@ -132,133 +360,60 @@ pub fn endpoint_of(conn: &Connection, side: Dir) -> (std::net::SocketAddr, &'sta
     }
 }
 
-/// Kind-specific measurements.
-#[derive(Debug, Clone)]
-pub enum Detail {
-    Nagle {
-        /// The peer's ACK wait beyond the round trip: its delayed-ACK timer.
-        ack_wait_ns: i64,
-        /// From the ACK to the held data at the capture point.
-        after_ack_ns: i64,
-        small_len: u32,
-        held_len: u32,
-        software: Option<Software>,
-        rtt_ns: Option<i64>,
-    },
-    Setup {
-        /// Where the capture was taken, as far as the packets tell.
-        vantage: &'static str,
-        syn_retries: u32,
-        synack_retries: u32,
-        answered: bool,
-    },
-    Timing {
-        rtt_ns: Option<i64>,
-        /// Of the delay, the pauses inside the message (the rest was before it).
-        inside_ns: i64,
-    },
-    Latency {
-        rtt_ns: i64,
-        /// Exchanges that opened their connection (a handshake round trip each), and its time.
-        handshakes: u64,
-        handshake_ns: i64,
-        /// Exchanges whose wait for the response held (at least half) a round trip.
-        requests: u64,
-        /// Further flights of responses larger than the congestion window.
-        flights: u64,
-        /// TLS handshake round trips, and their time on the network.
-        tls_rounds: u64,
-        tls_ns: i64,
-        exchanges: u64,
-    },
-    ZeroWindow {
-        probes: u32,
-        reopened: bool,
-    },
-    Loss {
-        retransmissions: u32,
-        upstream: bool,
-        recovered: bool,
-        rtt_ns: Option<i64>,
-    },
-    Congestion {
-        rounds: u64,
-        max_in_flight: u32,
-        bytes: u64,
-        transfer_ns: i64,
-        rtt_ns: Option<i64>,
-    },
-    Window {
-        mean_window: u32,
-        min_window: u32,
-        mss: u32,
-        rtt_ns: Option<i64>,
-        bytes: u64,
-        transfer_ns: i64,
-        stalls: u64,
-        receive_buffer_hint: Option<&'static str>,
-    },
-    Restart {
-        /// The sender's idle spell before the message.
-        idle_ns: i64,
-        /// The message's first flight, and the window grown before (bytes).
-        restart_flight: u32,
-        grown_flight: u32,
-        /// Waits between its flights, and those the grown window would not have needed.
-        rounds: u64,
-        extra_rounds: u64,
-        bytes: u64,
-        mss: u32,
-        rtt_ns: Option<i64>,
-    },
-    Listen {
-        /// SYNs retried, the handshake's ACK (and request) ignored, and how
-        /// long the request waited for the server to take it.
-        syn_drops: u32,
-        ack_dropped: bool,
-        accept_wait_ns: i64,
-    },
-    Tls {
-        /// The server's key exchange, the client's processing between
-        /// flights (the rest of the handshake is round trips).
-        server_ns: i64,
-        client_ns: i64,
-        network_ns: i64,
-        /// Handshake round trips (2 for a full TLS 1.2 handshake, 1 for TLS 1.3).
-        rounds: u32,
-        rtt_ns: Option<i64>,
-    },
-    /// A flooded endpoint (made when the report is, from [`syn_flood::Floods`]).
-    Flood {
-        attempts: u64,
-        half_open: u64,
-        one_shot: u64,
-        answered: u64,
-        refused: u64,
-        sources: u64,
-        first_ns: i64,
-        last_ns: i64,
-        /// Legitimate connections to the target whose SYN had to be retried.
-        delayed: u64,
-    },
-    /// A refused connection or a reset that cost a request.
-    Failure {
-        requests_lost: u32,
-        /// The RST's TTL and that of the endpoint's other packets (equal
-        /// when it sent the RST itself).
-        rst_ttl: u8,
-        ttl: u8,
-        /// Bytes of the request that got no answer.
-        request_bytes: u64,
-    },
-    Blackhole {
-        /// The segment size that never got through, the one that did.
-        big_len: u32,
-        small_len: u32,
-        /// Full-size retransmissions seen (0 beyond the drop).
-        retransmissions: u32,
-        /// The retransmissions were seen (the capture is on the sender's side).
-        seen: bool,
-        rtt_ns: Option<i64>,
-    },
+/// The smaller of two optional values.
+pub(crate) fn min_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+/// What every verdict sentence says, for a rule's `cause`.
+pub struct Cause<'a> {
+    pub f: &'a Finding,
+    pub ep: &'a str,
+    pub role: &'static str,
+    /// The typical delay, formatted.
+    pub typ: String,
+    /// How many of the capture's exchanges it hit ("40% of exchanges").
+    pub of_exchanges: String,
+}
+
+impl Cause<'_> {
+    /// A string of the finding's `details`.
+    pub fn str(&self, key: &str) -> Option<&str> {
+        self.f.details.get(key).and_then(|v| v.as_str())
+    }
+
+    /// A number of the finding's `details`.
+    pub fn num(&self, key: &str) -> Option<f64> {
+        self.f.details.get(key).and_then(|v| v.as_f64())
+    }
+}
+
+/// The verdict's sentence for finding `f` of a capture of `exchanges`
+/// exchanges: the mechanism, who is responsible and its share of the time
+/// (for a failed request: what failed).
+pub fn cause(f: &Finding, exchanges: u64) -> String {
+    let of_exchanges = if exchanges > 0 {
+        let pct = (f.occurrences as f64 / exchanges as f64 * 100.0).min(100.0);
+        format!("{pct:.0}% of exchanges")
+    } else {
+        format!("{} exchanges", f.occurrences)
+    };
+    let c = Cause {
+        f,
+        ep: &f.culprit.endpoint,
+        role: f.culprit.role,
+        typ: crate::fmt_ms(f.typical_delay_ms),
+        of_exchanges,
+    };
+    let what = kind_cause(f.kind, &c)
+        .unwrap_or_else(|| format!("{} at {} ({}), ~{} each", f.kind, c.ep, c.role, c.typ));
+    if failure_name(f.kind) {
+        return what;
+    }
+    let share = f.share_of_time * 100.0;
+    format!("{what}; that is {share:.0}% of the time ({})", f.kind)
 }

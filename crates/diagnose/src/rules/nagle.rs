@@ -186,14 +186,14 @@ fn check(
             .map(|m| m.frame),
         ladder: None,
         span: Some((Part::NagleDelayedAck, p.at.ts, seg.ts)),
-        detail: Detail::Nagle {
+        detail: Detail::Nagle(Nagle {
             ack_wait_ns: ack_wait,
             after_ack_ns: after_ack,
             small_len: p.len,
             held_len: seg.len,
             software,
             rtt_ns: conn.path_rtt_ns(),
-        },
+        }),
     })
 }
 
@@ -213,11 +213,11 @@ pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
         peer,
         ..
     } = *said;
-    let Detail::Nagle {
+    let Detail::Nagle(Nagle {
         small_len,
         software,
         ..
-    } = &a.first
+    }) = &a.first
     else {
         return crate::text::no_words();
     };
@@ -252,4 +252,45 @@ pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
         "software": software.map(software_name),
     });
     (explanation, fix, details)
+}
+
+/// What one occurrence measured.
+#[derive(Debug, Clone)]
+pub struct Nagle {
+    /// The peer's ACK wait beyond the round trip: its delayed-ACK timer.
+    pub ack_wait_ns: i64,
+    /// From the ACK to the held data at the capture point.
+    pub after_ack_ns: i64,
+    pub small_len: u32,
+    pub held_len: u32,
+    pub software: Option<Software>,
+    pub rtt_ns: Option<i64>,
+}
+
+impl super::Fold for Nagle {
+    fn fold(self, a: &mut crate::Aggregate) {
+        a.ack_wait.record(self.ack_wait_ns);
+        a.after_ack.record(self.after_ack_ns);
+        a.rtt_ns_min = super::min_opt(a.rtt_ns_min, self.rtt_ns);
+    }
+}
+
+impl super::Rule for NagleState {
+    #[inline]
+    fn on_segment(&mut self, cx: &mut super::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
+        cx.delayed_ack = NagleState::on_segment(self, conn, seg, cx.out);
+    }
+}
+
+/// The verdict's sentence of a `nagle_delayed_ack` finding.
+pub(crate) fn cause(c: &super::Cause<'_>) -> String {
+    let what = if c.role == "server" {
+        "response"
+    } else {
+        "request"
+    };
+    format!(
+        "{} wait ~{} for a delayed ACK because {} ({}) sends each {what} in two segments with Nagle on",
+        c.of_exchanges, c.typ, c.ep, c.role
+    )
 }

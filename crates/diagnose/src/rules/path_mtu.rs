@@ -188,13 +188,13 @@ fn unseen(conn: &Connection, d: Dir, c: Candidate) -> Occurrence {
         ladder_from: Some(c.first.frame),
         ladder: None,
         span: Some((Part::Retransmission, c.from, c.first.ts)),
-        detail: Detail::Blackhole {
+        detail: Detail::Blackhole(Blackhole {
             big_len: conn.smss(d),
             small_len: c.len,
             retransmissions: 0,
             seen: false,
             rtt_ns: conn.path_rtt_ns(),
-        },
+        }),
     }
 }
 
@@ -206,13 +206,13 @@ fn relabel(st: &mut DirState, d: Dir, conn: &Connection, out: &mut [Occurrence])
     for o in out.iter_mut() {
         if o.kind == Kind::RetransmissionTimeout && o.culprit == Blame::Network(d) {
             o.kind = Kind::PathMtuBlackhole;
-            o.detail = Detail::Blackhole {
+            o.detail = Detail::Blackhole(Blackhole {
                 big_len: big,
                 small_len: small,
                 retransmissions: tries,
                 seen: true,
                 rtt_ns: conn.path_rtt_ns(),
-            };
+            });
             st.relabel = None;
         }
     }
@@ -232,12 +232,12 @@ pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
         peer,
         ..
     } = *said;
-    let Detail::Blackhole {
+    let Detail::Blackhole(Blackhole {
         big_len,
         small_len,
         seen,
         ..
-    } = &a.first
+    }) = &a.first
     else {
         return crate::text::no_words();
     };
@@ -280,5 +280,45 @@ pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
         json!({"lost_segment_bytes": big_len, "passing_segment_bytes": small_len,
                "full_size_retransmissions": a.count, "retransmissions_seen": seen,
                "rtt_ms": rtt}),
+    )
+}
+
+/// What one occurrence measured.
+#[derive(Debug, Clone)]
+pub struct Blackhole {
+    /// The segment size that never got through, the one that did.
+    pub big_len: u32,
+    pub small_len: u32,
+    /// Full-size retransmissions seen (0 beyond the drop).
+    pub retransmissions: u32,
+    /// The retransmissions were seen (the capture is on the sender's side).
+    pub seen: bool,
+    pub rtt_ns: Option<i64>,
+}
+
+impl super::Fold for Blackhole {
+    fn fold(self, a: &mut crate::Aggregate) {
+        a.count += u64::from(self.retransmissions);
+        a.rtt_ns_min = super::min_opt(a.rtt_ns_min, self.rtt_ns);
+    }
+}
+
+impl super::Rule for MtuState {
+    #[inline]
+    fn on_segment(&mut self, cx: &mut super::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
+        MtuState::on_segment(self, conn, seg, cx.out);
+    }
+
+    fn on_close(&mut self, cx: &mut super::CloseCx<'_>, conn: &Connection) {
+        MtuState::on_close(self, conn, cx.out);
+    }
+}
+
+/// The verdict's sentence of a `path_mtu_blackhole` finding.
+pub(crate) fn cause(c: &super::Cause<'_>) -> String {
+    format!(
+        "full-size packets from {} vanish on the path (an MTU black hole: ICMP 'fragmentation \
+         needed' filtered) and the data waits ~{} for the sender to retry with smaller segments",
+        c.ep, c.typ
     )
 }

@@ -206,7 +206,7 @@ impl WindowState {
                 ladder_from: None,
                 ladder: st.ladder.take(),
                 span: None,
-                detail: Detail::Window {
+                detail: Detail::Window(Window {
                     mean_window,
                     min_window: st.window_min,
                     mss: conn.smss(d),
@@ -215,7 +215,7 @@ impl WindowState {
                     transfer_ns: transfer,
                     stalls: st.stalls,
                     receive_buffer_hint: hint,
-                },
+                }),
             });
         }
     }
@@ -231,11 +231,11 @@ pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
     let Said {
         a, ep, role, peer, ..
     } = *said;
-    let Detail::Window {
+    let Detail::Window(Window {
         mss,
         receive_buffer_hint,
         ..
-    } = &a.first
+    }) = &a.first
     else {
         return crate::text::no_words();
     };
@@ -334,4 +334,60 @@ pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
         "cause": cause,
     });
     (explanation, fix, details)
+}
+
+/// What one occurrence measured.
+#[derive(Debug, Clone)]
+pub struct Window {
+    pub mean_window: u32,
+    pub min_window: u32,
+    pub mss: u32,
+    pub rtt_ns: Option<i64>,
+    pub bytes: u64,
+    pub transfer_ns: i64,
+    pub stalls: u64,
+    pub receive_buffer_hint: Option<&'static str>,
+}
+
+impl super::Fold for Window {
+    fn fold(self, a: &mut crate::Aggregate) {
+        a.window_sum += u64::from(self.mean_window) * self.stalls;
+        a.window_min = a.window_min.min(self.min_window);
+        a.bytes += self.bytes;
+        a.transfer_ns += self.transfer_ns;
+        a.stalls += self.stalls;
+        a.rtt_ns_min = super::min_opt(a.rtt_ns_min, self.rtt_ns);
+    }
+}
+
+impl super::Rule for WindowState {
+    #[inline]
+    fn on_segment(&mut self, cx: &mut super::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
+        let ring = cx.ring;
+        WindowState::on_segment(self, conn, seg, || ring.rows(None, &[]), cx.claims);
+    }
+
+    fn on_close(&mut self, cx: &mut super::CloseCx<'_>, conn: &Connection) {
+        WindowState::on_close(self, conn, cx.out);
+    }
+}
+
+/// The verdict's sentence of a `receive_window_limited` finding.
+pub(crate) fn cause(c: &super::Cause<'_>) -> String {
+    let (ep, role) = (c.ep, c.role);
+    if c.str("cause") == Some("slow_reader") {
+        let every = crate::fmt_ms(c.num("reopen_interval_ms").unwrap_or(0.0));
+        return format!(
+            "{ep} ({role}) reads slowly: its receive window fills and reopens only every ~{every} \
+             (far beyond the round trip), as its application reads"
+        );
+    }
+    let window = c
+        .num("window_bytes")
+        .map(|w| format!(" of ~{:.0} KB", w / 1e3))
+        .unwrap_or_default();
+    format!(
+        "{ep} ({role}) advertises a receive window{window}: bytes in flight are pinned at it, \
+         so each round trip moves one window"
+    )
 }

@@ -149,12 +149,12 @@ pub fn on_close(state: Option<&ResetState>, conn: &Connection, out: &mut Vec<Occ
             // compact handshake): its two rows, from the connection.
             ladder: Some(refusal_ladder(conn, syn, rst)),
             span: None,
-            detail: Detail::Failure {
+            detail: Detail::Failure(Failure {
                 requests_lost: 1,
                 rst_ttl: conn.server.rst_ttl,
                 ttl: conn.server.ttl,
                 request_bytes: 0,
-            },
+            }),
         });
         return;
     }
@@ -196,12 +196,12 @@ pub fn on_close(state: Option<&ResetState>, conn: &Connection, out: &mut Vec<Occ
         ladder_from: Some(since.frame),
         ladder: None,
         span: None,
-        detail: Detail::Failure {
+        detail: Detail::Failure(Failure {
             requests_lost: 1,
             rst_ttl: h.rst_ttl,
             ttl: h.ttl,
             request_bytes: st.waiting_bytes,
-        },
+        }),
     });
 }
 
@@ -234,12 +234,13 @@ fn refusal_ladder(conn: &Connection, syn: Mark, rst: Mark) -> Vec<crate::model::
 }
 
 /// The explanation, fix and details of a finding of either kind.
-pub(crate) fn words(a: &crate::Aggregate) -> (String, String, serde_json::Value) {
+pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
+    let a = said.a;
     let ep = &a.culprit.endpoint;
     let conns = a.connections;
     let typical = a.delays.quantile_ms(0.5);
     let (rst_ttl, ttl) = match a.first {
-        Detail::Failure { rst_ttl, ttl, .. } => (rst_ttl, ttl),
+        Detail::Failure(Failure { rst_ttl, ttl, .. }) => (rst_ttl, ttl),
         _ => (0, 0),
     };
     let port = ep.rsplit(':').next().unwrap_or("PORT");
@@ -303,4 +304,64 @@ pub(crate) fn words(a: &crate::Aggregate) -> (String, String, serde_json::Value)
         "endpoint_ttl": ttl,
     });
     (explanation, fix, details)
+}
+
+/// A refused connection or a reset that cost a request.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub requests_lost: u32,
+    /// The RST's TTL and that of the endpoint's other packets (equal
+    /// when it sent the RST itself).
+    pub rst_ttl: u8,
+    pub ttl: u8,
+    /// Bytes of the request that got no answer.
+    pub request_bytes: u64,
+}
+
+impl super::Fold for Failure {
+    fn fold(self, a: &mut crate::Aggregate) {
+        a.count += u64::from(self.requests_lost);
+        a.flagged += u64::from(self.rst_ttl != self.ttl);
+    }
+}
+
+impl super::Rule for ResetState {
+    #[inline]
+    fn on_segment(&mut self, _: &mut super::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
+        ResetState::on_segment(self, conn, seg);
+    }
+
+    fn on_close(&mut self, cx: &mut super::CloseCx<'_>, conn: &Connection) {
+        on_close(Some(self), conn, cx.out);
+    }
+
+    fn on_close_light(cx: &mut super::CloseCx<'_>, conn: &Connection) {
+        on_close(None, conn, cx.out);
+    }
+}
+
+/// The verdict's sentence of a `connection_refused` or `connection_reset`
+/// finding: what failed (a failure's share of the time is not the point).
+pub(crate) fn cause(c: &super::Cause<'_>) -> String {
+    let (ep, role, kind) = (c.ep, c.role, c.f.kind);
+    let n = c.num("requests_lost").unwrap_or(0.0) as u64;
+    if kind == Kind::ConnectionRefused.name() {
+        return format!(
+            "connection refused by {ep}: {n} connection attempt(s) answered by an RST — nothing \
+             accepts connections on that port, or a firewall rejects them ({kind})"
+        );
+    }
+    let who = if role == "network" {
+        format!(
+            "by a device on the path in the name of {ep} (its RST's TTL differs from the server's)"
+        )
+    } else {
+        format!("by {ep} ({role})")
+    };
+    format!("connections reset {who}: {n} request(s) got no response ({kind})")
+}
+
+/// A failed request is reported whatever time it took, before the delays.
+pub(crate) fn standing(_: &crate::Aggregate) -> super::Standing {
+    super::Standing::Major
 }

@@ -211,12 +211,12 @@ impl LossState {
                             ladder_from: Some(st.last_frame),
                             ladder: None,
                             span: None,
-                            detail: Detail::Loss {
+                            detail: Detail::Loss(Loss {
                                 retransmissions: 0,
                                 upstream: true,
                                 recovered: true,
                                 rtt_ns: conn.path_rtt_ns(),
-                            },
+                            }),
                         });
                     }
                 }
@@ -274,12 +274,12 @@ fn build(sender: Dir, ep: Episode, ack_frame: Option<u64>, conn: &Connection) ->
         ladder_from: None,
         ladder: None,
         span: None,
-        detail: Detail::Loss {
+        detail: Detail::Loss(Loss {
             retransmissions: ep.retransmissions,
             upstream: ep.upstream,
             recovered: ack_frame.is_some(),
             rtt_ns: conn.path_rtt_ns(),
-        },
+        }),
     }
 }
 
@@ -333,5 +333,46 @@ pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
         explanation,
         fix,
         json!({"retransmissions": a.count, "lost_before_capture": a.flagged, "rtt_ms": rtt}),
+    )
+}
+
+/// What one occurrence measured.
+#[derive(Debug, Clone)]
+pub struct Loss {
+    pub retransmissions: u32,
+    pub upstream: bool,
+    pub recovered: bool,
+    pub rtt_ns: Option<i64>,
+}
+
+impl super::Fold for Loss {
+    fn fold(self, a: &mut crate::Aggregate) {
+        a.count += u64::from(self.retransmissions);
+        a.flagged += u64::from(self.upstream);
+        a.rtt_ns_min = super::min_opt(a.rtt_ns_min, self.rtt_ns);
+    }
+}
+
+impl super::Rule for LossState {
+    #[inline]
+    fn on_segment(&mut self, cx: &mut super::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
+        LossState::on_segment(self, conn, seg, cx.out, cx.claims);
+    }
+
+    fn on_close(&mut self, cx: &mut super::CloseCx<'_>, conn: &Connection) {
+        LossState::on_close(self, conn, cx.out);
+    }
+}
+
+/// The verdict's sentence of a `retransmission_timeout` or `packet_loss` finding.
+pub(crate) fn cause(c: &super::Cause<'_>) -> String {
+    let by = if c.f.kind == Kind::RetransmissionTimeout.name() {
+        "only by the retransmission timer"
+    } else {
+        "by fast retransmit"
+    };
+    format!(
+        "packets are lost on the path and recovered {by} (~{} each)",
+        c.typ
     )
 }

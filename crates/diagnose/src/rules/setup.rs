@@ -61,12 +61,12 @@ pub fn on_close(conn: &Connection, out: &mut Vec<Occurrence>) {
         ladder_from: Some(first.frame),
         ladder: None,
         span: None,
-        detail: Detail::Setup {
+        detail: Detail::Setup(Setup {
             vantage,
             syn_retries: hs.syn_count.saturating_sub(1),
             synack_retries,
             answered,
-        },
+        }),
     });
 }
 
@@ -77,7 +77,7 @@ pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
     use crate::text::*;
     use serde_json::json;
     let Said { a, typical, ep, .. } = *said;
-    let Detail::Setup { vantage, .. } = &a.first else {
+    let Detail::Setup(Setup { vantage, .. }) = &a.first else {
         return crate::text::no_words();
     };
     let where_ = match *vantage {
@@ -116,4 +116,43 @@ pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
     );
     let details = json!({"retries": a.count, "unanswered": a.flagged});
     (explanation, fix, details)
+}
+
+/// What one occurrence measured.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// Where the capture was taken, as far as the packets tell.
+    pub vantage: &'static str,
+    pub syn_retries: u32,
+    pub synack_retries: u32,
+    pub answered: bool,
+}
+
+impl super::Fold for Setup {
+    fn fold(self, a: &mut crate::Aggregate) {
+        a.count += u64::from(self.syn_retries + self.synack_retries);
+        a.flagged += u64::from(!self.answered);
+    }
+}
+
+/// The setup rule keeps nothing per connection: the handshake is the connection's.
+#[derive(Debug, Default)]
+pub struct SetupState;
+
+impl super::Rule for SetupState {
+    fn on_close(&mut self, cx: &mut super::CloseCx<'_>, conn: &Connection) {
+        on_close(conn, cx.out);
+    }
+
+    fn on_close_light(cx: &mut super::CloseCx<'_>, conn: &Connection) {
+        on_close(conn, cx.out);
+    }
+}
+
+/// The verdict's sentence of a `syn_retransmit` finding.
+pub(crate) fn cause(c: &super::Cause<'_>) -> String {
+    format!(
+        "connection setup waits ~{} for a SYN or SYN-ACK retry",
+        c.typ
+    )
 }

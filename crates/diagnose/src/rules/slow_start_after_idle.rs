@@ -37,7 +37,7 @@ const MAX_FLIGHT_GAP_RTTS: i64 = 2;
 
 /// A message that started after an idle spell longer than the RTO.
 #[derive(Debug, Clone, Copy, Default)]
-struct Restart {
+struct Restarted {
     idle_ns: i64,
     /// The last data before the idle spell, the first after it, the first of
     /// the second flight.
@@ -76,7 +76,7 @@ struct DirState {
     initial: Option<u32>,
     first_message_done: bool,
     peer_spoke: bool,
-    restart: Option<Restart>,
+    restart: Option<Restarted>,
     lost_ns: i64,
 }
 
@@ -129,13 +129,13 @@ impl RestartState {
             // ended; this one may restart from the initial window.
             st.end_message(conn, d, out);
             let iw = (INITIAL_WINDOW_SEGMENTS * smss).max(st.initial.unwrap_or(0));
-            st.restart = (st.grown > iw).then(|| Restart {
+            st.restart = (st.grown > iw).then(|| Restarted {
                 idle_ns: gap,
                 frames: [last_frame, seg.frame, 0],
                 grown: st.grown,
                 flights: 1,
                 window: seg.peer_window,
-                ..Restart::default()
+                ..Restarted::default()
             });
             st.flight = seg.len;
             st.message_flights = 1;
@@ -254,7 +254,7 @@ impl DirState {
         &mut self,
         conn: &Connection,
         d: Dir,
-        r: Restart,
+        r: Restarted,
         first: u32,
         second: u32,
         out: &mut Vec<Occurrence>,
@@ -298,7 +298,7 @@ impl DirState {
             ladder_from: Some(after),
             ladder: None,
             span: None,
-            detail: Detail::Restart {
+            detail: Detail::Restart(Restart {
                 idle_ns: r.idle_ns,
                 restart_flight: first,
                 grown_flight: r.grown,
@@ -307,7 +307,7 @@ impl DirState {
                 bytes: r.bytes,
                 mss: smss,
                 rtt_ns: conn.path_rtt_ns(),
-            },
+            }),
         });
     }
 }
@@ -326,12 +326,12 @@ pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
         role,
         ..
     } = *said;
-    let Detail::Restart {
+    let Detail::Restart(Restart {
         restart_flight,
         grown_flight,
         mss,
         ..
-    } = &a.first
+    }) = &a.first
     else {
         return crate::text::no_words();
     };
@@ -370,5 +370,53 @@ pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
         json!({"idle_ms": idle, "restart_flight_bytes": restart_flight,
                "grown_flight_bytes": grown_flight, "flight_waits": a.stalls,
                "extra_round_trips": a.count, "bytes": a.bytes, "rtt_ms": rtt}),
+    )
+}
+
+/// What one occurrence measured.
+#[derive(Debug, Clone)]
+pub struct Restart {
+    /// The sender's idle spell before the message.
+    pub idle_ns: i64,
+    /// The message's first flight, and the window grown before (bytes).
+    pub restart_flight: u32,
+    pub grown_flight: u32,
+    /// Waits between its flights, and those the grown window would not have needed.
+    pub rounds: u64,
+    pub extra_rounds: u64,
+    pub bytes: u64,
+    pub mss: u32,
+    pub rtt_ns: Option<i64>,
+}
+
+impl super::Fold for Restart {
+    fn fold(self, a: &mut crate::Aggregate) {
+        // Waits between flights, those the restart added, idle time.
+        a.stalls += self.rounds;
+        a.count += self.extra_rounds;
+        a.bytes += self.bytes;
+        a.transfer_ns += self.idle_ns;
+        a.rtt_ns_min = super::min_opt(a.rtt_ns_min, self.rtt_ns);
+    }
+}
+
+impl super::Rule for RestartState {
+    #[inline]
+    fn on_segment(&mut self, cx: &mut super::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
+        RestartState::on_segment(self, conn, seg, cx.window_blocked, cx.out);
+    }
+
+    fn on_close(&mut self, cx: &mut super::CloseCx<'_>, conn: &Connection) {
+        RestartState::on_close(self, conn, cx.out);
+        cx.restart_lost_ns = self.lost_ns();
+    }
+}
+
+/// The verdict's sentence of a `slow_start_after_idle` finding.
+pub(crate) fn cause(c: &super::Cause<'_>) -> String {
+    format!(
+        "{} ({}) restarts from its initial window after each idle spell \
+         (tcp_slow_start_after_idle), so each response after a pause pays extra round trips (~{} each)",
+        c.ep, c.role, c.typ
     )
 }

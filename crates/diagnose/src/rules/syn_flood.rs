@@ -246,7 +246,7 @@ pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
         ep,
         ..
     } = *said;
-    let Detail::Flood {
+    let Detail::Flood(Flood {
         attempts,
         half_open,
         one_shot,
@@ -256,7 +256,7 @@ pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
         first_ns,
         last_ns,
         delayed,
-    } = &a.first
+    }) = &a.first
     else {
         return crate::text::no_words();
     };
@@ -378,5 +378,55 @@ mod tests {
         // Spread over a day: a slow scan, not a flood.
         t.last_ns = 86_400_000_000_000;
         assert!(!t.flooded());
+    }
+}
+
+/// A flooded endpoint (made when the report is, from [`syn_flood::Floods`]).
+#[derive(Debug, Clone)]
+pub struct Flood {
+    pub attempts: u64,
+    pub half_open: u64,
+    pub one_shot: u64,
+    pub answered: u64,
+    pub refused: u64,
+    pub sources: u64,
+    pub first_ns: i64,
+    pub last_ns: i64,
+    /// Legitimate connections to the target whose SYN had to be retried.
+    pub delayed: u64,
+}
+
+impl super::Fold for Flood {
+    fn fold(self, a: &mut crate::Aggregate) {
+        // The flood's counts are the endpoint's, made when the report is.
+        let _ = a;
+    }
+}
+
+/// Floods are judged per endpoint ([`Floods`]): nothing per connection.
+#[derive(Debug, Default)]
+pub struct NoState;
+
+impl super::Rule for NoState {}
+
+/// The verdict's sentence of a `syn_flood` finding.
+pub(crate) fn cause(c: &super::Cause<'_>) -> String {
+    format!(
+        "a SYN flood hits {}: handshakes that never complete, from forged or scripted sources; \
+         legitimate clients whose SYNs were dropped with it wait ~{} each",
+        c.ep, c.typ
+    )
+}
+
+/// A flood the server did not keep up with (most of its SYNs unanswered) is
+/// an outage in the making: reported whatever time it cost.
+pub(crate) fn standing(a: &crate::Aggregate) -> super::Standing {
+    match &a.first {
+        super::Detail::Flood(f)
+            if crate::round3(f.answered as f64 / f.half_open.max(1) as f64) < 0.5 =>
+        {
+            super::Standing::Major
+        }
+        _ => super::Standing::ByShare,
     }
 }

@@ -83,10 +83,10 @@ pub fn server_delay(
         ladder_from: ex.request_first.map(|m| m.frame),
         ladder: None,
         span: None,
-        detail: Detail::Timing {
+        detail: Detail::Timing(Timing {
             rtt_ns: conn.path_rtt_ns(),
             inside_ns: inside,
-        },
+        }),
     })
 }
 
@@ -145,10 +145,10 @@ pub fn client_delay(
         ladder_from,
         ladder: None,
         span: None,
-        detail: Detail::Timing {
+        detail: Detail::Timing(Timing {
             rtt_ns: conn.path_rtt_ns(),
             inside_ns: inside_ns.max(0),
-        },
+        }),
     })
 }
 
@@ -253,7 +253,7 @@ impl LatencyState {
             ladder_from: None,
             ladder: None,
             span: None,
-            detail: Detail::Latency {
+            detail: Detail::Latency(Latency {
                 rtt_ns: rtt,
                 handshakes: self.handshakes,
                 handshake_ns: self.handshake_ns,
@@ -262,7 +262,7 @@ impl LatencyState {
                 exchanges: self.exchanges,
                 tls_rounds: self.tls_rounds,
                 tls_ns: self.tls_ns,
-            },
+            }),
         });
     }
 }
@@ -471,4 +471,109 @@ pub(crate) fn latency_words(said: &crate::text::Said<'_>) -> crate::text::Words 
                "handshake_ms": ms(a.handshake_ns), "exchanges": a.count, "cause": cause,
                "tls_round_trips": a.stalls, "tls_handshake_ms": ms(a.transfer_ns)}),
     )
+}
+
+/// What one occurrence measured.
+#[derive(Debug, Clone)]
+pub struct Timing {
+    pub rtt_ns: Option<i64>,
+    /// Of the delay, the pauses inside the message (the rest was before it).
+    pub inside_ns: i64,
+}
+
+/// What one occurrence measured.
+#[derive(Debug, Clone)]
+pub struct Latency {
+    pub rtt_ns: i64,
+    /// Exchanges that opened their connection (a handshake round trip each), and its time.
+    pub handshakes: u64,
+    pub handshake_ns: i64,
+    /// Exchanges whose wait for the response held (at least half) a round trip.
+    pub requests: u64,
+    /// Further flights of responses larger than the congestion window.
+    pub flights: u64,
+    /// TLS handshake round trips, and their time on the network.
+    pub tls_rounds: u64,
+    pub tls_ns: i64,
+    pub exchanges: u64,
+}
+
+impl super::Fold for Timing {
+    fn fold(self, a: &mut crate::Aggregate) {
+        a.rtt_ns_min = super::min_opt(a.rtt_ns_min, self.rtt_ns);
+        a.inside_ns += self.inside_ns;
+    }
+}
+
+impl super::Fold for Latency {
+    fn fold(self, a: &mut crate::Aggregate) {
+        a.stalls += self.tls_rounds;
+        a.transfer_ns += self.tls_ns;
+        a.rtt_ns_min = super::min_opt(a.rtt_ns_min, Some(self.rtt_ns));
+        a.count += self.exchanges;
+        a.handshakes += self.handshakes;
+        a.handshake_ns += self.handshake_ns;
+        a.requests += self.requests;
+        a.flights += self.flights;
+    }
+}
+
+impl super::Rule for LatencyState {
+    fn on_exchange(&mut self, cx: &mut super::ExchangeCx<'_>, conn: &Connection, ex: &Exchange) {
+        let c = Dir::ClientToServer.index();
+        cx.out
+            .extend(client_delay(conn, ex, cx.inside[c], cx.longest[c]));
+    }
+
+    fn on_budget(&mut self, cx: &mut super::ExchangeCx<'_>, conn: &Connection, ex: &Exchange) {
+        let s = Dir::ServerToClient.index();
+        cx.out.extend(server_delay(
+            conn,
+            ex,
+            &cx.split,
+            cx.inside[s],
+            cx.longest[s],
+        ));
+        let tls = cx
+            .tls
+            .map(|t| (t.rounds, super::tls::network_ns(&cx.split, &t)));
+        LatencyState::on_exchange(self, conn, ex, &cx.split, tls);
+    }
+
+    fn on_close(&mut self, cx: &mut super::CloseCx<'_>, conn: &Connection) {
+        let congestion = cx.out.iter().any(|o| o.kind == Kind::CongestionLimited);
+        LatencyState::on_close(self, conn, congestion, cx.restart_lost_ns, cx.out);
+    }
+}
+
+/// The verdict's sentence of a `server_delay` finding.
+pub(crate) fn server_cause(c: &super::Cause<'_>) -> String {
+    let (ep, role, typ) = (c.ep, c.role, &c.typ);
+    if c.str("where") == Some("inside_response") {
+        return format!(
+            "{ep} ({role}) sends the start of each response (the headers) at once and the rest ~{typ} \
+             later, with nothing left to acknowledge (application time inside the response)"
+        );
+    }
+    format!("{ep} ({role}) takes ~{typ} to start each response after the request has arrived (application time)")
+}
+
+/// The verdict's sentence of a `client_delay` finding.
+pub(crate) fn client_cause(c: &super::Cause<'_>) -> String {
+    format!(
+        "the client {} waits ~{} before sending what it controls",
+        c.ep, c.typ
+    )
+}
+
+/// The verdict's sentence of a `network_latency` finding.
+pub(crate) fn latency_cause(c: &super::Cause<'_>) -> String {
+    if c.str("cause") == Some("new_connections") {
+        return format!(
+            "most requests open a connection of their own and wait for two round trips (the handshake's \
+             and their own), ~{} per connection",
+            c.typ
+        );
+    }
+    format!("the round trip itself is ~{} of each exchange", c.typ)
 }

@@ -238,13 +238,13 @@ pub fn occurrence(conn: &Connection, split: &Split, o: &Opened) -> Option<Occurr
         ladder_from: Some(o.frame),
         ladder: None,
         span: None,
-        detail: Detail::Tls {
+        detail: Detail::Tls(Tls {
             server_ns: server,
             client_ns: client,
             network_ns: network,
             rounds: o.rounds,
             rtt_ns: conn.path_rtt_ns(),
-        },
+        }),
     })
 }
 
@@ -343,5 +343,68 @@ mod tests {
         assert!(!looks_like_record(&[22, 3, 3]));
         assert_eq!(payload_needed(&[22, 3, 1, 0, 200, 1, 0, 0]), 6);
         assert_eq!(payload_needed(b"hello world"), 0);
+    }
+}
+
+/// What one occurrence measured.
+#[derive(Debug, Clone)]
+pub struct Tls {
+    /// The server's key exchange, the client's processing between
+    /// flights (the rest of the handshake is round trips).
+    pub server_ns: i64,
+    pub client_ns: i64,
+    pub network_ns: i64,
+    /// Handshake round trips (2 for a full TLS 1.2 handshake, 1 for TLS 1.3).
+    pub rounds: u32,
+    pub rtt_ns: Option<i64>,
+}
+
+impl super::Fold for Tls {
+    fn fold(self, a: &mut crate::Aggregate) {
+        a.handshake_ns += self.network_ns;
+        a.inside_ns += self.server_ns;
+        a.transfer_ns += self.client_ns;
+        a.count += u64::from(self.rounds);
+        a.rtt_ns_min = super::min_opt(a.rtt_ns_min, self.rtt_ns);
+    }
+}
+
+impl super::Rule for TlsState {
+    #[inline]
+    fn on_segment(&mut self, _: &mut super::SegmentCx<'_>, _: &Connection, seg: &Segment<'_>) {
+        if seg.len > 0 {
+            TlsState::on_segment(self, seg);
+        }
+    }
+
+    fn on_budget(&mut self, cx: &mut super::ExchangeCx<'_>, conn: &Connection, _: &Exchange) {
+        if let Some(t) = cx.tls {
+            cx.out.extend(occurrence(conn, &cx.split, &t));
+        }
+    }
+}
+
+/// The verdict's sentence of a `tls_handshake` finding.
+pub(crate) fn cause(c: &super::Cause<'_>) -> String {
+    let (ep, role, typ) = (c.ep, c.role, &c.typ);
+    match c.str("cause") {
+        Some("key_exchange") => format!(
+            "{ep} ({role}) takes ~{typ} per TLS handshake, most of it its own key exchange \
+             (the certificate key's signature)"
+        ),
+        Some("client") => format!(
+            "each TLS handshake takes ~{typ}, most of it the client's own processing between flights"
+        ),
+        _ => format!("each new connection pays a TLS handshake of ~{typ}, mostly round trips"),
+    }
+}
+
+/// Slow handshakes that are fewer than half of the endpoint's (`flagged`:
+/// its handshakes seen) are a busy moment, not its keys: a minor finding.
+pub(crate) fn standing(a: &crate::Aggregate) -> super::Standing {
+    if a.occurrences * 2 < a.flagged {
+        super::Standing::Minor
+    } else {
+        super::Standing::ByShare
     }
 }

@@ -85,10 +85,10 @@ fn occurrence(receiver: Dir, ep: Episode, end: Mark, reopened: bool) -> Occurren
         ladder_from: Some(ep.start.frame),
         ladder: None,
         span: Some((Part::Window, ep.start.ts, end.ts)),
-        detail: Detail::ZeroWindow {
+        detail: Detail::ZeroWindow(ZeroWindow {
             probes: ep.probes,
             reopened,
-        },
+        }),
     }
 }
 
@@ -128,5 +128,38 @@ pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
         explanation,
         fix,
         json!({"probes": a.count, "not_reopened": a.flagged}),
+    )
+}
+
+/// What one occurrence measured.
+#[derive(Debug, Clone)]
+pub struct ZeroWindow {
+    pub probes: u32,
+    pub reopened: bool,
+}
+
+impl super::Fold for ZeroWindow {
+    fn fold(self, a: &mut crate::Aggregate) {
+        a.count += u64::from(self.probes);
+        a.flagged += u64::from(!self.reopened);
+    }
+}
+
+impl super::Rule for ZeroWindowState {
+    #[inline]
+    fn on_segment(&mut self, cx: &mut super::SegmentCx<'_>, _: &Connection, seg: &Segment<'_>) {
+        ZeroWindowState::on_segment(self, seg, cx.out);
+    }
+
+    fn on_close(&mut self, cx: &mut super::CloseCx<'_>, conn: &Connection) {
+        ZeroWindowState::on_close(self, conn, cx.out);
+    }
+}
+
+/// The verdict's sentence of a `zero_window` finding.
+pub(crate) fn cause(c: &super::Cause<'_>) -> String {
+    format!(
+        "{} ({}) stops reading: its receive window falls to zero and the sender waits ~{} each time",
+        c.ep, c.role, c.typ
     )
 }
