@@ -488,7 +488,7 @@ fn delayed_acks(d: &Diagnoser) -> Vec<DelayedAck> {
                 role,
                 acks: *n,
                 typical_ms: typical,
-                matches: text::delayed_ack_os(typical),
+                matches: rules::nagle::delayed_ack_os(typical),
             }
         })
         .collect();
@@ -742,6 +742,15 @@ pub(crate) struct Heavy {
 }
 
 impl Heavy {
+    /// The shortest of the slowest exchanges kept.
+    fn fastest_of_slowest(&self) -> i64 {
+        self.slowest
+            .iter()
+            .map(|e| e.0.duration_ns())
+            .min()
+            .unwrap_or(0)
+    }
+
     /// Back to the state of a new connection, keeping the lists' memory.
     fn reset(&mut self) {
         let Heavy {
@@ -1264,23 +1273,13 @@ impl Analyzer for Diagnoser {
             state.slowest.push((*ex, split));
             // The floor matters once the list is full.
             if state.slowest.len() == SLOWEST {
-                state.slowest_floor_ns = state
-                    .slowest
-                    .iter()
-                    .map(|e| e.0.duration_ns())
-                    .min()
-                    .unwrap_or(0);
+                state.slowest_floor_ns = state.fastest_of_slowest();
             }
         } else if d > state.slowest_floor_ns {
             if let Some(min) = state.slowest.iter_mut().min_by_key(|e| e.0.duration_ns()) {
                 *min = (*ex, split);
             }
-            state.slowest_floor_ns = state
-                .slowest
-                .iter()
-                .map(|e| e.0.duration_ns())
-                .min()
-                .unwrap_or(0);
+            state.slowest_floor_ns = state.fastest_of_slowest();
         }
     }
 

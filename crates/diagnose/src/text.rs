@@ -6,28 +6,12 @@ use serde_json::json;
 use tcpdoctor_flow::{Connection, Exchange, Mark};
 
 use crate::budget::{Part, Split};
-use crate::http::Software;
 use crate::model::*;
 use crate::rules;
 use crate::{round3, Aggregate, Heavy};
 
-/// A window reopened this many round trips (and ms) after it filled, with
-/// throughput this many times below rwnd/RTT, is paced by its reader.
-pub(crate) const SLOW_READER_RTTS: f64 = 4.0;
-pub(crate) const SLOW_READER_MIN_MS: f64 = 10.0;
-
 pub(crate) fn ms(ns: i64) -> f64 {
     round3(ns as f64 / 1e6)
-}
-
-/// What an observed delayed-ACK wait matches.
-pub fn delayed_ack_os(wait_ms: f64) -> &'static str {
-    match wait_ms {
-        w if (30.0..=70.0).contains(&w) => "Linux (40 ms minimum delayed-ACK timer)",
-        w if (85.0..=125.0).contains(&w) => "macOS (~100 ms delayed-ACK timer)",
-        w if (170.0..=230.0).contains(&w) => "Windows (200 ms delayed-ACK timer)",
-        _ => "an unusual delayed-ACK timer",
-    }
 }
 
 pub(crate) fn human_bytes(b: f64) -> String {
@@ -146,79 +130,6 @@ pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
         details,
         ladder: a.ladder,
     }
-}
-
-/// Where an endpoint's own time was: before its message, inside it, or both
-/// (each at least a tenth).
-pub(crate) fn where_(before: i64, inside: i64, message: &str) -> &'static str {
-    let total = (before + inside).max(1);
-    match (before * 10 >= total, inside * 10 >= total, message) {
-        (true, true, "response") => "before_and_inside_response",
-        (false, true, "response") => "inside_response",
-        (_, _, "response") => "before_response",
-        (true, true, _) => "before_and_inside_request",
-        (false, true, _) => "inside_request",
-        _ => "before_request",
-    }
-}
-
-pub(crate) fn software_name(s: Software) -> &'static str {
-    match s {
-        Software::Nginx => "nginx",
-        Software::JdkHttpServer => "jdk-httpserver",
-        Software::OtherHttpServer => "http-server",
-        Software::HttpClient => "http-client",
-    }
-}
-
-pub(crate) fn nagle_fix(ep: &str, role: &str, software: Option<Software>) -> String {
-    let tail = " (Shortening the peer's delayed ACK, e.g. TCP_QUICKACK, only hides it.)";
-    if role == "client" {
-        return format!(
-            "The client at {ep} writes each request in two parts (headers, then body). Send the request in one write \
-             (one buffer, or writev), or enable TCP_NODELAY on the client socket (setsockopt TCP_NODELAY; Java \
-             socket.setTcpNoDelay(true)).{tail}"
-        );
-    }
-    let specific = match software {
-        Some(Software::Nginx) => format!(
-            "This server is nginx: set `tcp_nodelay on;` (http, server or location block) for {ep}; it applies to \
-             keep-alive connections. With `sendfile on`, `tcp_nopush on;` also sends headers and file together."
-        ),
-        Some(Software::JdkHttpServer) => format!(
-            "This server is the JDK's com.sun.net.httpserver, which leaves Nagle on by default: start the JVM with \
-             `-Dsun.net.httpserver.nodelay=true` for {ep}, or write headers and body in one call."
-        ),
-        _ => format!(
-            "Enable TCP_NODELAY on the server socket at {ep} (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, 1); Java \
-             setTcpNoDelay(true); nginx `tcp_nodelay on;`; JDK HttpServer `-Dsun.net.httpserver.nodelay=true`), or \
-             write the response headers and body in one call (one buffer, or writev)."
-        ),
-    };
-    format!("{specific}{tail}")
-}
-
-pub(crate) fn window_fix(ep: &str, hint: Option<&'static str>, rtt_ms: Option<f64>) -> String {
-    let need = rtt_ms
-        .map(|r| {
-            format!(
-                " To fill 100 Mbit/s over {r:.1} ms the window must reach {}.",
-                human_bytes(100e6 / 8.0 * r / 1e3)
-            )
-        })
-        .unwrap_or_default();
-    if hint == Some("no_window_scaling") {
-        return format!(
-            "{ep} did not offer window scaling in its SYN, so its window cannot exceed 64 KB: enable \
-             net.ipv4.tcp_window_scaling=1 there and check that no middlebox strips the option.{need}"
-        );
-    }
-    format!(
-        "Raise the receive buffer at {ep}. A small SO_RCVBUF fixes the window size (and on Linux turns receive-buffer \
-         autotuning off): in nginx remove `rcvbuf=` from `listen` or raise it (e.g. `listen … rcvbuf=1m;`); in code \
-         drop the setsockopt(SO_RCVBUF) or raise it. Check net.ipv4.tcp_rmem (its max bounds autotuning), \
-         net.core.rmem_max (bounds SO_RCVBUF) and net.ipv4.tcp_window_scaling=1.{need}"
-    )
 }
 
 /// A budget as `{part: ms}`, parts with no time left out.

@@ -14,6 +14,8 @@ use tcpdoctor_wire::Timestamp;
 
 use super::{Blame, Detail, Kind, Occurrence};
 use crate::budget::{Claims, Part};
+use crate::text::{human_bytes, human_rate, ms, Said, Words};
+use serde_json::json;
 
 /// Report when the waits are at least this share of the transfer…
 pub const MIN_SHARE: f64 = 0.2;
@@ -143,12 +145,8 @@ impl CongestionState {
 }
 
 /// The words of a `congestion_limited` finding: why, the fix, its details.
-#[allow(clippy::too_many_lines)]
-pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
-    use crate::rules::Detail;
-    use crate::text::*;
-    use serde_json::json;
-    let Said { a, total, ep, .. } = *said;
+pub(crate) fn words(s: &Said<'_>) -> Words {
+    let (a, total, ep) = (s.a, s.total, s.ep);
     let Detail::Congestion(Congestion { max_in_flight, .. }) = &a.first else {
         return crate::text::no_words();
     };

@@ -22,6 +22,8 @@
 use tcpdoctor_flow::{Connection, Dir, SegKind, Segment};
 
 use super::{Blame, Detail, Kind, Occurrence, Setup};
+use crate::text::{ms, Said, Words};
+use serde_json::json;
 
 /// Per connection, until the server first acknowledges the client's data.
 #[derive(Debug, Default)]
@@ -118,17 +120,8 @@ pub fn on_close(state: &ListenState, conn: &Connection, out: &mut [Occurrence]) 
 }
 
 /// The words of a `listen_queue_overflow` finding: why, the fix, its details.
-#[allow(clippy::too_many_lines)]
-pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
-    use crate::text::*;
-    use serde_json::json;
-    let Said {
-        a,
-        typical,
-        total,
-        ep,
-        ..
-    } = *said;
+pub(crate) fn words(s: &Said<'_>) -> Words {
+    let (a, typical, total, ep) = (s.a, s.typical, s.total, s.ep);
     let explanation = format!(
         "{ep} (server) did not accept() its connections fast enough: its accept queue (the listen \
          backlog) was full. {syn}{acks}{occ} time(s) on {conns} connection(s), {typical:.0} ms each \

@@ -22,6 +22,9 @@ use tcpdoctor_flow::{Connection, Dir, Mark, SegKind, Segment, Seq};
 use super::{Blame, Detail, Kind, Occurrence};
 use crate::budget::Part;
 use crate::http::{classify, Software};
+use crate::round3;
+use crate::text::{ms, Said, Words};
+use serde_json::json;
 
 /// An ACK that waited this long beyond the round trip was delayed on purpose.
 /// Linux's minimum delayed-ACK timeout is 40 ms (TCP_DELACK_MIN); 15 ms leaves
@@ -198,21 +201,8 @@ fn check(
 }
 
 /// The words of a `nagle_delayed_ack` finding: why, the fix, its details.
-#[allow(clippy::too_many_lines)]
-pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
-    use crate::round3;
-    use crate::rules::Detail;
-    use crate::text::*;
-    use serde_json::json;
-    let Said {
-        a,
-        typical,
-        total,
-        ep,
-        role,
-        peer,
-        ..
-    } = *said;
+pub(crate) fn words(s: &Said<'_>) -> Words {
+    let (a, typical, total, ep, role, peer) = (s.a, s.typical, s.total, s.ep, s.role, s.peer);
     let Detail::Nagle(Nagle {
         small_len,
         software,
@@ -293,4 +283,50 @@ pub(crate) fn cause(c: &super::Cause<'_>) -> String {
         "{} wait ~{} for a delayed ACK because {} ({}) sends each {what} in two segments with Nagle on",
         c.of_exchanges, c.typ, c.ep, c.role
     )
+}
+
+/// What an observed delayed-ACK wait matches.
+pub fn delayed_ack_os(wait_ms: f64) -> &'static str {
+    match wait_ms {
+        w if (30.0..=70.0).contains(&w) => "Linux (40 ms minimum delayed-ACK timer)",
+        w if (85.0..=125.0).contains(&w) => "macOS (~100 ms delayed-ACK timer)",
+        w if (170.0..=230.0).contains(&w) => "Windows (200 ms delayed-ACK timer)",
+        _ => "an unusual delayed-ACK timer",
+    }
+}
+
+pub(crate) fn nagle_fix(ep: &str, role: &str, software: Option<Software>) -> String {
+    let tail = " (Shortening the peer's delayed ACK, e.g. TCP_QUICKACK, only hides it.)";
+    if role == "client" {
+        return format!(
+            "The client at {ep} writes each request in two parts (headers, then body). Send the request in one write \
+             (one buffer, or writev), or enable TCP_NODELAY on the client socket (setsockopt TCP_NODELAY; Java \
+             socket.setTcpNoDelay(true)).{tail}"
+        );
+    }
+    let specific = match software {
+        Some(Software::Nginx) => format!(
+            "This server is nginx: set `tcp_nodelay on;` (http, server or location block) for {ep}; it applies to \
+             keep-alive connections. With `sendfile on`, `tcp_nopush on;` also sends headers and file together."
+        ),
+        Some(Software::JdkHttpServer) => format!(
+            "This server is the JDK's com.sun.net.httpserver, which leaves Nagle on by default: start the JVM with \
+             `-Dsun.net.httpserver.nodelay=true` for {ep}, or write headers and body in one call."
+        ),
+        _ => format!(
+            "Enable TCP_NODELAY on the server socket at {ep} (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, 1); Java \
+             setTcpNoDelay(true); nginx `tcp_nodelay on;`; JDK HttpServer `-Dsun.net.httpserver.nodelay=true`), or \
+             write the response headers and body in one call (one buffer, or writev)."
+        ),
+    };
+    format!("{specific}{tail}")
+}
+
+pub(crate) fn software_name(s: Software) -> &'static str {
+    match s {
+        Software::Nginx => "nginx",
+        Software::JdkHttpServer => "jdk-httpserver",
+        Software::OtherHttpServer => "http-server",
+        Software::HttpClient => "http-client",
+    }
 }

@@ -24,6 +24,8 @@ use tcpdoctor_wire::Timestamp;
 
 use super::{Blame, Detail, Kind, Occurrence};
 use crate::budget::Part;
+use crate::text::{ms, Said, Words};
+use serde_json::json;
 
 /// Full-size segments retransmitted this many times, unacknowledged.
 const MIN_BIG_RETRANSMISSIONS: u32 = 2;
@@ -219,19 +221,8 @@ fn relabel(st: &mut DirState, d: Dir, conn: &Connection, out: &mut [Occurrence])
 }
 
 /// The words of a `path_mtu_blackhole` finding: why, the fix, its details.
-#[allow(clippy::too_many_lines)]
-pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
-    use crate::rules::Detail;
-    use crate::text::*;
-    use serde_json::json;
-    let Said {
-        a,
-        typical,
-        total,
-        ep,
-        peer,
-        ..
-    } = *said;
+pub(crate) fn words(s: &Said<'_>) -> Words {
+    let (a, typical, total, ep, peer) = (s.a, s.typical, s.total, s.ep, s.peer);
     let Detail::Blackhole(Blackhole {
         big_len,
         small_len,

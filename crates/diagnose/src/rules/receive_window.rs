@@ -15,6 +15,9 @@ use tcpdoctor_wire::Timestamp;
 use super::{Blame, Detail, Kind, Occurrence};
 use crate::budget::{Claims, Part};
 use crate::model::LadderRow;
+use crate::round3;
+use crate::text::{human_bytes, human_rate, ms, Said, Words};
+use serde_json::json;
 
 /// Report when at least this share of the transfer was spent at the window…
 pub const MIN_SHARE: f64 = 0.2;
@@ -222,15 +225,8 @@ impl WindowState {
 }
 
 /// The words of a `receive_window_limited` finding: why, the fix, its details.
-#[allow(clippy::too_many_lines)]
-pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
-    use crate::round3;
-    use crate::rules::Detail;
-    use crate::text::*;
-    use serde_json::json;
-    let Said {
-        a, ep, role, peer, ..
-    } = *said;
+pub(crate) fn words(s: &Said<'_>) -> Words {
+    let (a, ep, role, peer) = (s.a, s.ep, s.role, s.peer);
     let Detail::Window(Window {
         mss,
         receive_buffer_hint,
@@ -389,5 +385,33 @@ pub(crate) fn cause(c: &super::Cause<'_>) -> String {
     format!(
         "{ep} ({role}) advertises a receive window{window}: bytes in flight are pinned at it, \
          so each round trip moves one window"
+    )
+}
+
+/// A window reopened this many round trips (and ms) after it filled, with
+/// throughput this many times below rwnd/RTT, is paced by its reader.
+pub(crate) const SLOW_READER_RTTS: f64 = 4.0;
+pub(crate) const SLOW_READER_MIN_MS: f64 = 10.0;
+
+pub(crate) fn window_fix(ep: &str, hint: Option<&'static str>, rtt_ms: Option<f64>) -> String {
+    let need = rtt_ms
+        .map(|r| {
+            format!(
+                " To fill 100 Mbit/s over {r:.1} ms the window must reach {}.",
+                human_bytes(100e6 / 8.0 * r / 1e3)
+            )
+        })
+        .unwrap_or_default();
+    if hint == Some("no_window_scaling") {
+        return format!(
+            "{ep} did not offer window scaling in its SYN, so its window cannot exceed 64 KB: enable \
+             net.ipv4.tcp_window_scaling=1 there and check that no middlebox strips the option.{need}"
+        );
+    }
+    format!(
+        "Raise the receive buffer at {ep}. A small SO_RCVBUF fixes the window size (and on Linux turns receive-buffer \
+         autotuning off): in nginx remove `rcvbuf=` from `listen` or raise it (e.g. `listen … rcvbuf=1m;`); in code \
+         drop the setsockopt(SO_RCVBUF) or raise it. Check net.ipv4.tcp_rmem (its max bounds autotuning), \
+         net.core.rmem_max (bounds SO_RCVBUF) and net.ipv4.tcp_window_scaling=1.{need}"
     )
 }

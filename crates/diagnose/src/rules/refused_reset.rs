@@ -23,6 +23,7 @@
 use tcpdoctor_flow::{Connection, Dir, Mark, Segment};
 
 use super::{Blame, Detail, Kind, Occurrence};
+use crate::text::{Said, Words};
 
 /// How a connection ended, for its summary: (`end`, `ended_by`).
 ///
@@ -234,8 +235,8 @@ fn refusal_ladder(conn: &Connection, syn: Mark, rst: Mark) -> Vec<crate::model::
 }
 
 /// The explanation, fix and details of a finding of either kind.
-pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
-    let a = said.a;
+pub(crate) fn words(s: &Said<'_>) -> Words {
+    let a = s.a;
     let ep = &a.culprit.endpoint;
     let conns = a.connections;
     let typical = a.delays.quantile_ms(0.5);

@@ -17,6 +17,8 @@ use tcpdoctor_wire::Timestamp;
 
 use super::{Blame, Detail, Kind, Occurrence};
 use crate::budget::{Claims, Part};
+use crate::text::{ms, Said, Words};
+use serde_json::json;
 
 /// Linux never sets the RTO below 200 ms; a pause shorter than this before a
 /// retransmission is fast recovery or a tail-loss probe.
@@ -284,14 +286,8 @@ fn build(sender: Dir, ep: Episode, ack_frame: Option<u64>, conn: &Connection) ->
 }
 
 /// The words of a `retransmission_timeout` / `packet_loss` finding: why, the fix, its details.
-#[allow(clippy::too_many_lines)]
-pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
-    use crate::rules::Kind;
-    use crate::text::*;
-    use serde_json::json;
-    let Said {
-        a, typical, total, ..
-    } = *said;
+pub(crate) fn words(s: &Said<'_>) -> Words {
+    let (a, typical, total) = (s.a, s.typical, s.total);
     let rtt = a.rtt_ns_min.map(ms);
     let timeout = a.kind == Kind::RetransmissionTimeout;
     let how = if timeout {

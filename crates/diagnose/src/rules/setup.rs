@@ -8,6 +8,8 @@
 use tcpdoctor_flow::{Connection, Dir};
 
 use super::{Blame, Detail, Kind, Occurrence};
+use crate::text::{Said, Words};
+use serde_json::json;
 
 /// A retry earlier than this after the first SYN is a duplicate, not a timeout.
 const MIN_RETRY_NS: i64 = 100_000_000;
@@ -71,12 +73,8 @@ pub fn on_close(conn: &Connection, out: &mut Vec<Occurrence>) {
 }
 
 /// The words of a `syn_retransmit` finding: why, the fix, its details.
-#[allow(clippy::too_many_lines)]
-pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
-    use crate::rules::Detail;
-    use crate::text::*;
-    use serde_json::json;
-    let Said { a, typical, ep, .. } = *said;
+pub(crate) fn words(s: &Said<'_>) -> Words {
+    let (a, typical, ep) = (s.a, s.typical, s.ep);
     let Detail::Setup(Setup { vantage, .. }) = &a.first else {
         return crate::text::no_words();
     };

@@ -25,6 +25,8 @@
 use tcpdoctor_flow::{Connection, Dir, SegKind, Segment};
 
 use super::{Blame, Detail, Kind, Occurrence};
+use crate::text::{human_bytes, ms, Said, Words};
+use serde_json::json;
 
 /// The initial window, in segments (RFC 6928; Linux's default).
 pub const INITIAL_WINDOW_SEGMENTS: u32 = 10;
@@ -313,19 +315,8 @@ impl DirState {
 }
 
 /// The words of a `slow_start_after_idle` finding: why, the fix, its details.
-#[allow(clippy::too_many_lines)]
-pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
-    use crate::rules::Detail;
-    use crate::text::*;
-    use serde_json::json;
-    let Said {
-        a,
-        typical,
-        total,
-        ep,
-        role,
-        ..
-    } = *said;
+pub(crate) fn words(s: &Said<'_>) -> Words {
+    let (a, typical, total, ep, role) = (s.a, s.typical, s.total, s.ep, s.role);
     let Detail::Restart(Restart {
         restart_flight,
         grown_flight,

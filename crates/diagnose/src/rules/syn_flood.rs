@@ -19,7 +19,11 @@
 
 use std::net::{IpAddr, SocketAddr};
 
+use crate::round3;
+use crate::rules::Detail;
+use crate::text::{Said, Words};
 use rustc_hash::FxHashMap;
+use serde_json::json;
 use tcpdoctor_flow::Connection;
 
 /// Half-open connections to one endpoint before it can be called flooded.
@@ -233,19 +237,8 @@ fn hash_ip(ip: IpAddr) -> u64 {
 }
 
 /// The words of a `syn_flood` finding: why, the fix, its details.
-#[allow(clippy::too_many_lines)]
-pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
-    use crate::round3;
-    use crate::rules::Detail;
-    use crate::text::*;
-    use serde_json::json;
-    let Said {
-        a,
-        typical,
-        total,
-        ep,
-        ..
-    } = *said;
+pub(crate) fn words(s: &Said<'_>) -> Words {
+    let (a, typical, total, ep) = (s.a, s.typical, s.total, s.ep);
     let Detail::Flood(Flood {
         attempts,
         half_open,

@@ -11,6 +11,8 @@ use tcpdoctor_flow::{Connection, Dir, Exchange};
 use super::idle::Pause;
 use super::{Blame, Detail, Kind, Occurrence};
 use crate::budget::{index, Part, Split};
+use crate::text::{ms, Said, Words};
+use serde_json::json;
 
 /// Server think time worth a finding: at least this…
 pub const MIN_THINK_NS: i64 = 20_000_000;
@@ -268,17 +270,8 @@ impl LatencyState {
 }
 
 /// The words of a `server_delay` finding: why, the fix, its details.
-#[allow(clippy::too_many_lines)]
-pub(crate) fn server_words(said: &crate::text::Said<'_>) -> crate::text::Words {
-    use crate::text::*;
-    use serde_json::json;
-    let Said {
-        a,
-        typical,
-        total,
-        ep,
-        ..
-    } = *said;
+pub(crate) fn server_words(s: &Said<'_>) -> Words {
+    let (a, typical, total, ep) = (s.a, s.typical, s.total, s.ep);
     let rtt = a.rtt_ns_min.map(ms);
     let rtt_text = rtt.map_or("unknown".to_string(), |r| format!("{r:.2} ms"));
     let (before, inside) = (a.total_ns - a.inside_ns, a.inside_ns);
@@ -335,17 +328,8 @@ pub(crate) fn server_words(said: &crate::text::Said<'_>) -> crate::text::Words {
 }
 
 /// The words of a `client_delay` finding: why, the fix, its details.
-#[allow(clippy::too_many_lines)]
-pub(crate) fn client_words(said: &crate::text::Said<'_>) -> crate::text::Words {
-    use crate::text::*;
-    use serde_json::json;
-    let Said {
-        a,
-        typical,
-        total,
-        ep,
-        ..
-    } = *said;
+pub(crate) fn client_words(s: &Said<'_>) -> Words {
+    let (a, typical, total, ep) = (s.a, s.typical, s.total, s.ep);
     let (before, inside) = (a.total_ns - a.inside_ns, a.inside_ns);
     let place = where_(before, inside, "request");
     let explanation = match place {
@@ -393,13 +377,8 @@ pub(crate) fn client_words(said: &crate::text::Said<'_>) -> crate::text::Words {
 }
 
 /// The words of a `network_latency` finding: why, the fix, its details.
-#[allow(clippy::too_many_lines)]
-pub(crate) fn latency_words(said: &crate::text::Said<'_>) -> crate::text::Words {
-    use crate::text::*;
-    use serde_json::json;
-    let Said {
-        a, total, share, ..
-    } = *said;
+pub(crate) fn latency_words(s: &Said<'_>) -> Words {
+    let (a, total, share) = (s.a, s.total, s.share);
     let rtt = a.rtt_ns_min.map(ms).unwrap_or(0.0);
     // One handshake per one or two exchanges: connection reuse saves a
     // third to a half of the round trips.
@@ -576,4 +555,18 @@ pub(crate) fn latency_cause(c: &super::Cause<'_>) -> String {
         );
     }
     format!("the round trip itself is ~{} of each exchange", c.typ)
+}
+
+/// Where an endpoint's own time was: before its message, inside it, or both
+/// (each at least a tenth).
+pub(crate) fn where_(before: i64, inside: i64, message: &str) -> &'static str {
+    let total = (before + inside).max(1);
+    match (before * 10 >= total, inside * 10 >= total, message) {
+        (true, true, "response") => "before_and_inside_response",
+        (false, true, "response") => "inside_response",
+        (_, _, "response") => "before_response",
+        (true, true, _) => "before_and_inside_request",
+        (false, true, _) => "inside_request",
+        _ => "before_request",
+    }
 }

@@ -29,6 +29,9 @@ use tcpdoctor_wire::Timestamp;
 
 use super::{Blame, Detail, Kind, Occurrence};
 use crate::budget::{index, Claims, Part, Split};
+use crate::round3;
+use crate::text::{ms, Said, Words};
+use serde_json::json;
 
 /// The endpoints' own time in a handshake below this is not reported: a
 /// full handshake costs each side some CPU (an ECDSA P-256 signature tens of
@@ -249,20 +252,8 @@ pub fn occurrence(conn: &Connection, split: &Split, o: &Opened) -> Option<Occurr
 }
 
 /// The words of a `tls_handshake` finding: why, the fix, its details.
-#[allow(clippy::too_many_lines)]
-pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
-    use crate::round3;
-    use crate::text::*;
-    use serde_json::json;
-    let Said {
-        a,
-        typical,
-        total,
-        ep,
-        role,
-        server,
-        ..
-    } = *said;
+pub(crate) fn words(s: &Said<'_>) -> Words {
+    let (a, typical, total, ep, role, server) = (s.a, s.typical, s.total, s.ep, s.role, s.server);
     let n = a.occurrences.max(1);
     let per = |ns: i64| round3(ns as f64 / n as f64 / 1e6);
     let (kx, cl) = (per(a.inside_ns), per(a.transfer_ns));

@@ -6,6 +6,8 @@ use tcpdoctor_flow::{Connection, Dir, Mark, Segment};
 
 use super::{Blame, Detail, Kind, Occurrence};
 use crate::budget::Part;
+use crate::text::{Said, Words};
+use serde_json::json;
 
 #[derive(Debug, Clone, Copy)]
 struct Episode {
@@ -93,19 +95,8 @@ fn occurrence(receiver: Dir, ep: Episode, end: Mark, reopened: bool) -> Occurren
 }
 
 /// The words of a `zero_window` finding: why, the fix, its details.
-#[allow(clippy::too_many_lines)]
-pub(crate) fn words(said: &crate::text::Said<'_>) -> crate::text::Words {
-    use crate::text::*;
-    use serde_json::json;
-    let Said {
-        a,
-        typical,
-        total,
-        ep,
-        role,
-        peer,
-        ..
-    } = *said;
+pub(crate) fn words(s: &Said<'_>) -> Words {
+    let (a, typical, total, ep, role, peer) = (s.a, s.typical, s.total, s.ep, s.role, s.peer);
     let explanation = format!(
         "{ep} ({role}) advertised a zero receive window {occ} time(s): its application stopped reading, the \
          socket's receive buffer filled, and the {peer} had to stop sending and probe (RFC 9293 §3.8.6.1; \
