@@ -71,6 +71,201 @@ struct DirState {
     episode: Option<Episode>,
 }
 
+impl DirState {
+    /// An ACK of this direction's data (RFC 5681 §2: a duplicate ACK
+    /// acknowledges nothing new, carries no data and comes with data in
+    /// flight). An ACK past the retransmitted data ends the episode.
+    #[inline]
+    fn on_ack(
+        &mut self,
+        conn: &Connection,
+        seg: &Segment<'_>,
+        out: &mut Vec<Occurrence>,
+        claims: &mut Claims,
+    ) {
+        let sender = seg.dir.reverse();
+        if seg.acked > 0 {
+            self.dupacks = 0;
+            self.first_dupack = None;
+            if let Some(mut ep) = self.episode {
+                if Seq(seg.ack) >= Seq(ep.end) {
+                    self.episode = None;
+                    // Waiting for this ACK with nothing to send is part of the cost.
+                    ep.sent(seg.ts, claims);
+                    out.push(build(sender, ep, Some(seg.frame), conn));
+                }
+            }
+        } else if seg.len == 0 && seg.ack == self.last_ack && conn.half(sender).in_flight() > 0 {
+            self.dupacks += 1;
+            self.first_dupack.get_or_insert(Mark {
+                ts: seg.ts,
+                frame: seg.frame,
+            });
+        }
+        self.last_ack = seg.ack;
+        // A window too small for a full segment: the sender's pauses and
+        // probes from here on are flow control, not loss.
+        if seg.window < 9000 && seg.window < conn.smss(sender) {
+            self.window_closed = true;
+        }
+    }
+
+    /// A data segment of this direction.
+    #[inline]
+    fn on_data(
+        &mut self,
+        conn: &Connection,
+        seg: &Segment<'_>,
+        out: &mut Vec<Occurrence>,
+        claims: &mut Claims,
+    ) {
+        let end = seg.seq.wrapping_add(seg.len);
+        let silence = self.last_send.map_or(0, |t| seg.ts.since(t));
+        let rtt = conn.path_rtt_ns().unwrap_or(0);
+        // Only the retransmission timer leaves a sender silent this long with
+        // data outstanding and the window open (RFC 6298 §5); duplicate ACKs,
+        // SACK and tail-loss probes act within a round trip or two.
+        let timer_silence = silence >= MIN_RTO_NS && silence >= rtt * 5 / 2 && !self.window_closed;
+        if timer_silence {
+            // Fast recovery that stalled until the timer fired: report the
+            // fast part; what follows is a timeout.
+            if let Some(ep) = self.episode.filter(|e| !e.timeout) {
+                out.push(build(seg.dir, ep, None, conn));
+                self.episode = None;
+            }
+        }
+        match seg.kind {
+            SegKind::Retransmission => self.retransmitted(seg, end, timer_silence, rtt, claims),
+            SegKind::NewData => {
+                if let Some(ep) = self.episode.as_mut() {
+                    ep.sent(seg.ts, claims);
+                }
+                if timer_silence {
+                    self.resumed_after_silence(conn, seg, silence, out, claims);
+                }
+                self.note_hole(seg);
+            }
+            _ => {}
+        }
+        if self.next.is_none_or(|n| Seq(end) > Seq(n)) {
+            self.next = Some(end);
+        }
+        self.last_send = Some(seg.ts);
+        self.last_len = Some(seg.len);
+        self.last_frame = seg.frame;
+        self.peer_spoke = false;
+        self.window_closed = false;
+    }
+
+    /// A retransmission: the next of the episode, or the first of a new one
+    /// (timed from the sender's silence, or from the first duplicate ACK).
+    fn retransmitted(
+        &mut self,
+        seg: &Segment<'_>,
+        end: u32,
+        timer_silence: bool,
+        rtt: i64,
+        claims: &mut Claims,
+    ) {
+        let upstream = self
+            .holes
+            .iter()
+            .any(|&(a, b)| Seq(seg.seq) >= Seq(a) && Seq(seg.seq) < Seq(b));
+        match self.episode.as_mut() {
+            Some(ep) => {
+                ep.sent(seg.ts, claims);
+                ep.retransmissions += 1;
+                if Seq(end) > Seq(ep.end) {
+                    ep.end = end;
+                }
+                ep.upstream |= upstream;
+            }
+            None if self.window_closed => {
+                // A probe or a resend into a window that just reopened: not loss.
+            }
+            None => {
+                let start = if timer_silence {
+                    self.last_send.unwrap_or(seg.ts)
+                } else {
+                    self.first_dupack.map_or(seg.ts, |m| m.ts)
+                };
+                let mut ep = Episode {
+                    timeout: timer_silence,
+                    first: Mark {
+                        ts: seg.ts,
+                        frame: seg.frame,
+                    },
+                    retransmissions: 1,
+                    end,
+                    upstream,
+                    last_tx: start,
+                    stall_ns: 0,
+                    idle_ns: (rtt / 2).max(2_000_000),
+                };
+                ep.sent(seg.ts, claims);
+                self.episode = Some(ep);
+            }
+        }
+    }
+
+    /// A stall in the middle of a transfer, seen downstream of the loss: the
+    /// sender went silent after a full-size segment, the receiver sent
+    /// nothing that would end a message, and the data resumed exactly where
+    /// it stopped, after a retransmission timeout's worth of silence. The
+    /// capture never saw the lost packets.
+    #[cold]
+    fn resumed_after_silence(
+        &mut self,
+        conn: &Connection,
+        seg: &Segment<'_>,
+        silence: i64,
+        out: &mut Vec<Occurrence>,
+        claims: &mut Claims,
+    ) {
+        let Some(prev_len) = self.last_len else {
+            return;
+        };
+        let mss = conn.smss(seg.dir);
+        let mid_transfer = prev_len >= mss && prev_len % mss == 0 && !self.peer_spoke;
+        let resumed_in_place = self.next == Some(seg.seq);
+        if !mid_transfer || !resumed_in_place || self.episode.is_some() {
+            return;
+        }
+        if let Some(prev) = self.last_send {
+            claims.claim(Part::Retransmission, prev, seg.ts);
+        }
+        out.push(Occurrence {
+            kind: Kind::RetransmissionTimeout,
+            culprit: Blame::Network(seg.dir),
+            delay_ns: silence,
+            frames: vec![self.last_frame, seg.frame],
+            notes: vec![(seg.frame, "data resumes after a timeout's silence".into())],
+            ladder_from: Some(self.last_frame),
+            ladder: None,
+            span: None,
+            detail: Detail::Loss(Loss {
+                retransmissions: 0,
+                upstream: true,
+                recovered: true,
+                rtt_ns: conn.path_rtt_ns(),
+            }),
+        });
+    }
+
+    /// Data beyond what was seen before: the capture missed the bytes between.
+    #[inline]
+    fn note_hole(&mut self, seg: &Segment<'_>) {
+        if let Some(next) = self.next {
+            if Seq(seg.seq) > Seq(next) {
+                if self.holes.len() == MAX_HOLES {
+                    self.holes.remove(0);
+                }
+                self.holes.push((next, seg.seq));
+            }
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct LossState {
     dirs: [DirState; 2],
@@ -86,162 +281,16 @@ impl LossState {
     ) {
         let d = seg.dir;
         // As the receiver of the other direction: ACKs, duplicates, recovery.
-        {
-            let st = &mut self.dirs[d.reverse().index()];
-            if seg.flags.ack() && !seg.flags.syn() && !seg.flags.rst() {
-                if seg.acked > 0 {
-                    st.dupacks = 0;
-                    st.first_dupack = None;
-                    if let Some(mut ep) = st.episode {
-                        if Seq(seg.ack) >= Seq(ep.end) {
-                            st.episode = None;
-                            // Waiting for this ACK with nothing to send is part of the cost.
-                            ep.sent(seg.ts, claims);
-                            out.push(build(d.reverse(), ep, Some(seg.frame), conn));
-                        }
-                    }
-                } else if seg.len == 0
-                    && seg.ack == st.last_ack
-                    && conn.half(d.reverse()).in_flight() > 0
-                {
-                    st.dupacks += 1;
-                    st.first_dupack.get_or_insert(Mark {
-                        ts: seg.ts,
-                        frame: seg.frame,
-                    });
-                }
-                st.last_ack = seg.ack;
-                // A window too small for a full segment: the sender's pauses and
-                // probes from here on are flow control, not loss.
-                if seg.window < 9000 && seg.window < conn.smss(d.reverse()) {
-                    st.window_closed = true;
-                }
-            }
+        let peer = &mut self.dirs[d.reverse().index()];
+        if seg.flags.ack() && !seg.flags.syn() && !seg.flags.rst() {
+            peer.on_ack(conn, seg, out, claims);
         }
-        if seg.len > 0 {
-            self.dirs[d.reverse().index()].peer_spoke = true;
-        }
-        // As the sender.
         if seg.len == 0 {
             return;
         }
-        let mark = Mark {
-            ts: seg.ts,
-            frame: seg.frame,
-        };
-        let st = &mut self.dirs[d.index()];
-        let end = seg.seq.wrapping_add(seg.len);
-        let silence = st.last_send.map_or(0, |t| seg.ts.since(t));
-        let rtt = conn.path_rtt_ns().unwrap_or(0);
-        // Only the retransmission timer leaves a sender silent this long with
-        // data outstanding and the window open; duplicate ACKs, SACK and
-        // tail-loss probes act within a round trip or two.
-        let timer_silence = silence >= MIN_RTO_NS && silence >= rtt * 5 / 2 && !st.window_closed;
-        if timer_silence {
-            // Fast recovery that stalled until the timer fired: report the
-            // fast part; what follows is a timeout.
-            if let Some(ep) = st.episode.filter(|e| !e.timeout) {
-                out.push(build(d, ep, None, conn));
-                st.episode = None;
-            }
-        }
-        match seg.kind {
-            SegKind::Retransmission => {
-                let upstream = st
-                    .holes
-                    .iter()
-                    .any(|&(a, b)| Seq(seg.seq) >= Seq(a) && Seq(seg.seq) < Seq(b));
-                match st.episode.as_mut() {
-                    Some(ep) => {
-                        ep.sent(seg.ts, claims);
-                        ep.retransmissions += 1;
-                        if Seq(end) > Seq(ep.end) {
-                            ep.end = end;
-                        }
-                        ep.upstream |= upstream;
-                    }
-                    None if st.window_closed => {
-                        // A probe or a resend into a window that just reopened: not loss.
-                    }
-                    None => {
-                        let start = if timer_silence {
-                            st.last_send.unwrap_or(seg.ts)
-                        } else {
-                            st.first_dupack.map_or(seg.ts, |m| m.ts)
-                        };
-                        let mut ep = Episode {
-                            timeout: timer_silence,
-                            first: mark,
-                            retransmissions: 1,
-                            end,
-                            upstream,
-                            last_tx: start,
-                            stall_ns: 0,
-                            idle_ns: (rtt / 2).max(2_000_000),
-                        };
-                        ep.sent(seg.ts, claims);
-                        st.episode = Some(ep);
-                    }
-                }
-            }
-            SegKind::NewData => {
-                if let Some(ep) = st.episode.as_mut() {
-                    ep.sent(seg.ts, claims);
-                }
-                // A stall in the middle of a transfer, seen downstream of the loss:
-                // the sender went silent after a full-size segment, the receiver
-                // sent nothing that would end a message, and the data resumed
-                // exactly where it stopped, after a retransmission timeout's
-                // worth of silence. The capture never saw the lost packets.
-                if let Some(prev_len) = st.last_len.filter(|_| timer_silence) {
-                    let mss = conn.smss(d);
-                    let mid_transfer = prev_len >= mss && prev_len % mss == 0 && !st.peer_spoke;
-                    let resumed_in_place = st.next == Some(seg.seq);
-                    if timer_silence && mid_transfer && resumed_in_place && st.episode.is_none() {
-                        if let Some(prev) = st.last_send {
-                            claims.claim(Part::Retransmission, prev, seg.ts);
-                        }
-                        out.push(Occurrence {
-                            kind: Kind::RetransmissionTimeout,
-                            culprit: Blame::Network(d),
-                            delay_ns: silence,
-                            frames: vec![st.last_frame, seg.frame],
-                            notes: vec![(
-                                seg.frame,
-                                "data resumes after a timeout's silence".into(),
-                            )],
-                            ladder_from: Some(st.last_frame),
-                            ladder: None,
-                            span: None,
-                            detail: Detail::Loss(Loss {
-                                retransmissions: 0,
-                                upstream: true,
-                                recovered: true,
-                                rtt_ns: conn.path_rtt_ns(),
-                            }),
-                        });
-                    }
-                }
-                // Data beyond what was seen before: the capture missed the bytes between.
-                if let Some(next) = st.next {
-                    if Seq(seg.seq) > Seq(next) {
-                        if st.holes.len() == MAX_HOLES {
-                            st.holes.remove(0);
-                        }
-                        st.holes.push((next, seg.seq));
-                    }
-                }
-            }
-            _ => {}
-        }
-        if st.next.is_none_or(|n| Seq(end) > Seq(n)) {
-            st.next = Some(end);
-        }
-        st.last_send = Some(seg.ts);
-        st.last_len = Some(seg.len);
-        st.last_frame = seg.frame;
-        st.peer_spoke = false;
-        st.window_closed = false;
+        peer.peer_spoke = true;
+        // As the sender.
+        self.dirs[d.index()].on_data(conn, seg, out, claims);
     }
 
     pub fn on_close(&mut self, conn: &Connection, out: &mut Vec<Occurrence>) {
