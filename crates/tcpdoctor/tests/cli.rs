@@ -684,3 +684,23 @@ fn every_json_document_names_schema_version_command_and_input() {
         check(&v);
     }
 }
+
+/// Every kind the rule registry makes is documented where users look: the
+/// README's table and JSON schema, and `analyze --help`.
+#[test]
+fn every_registered_kind_is_documented() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let help = String::from_utf8(run(&["analyze", "--help"]).stdout).unwrap();
+    let schema = readme
+        .split("\"kind\": ")
+        .nth(1)
+        .and_then(|s| s.split("\"culprit\"").next())
+        .unwrap();
+    for kind in tcpdoctor_diagnose::rules::Kind::ALL {
+        let name = kind.name();
+        assert!(readme.contains(&format!("| `{name}` |")), "README table lacks {name}");
+        assert!(schema.contains(&format!("\"{name}\"")), "README JSON schema lacks {name}");
+        assert!(help.contains(name), "analyze --help lacks {name}");
+    }
+    assert!(tcpdoctor_diagnose::rules::Kind::ALL.len() >= 17);
+}
