@@ -254,6 +254,29 @@ fn scans_retrying_clients_and_busy_servers_are_not_floods() {
     dead.sort_by_key(|f| f.0);
     let k = kinds(&dead);
     assert!(!k.contains(&"syn_flood".to_string()), "{k:?}");
+    // A busy server: 2,000 clients connect at 200/s, each handshake
+    // completed (SYN, SYN-ACK, ACK) and closed with a reset.
+    let mut busy = Vec::new();
+    for n in 0..2000u32 {
+        let s = syn(n, n * 13, MSS_WS);
+        let t = i64::from(n) * 5;
+        let mut synack = s.clone();
+        std::mem::swap(&mut synack.src, &mut synack.dst);
+        std::mem::swap(&mut synack.src_port, &mut synack.dst_port);
+        synack.flags = TcpFlags(TcpFlags::SYN | TcpFlags::ACK);
+        synack.seq = n * 17;
+        synack.ack = s.seq.wrapping_add(1);
+        let mut ack = s.clone();
+        ack.flags = TcpFlags(TcpFlags::ACK);
+        ack.seq = s.seq.wrapping_add(1);
+        ack.ack = synack.seq.wrapping_add(1);
+        ack.options_raw = &[];
+        let mut rst = ack.clone();
+        rst.flags = TcpFlags(TcpFlags::RST | TcpFlags::ACK);
+        busy.extend([(t, s), (t, synack), (t + 1, ack), (t + 2, rst)]);
+    }
+    let k = kinds(&busy);
+    assert!(!k.contains(&"syn_flood".to_string()), "{k:?}");
     // The same 500 SYNs sent once each, unanswered: that is a flood.
     let once: Vec<_> = (0..500u32)
         .map(|n| (i64::from(n) * 10, syn(n, n * 7, &[])))

@@ -698,8 +698,14 @@ fn every_registered_kind_is_documented() {
         .unwrap();
     for kind in tcpdoctor_diagnose::rules::Kind::ALL {
         let name = kind.name();
-        assert!(readme.contains(&format!("| `{name}` |")), "README table lacks {name}");
-        assert!(schema.contains(&format!("\"{name}\"")), "README JSON schema lacks {name}");
+        assert!(
+            readme.contains(&format!("| `{name}` |")),
+            "README table lacks {name}"
+        );
+        assert!(
+            schema.contains(&format!("\"{name}\"")),
+            "README JSON schema lacks {name}"
+        );
         assert!(help.contains(name), "analyze --help lacks {name}");
     }
     assert!(tcpdoctor_diagnose::rules::Kind::ALL.len() >= 17);
