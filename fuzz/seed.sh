@@ -1,7 +1,9 @@
 #!/bin/sh
 # Seed the fuzz corpora from the repository's real captures.
 #   capture: whole pcap/pcapng files (< 100 KB) plus examples/nginx-nagle.pcap,
-#            and short heads of each (first records/blocks) that mutate faster.
+#            and short heads of each (first records/blocks) that mutate faster;
+#            small hostile shapes (SYN flood, port scan, one-request connections)
+#            from crates/capture/examples/hostile.rs.
 #   decode:  single frames, prefixed with the link selector byte
 #            (1 = Ethernet, 4 = Linux SLL; see fuzz_targets/decode.rs).
 #   netlink: the recorded rtnetlink dumps of crates/kernel/fixtures, prefixed
@@ -47,6 +49,15 @@ for f in "$root"/fixtures/*.pcap*; do
     fi
 done
 cp "$root/examples/nginx-nagle.pcap" "$cap/"
+
+# capture: small instances of the hostile shapes the benchmark builds (a SYN
+# flood, a port scan, one-request connections), from the same generator.
+if command -v cargo >/dev/null; then
+    for shape in syn-flood:300 port-scan:200 one-request:60; do
+        (cd "$root" && cargo run -q --release -p tcpdoctor-capture --example hostile -- \
+            "${shape%%:*}" "$cap/hostile-${shape%%:*}.pcap" "${shape#*:}") >/dev/null 2>&1
+    done
+fi
 
 python3 - "$root" "$cap" "$dec" "$flt" <<'PY'
 import glob, os, struct, sys
