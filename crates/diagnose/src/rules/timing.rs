@@ -560,6 +560,8 @@ pub(crate) fn latency_cause(c: &super::Cause<'_>) -> String {
 /// Where an endpoint's own time was: before its message, inside it, or both
 /// (each at least a tenth).
 pub(crate) fn where_(before: i64, inside: i64, message: &str) -> &'static str {
+    // Wide: a capture's timestamps may be anything.
+    let (before, inside) = (i128::from(before), i128::from(inside));
     let total = (before + inside).max(1);
     match (before * 10 >= total, inside * 10 >= total, message) {
         (true, true, "response") => "before_and_inside_response",
@@ -568,5 +570,20 @@ pub(crate) fn where_(before: i64, inside: i64, message: &str) -> &'static str {
         (true, true, _) => "before_and_inside_request",
         (false, true, _) => "inside_request",
         _ => "before_request",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::where_;
+
+    #[test]
+    fn where_the_time_was_holds_for_any_timestamps() {
+        // Found by fuzzing: sums of a hostile capture's gaps near i64::MAX.
+        let huge = i64::MAX / 2;
+        assert_eq!(where_(huge, huge, "response"), "before_and_inside_response");
+        assert_eq!(where_(0, huge, "request"), "inside_request");
+        assert_eq!(where_(huge, 1, "response"), "before_response");
+        assert_eq!(where_(0, 0, "request"), "before_request");
     }
 }
