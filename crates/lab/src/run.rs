@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use crate::error::{bail, Context, Error, Result};
 use serde::Serialize;
 use tcpdoctor_capture::write::{PcapNgWriter, PcapWriter};
 use tcpdoctor_diagnose::model::{Analysis, LatencyBin};
@@ -317,7 +317,7 @@ impl Running {
 fn start_server(server_ns: &str, s: &Setup, peer: Peer) -> Result<Running> {
     Ok(match peer {
         _ if s.tls.is_some() && peer != Peer::Nginx => {
-            anyhow::bail!("this case serves HTTPS, which only nginx does here (--peer nginx)")
+            bail!("this case serves HTTPS, which only nginx does here (--peer nginx)")
         }
         Peer::Builtin => {
             Running::Builtin(Server::start(server_ns, server_addr(), s.server.clone())?)
@@ -375,8 +375,8 @@ fn start_capture(
             }
             Err(e) => {
                 let msg = format!("capturing on {iface}: {e}");
-                let _ = ready_tx.send(Err(anyhow::anyhow!(msg.clone())));
-                anyhow::bail!(msg);
+                let _ = ready_tx.send(Err(Error::msg(msg.clone())));
+                return Err(Error::msg(msg));
             }
         };
         let mut batch = Vec::with_capacity(1024);
@@ -458,7 +458,7 @@ impl RunningCapture {
         let (mut analysis, bins, written) = self
             .analyser
             .join()
-            .map_err(|_| anyhow::anyhow!("the analysis thread panicked"))??;
+            .map_err(|_| Error::msg("the analysis thread panicked"))??;
         if drops > 0 {
             analysis.capture.warnings.push(format!(
                 "the kernel dropped {drops} packets during the capture: the analysis has holes"

@@ -1,26 +1,5 @@
-//! `tcpdoctor lab`: reproduces a cause of TCP latency with real Linux TCP in
-//! network namespaces, captures it, diagnoses it, and shows the fix working.
-//!
-//! A run builds three namespaces (client, router, server: [`topo`]), with a
-//! userspace delay line in the router when the case needs a round trip
-//! ([`delay`]); starts the built-in server ([`peers`]) or a real one
-//! ([`ext`]); captures at the chosen vantage point with `tcpdoctor-live`;
-//! runs the workload; feeds the frames to the analysis engine; then, with
-//! `--compare`, does it all again with the case's fix applied. Everything runs
-//! as threads of this process (each thread enters its namespace with setns);
-//! the namespaces are removed at the end, on error, and on Ctrl-C/SIGTERM.
-
-pub mod cases;
-pub mod delay;
-pub mod ext;
-pub mod fixtures;
-pub mod flood;
-pub mod metrics;
-pub mod ns;
-pub mod peers;
-pub mod run;
-mod sys;
-pub mod topo;
+//! `tcpdoctor lab`: its arguments, and the command that runs a case (or
+//! lists them, remakes the fixtures, cleans up) on `tcpdoctor-lab`.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -30,16 +9,17 @@ use anyhow::{bail, Result};
 use serde_json::{json, Value};
 use tcpdoctor_diagnose::model::Finding;
 
-use cases::{Case, Headline, Peer, Setup};
-use run::{Phase, PhaseOptions};
-use topo::{Topology, Vantage};
+use tcpdoctor_lab::cases::{self, Case, Headline, Peer, Setup};
+use tcpdoctor_lab::run::{self, Phase, PhaseOptions};
+use tcpdoctor_lab::topo::{Topology, Vantage};
+use tcpdoctor_lab::{ext, fixtures, ns};
 
 /// Exit status: the case reproduced as expected.
-pub const EXIT_OK: u8 = 0;
+const EXIT_OK: u8 = 0;
 /// Exit status: the expected finding did not come out first (or survived the fix).
-pub const EXIT_MISMATCH: u8 = 1;
-/// Exit status: usage error, not root, or the lab could not be set up.
-pub const EXIT_USAGE: u8 = 2;
+const EXIT_MISMATCH: u8 = 1;
+// A usage error, not being root, or a lab that could not be set up is an
+// error: the binary exits 2 (`EXIT_INPUT`).
 
 #[derive(clap::Args)]
 #[command(after_help = "\
@@ -183,7 +163,7 @@ pub enum Format {
 }
 
 /// Runs a `lab` subcommand; returns the exit status.
-pub fn main(args: LabArgs) -> Result<u8> {
+pub fn run(args: LabArgs) -> Result<u8> {
     let result = command(args);
     // Ctrl-C or SIGTERM: the handler is removing namespaces and processes
     // and exits when done; returning now would cut that short.
@@ -471,7 +451,7 @@ fn diagnose_case(case: &Case, before: &Setup, a: &RunArgs) -> Result<u8> {
         Err(e) => {
             // Whatever was set up before the error goes too.
             ns::cleanup_all();
-            return Err(e);
+            return Err(e.into());
         }
     };
     let findings = outcome
@@ -974,7 +954,7 @@ fn fixtures(a: &FixturesArgs) -> Result<u8> {
                 Ok(p) => p,
                 Err(e) => {
                     ns::cleanup_all();
-                    return Err(e);
+                    return Err(e.into());
                 }
             };
             let first = phase.analysis.findings.first();
