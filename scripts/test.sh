@@ -48,6 +48,8 @@ cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
+echo "== no function longer than 120 lines in the engine crates"
+python3 scripts/long-functions.py
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"

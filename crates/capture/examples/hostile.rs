@@ -16,7 +16,7 @@
 //! nanosecond timestamps.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::net::Ipv4Addr;
@@ -298,147 +298,165 @@ fn port_scan(out: &mut Out, count: u64) -> std::io::Result<()> {
     out.flush_held()
 }
 
-/// One connection's packets, in order: (offset from its start, which packet).
-const ONE_REQUEST: [(i64, u8); 8] = [
-    (0, 0),         // SYN
-    (250_000, 1),   // SYN-ACK (capture point halfway: 0.25 ms each way)
-    (500_000, 2),   // ACK
-    (510_000, 3),   // GET
-    (960_000, 4),   // response (0.2 ms server time), ACKs the GET
-    (1_220_000, 5), // client FIN, ACKs the response
-    (1_470_000, 6), // server FIN
-    (1_720_000, 7), // client ACK
+const REQ: u32 = GET.len() as u32;
+const RESP: u32 = RESPONSE.len() as u32;
+const SYN_OPTS: &[u8] = &[2, 4, 0x05, 0xB4, 4, 2, 1, 1, 1, 3, 3, 7];
+const SYNACK_OPTS: &[u8] = &[2, 4, 0x05, 0xB4, 1, 1, 4, 2, 1, 3, 3, 7];
+const CLIENT: bool = true;
+const SERVER_SENDS: bool = false;
+
+/// One packet of a one-request connection: offset from the connection's start, whether the
+/// client sends it, sequence number relative to the sender's ISN, acknowledgment number
+/// relative to the receiver's ISN (`None`: zero), flags, window, options, payload.
+type Step = (
+    i64,
+    bool,
+    u32,
+    Option<u32>,
+    u16,
+    u16,
+    &'static [u8],
+    &'static [u8],
+);
+
+/// One connection's packets, in order.
+const ONE_REQUEST: [Step; 8] = [
+    (0, CLIENT, 0, None, SYN, 64_240, SYN_OPTS, &[]),
+    // The capture point is halfway: 0.25 ms each way.
+    (
+        250_000,
+        SERVER_SENDS,
+        0,
+        Some(1),
+        SYN | ACK,
+        65_160,
+        SYNACK_OPTS,
+        &[],
+    ),
+    (500_000, CLIENT, 1, Some(1), ACK, 502, &[], &[]),
+    (510_000, CLIENT, 1, Some(1), PSH | ACK, 502, &[], GET),
+    // The response (0.2 ms server time) ACKs the GET.
+    (
+        960_000,
+        SERVER_SENDS,
+        1,
+        Some(1 + REQ),
+        PSH | ACK,
+        509,
+        &[],
+        RESPONSE,
+    ),
+    // The client's FIN ACKs the response.
+    (
+        1_220_000,
+        CLIENT,
+        1 + REQ,
+        Some(1 + RESP),
+        FIN | ACK,
+        502,
+        &[],
+        &[],
+    ),
+    (
+        1_470_000,
+        SERVER_SENDS,
+        1 + RESP,
+        Some(2 + REQ),
+        FIN | ACK,
+        509,
+        &[],
+        &[],
+    ),
+    (
+        1_720_000,
+        CLIENT,
+        2 + REQ,
+        Some(2 + RESP),
+        ACK,
+        502,
+        &[],
+        &[],
+    ),
 ];
 
+/// A connection in flight: which one, the client's address and port, and both ISNs.
+#[derive(Clone, Copy)]
+struct OneConn {
+    id: u64,
+    client: (Ipv4Addr, u16),
+    client_isn: u32,
+    server_isn: u32,
+}
+
+impl OneConn {
+    /// Connection `i`: one of 1,000 clients, a port that moves on every 1,000 connections.
+    fn new(i: u64, rng: &mut Rng) -> OneConn {
+        let addr = Ipv4Addr::new(198, 18, (i % 1000 / 250) as u8, (i % 250) as u8 + 1);
+        let port = 10_000 + (i / 1000 % 50_000) as u16;
+        OneConn {
+            id: i,
+            client: (addr, port),
+            client_isn: rng.next() as u32,
+            server_isn: rng.next() as u32,
+        }
+    }
+
+    /// When connection `i` starts, before its jitter: one every 100 µs.
+    fn start(i: u64) -> i64 {
+        i as i64 * 100_000
+    }
+
+    fn segment(&self, step: &Step) -> Seg<'static> {
+        let &(_, from_client, seq, ack, flags, window, options, payload) = step;
+        let server = (SERVER, 80);
+        let (src, dst, own_isn, peer_isn) = if from_client {
+            (self.client, server, self.client_isn, self.server_isn)
+        } else {
+            (server, self.client, self.server_isn, self.client_isn)
+        };
+        Seg {
+            src,
+            dst,
+            seq: own_isn.wrapping_add(seq),
+            ack: ack.map_or(0, |a| peer_isn.wrapping_add(a)),
+            flags,
+            window,
+            ttl: 64,
+            options,
+            payload,
+        }
+    }
+}
+
+/// Many short connections interleaved: each packet of each connection is scheduled in one
+/// queue by time, the next one after it (with up to 5 µs jitter) when it is written.
 fn one_request(out: &mut Out, count: u64) -> std::io::Result<()> {
     let mut rng = Rng(0x5EED_0003);
-    let syn_opts: &[u8] = &[2, 4, 0x05, 0xB4, 4, 2, 1, 1, 1, 3, 3, 7];
-    let synack_opts: &[u8] = &[2, 4, 0x05, 0xB4, 1, 1, 4, 2, 1, 3, 3, 7];
-    // Per connection: client (address, port), client ISN, server ISN.
-    let conn = |i: u64, rng: &mut Rng| {
-        let client = Ipv4Addr::new(198, 18, (i % 1000 / 250) as u8, (i % 250) as u8 + 1);
-        let port = 10_000 + (i / 1000 % 50_000) as u16;
-        (client, port, rng.next() as u32, rng.next() as u32)
-    };
+    // (time, connection, step), earliest first.
     let mut pending: BinaryHeap<Reverse<(i64, u64, u8)>> = BinaryHeap::new();
-    let start = |i: u64| i as i64 * 100_000;
     if count > 0 {
-        pending.push(Reverse((start(0), 0, 0)));
+        pending.push(Reverse((OneConn::start(0), 0, 0)));
     }
-    // Connections in flight: (id, client, port, client ISN, server ISN), oldest first.
-    let mut live: std::collections::VecDeque<(u64, Ipv4Addr, u16, u32, u32)> = Default::default();
+    // Connections in flight, oldest first.
+    let mut live: VecDeque<OneConn> = VecDeque::new();
     while let Some(Reverse((t, id, step))) = pending.pop() {
         if step == 0 {
-            let (c, p, ci, si) = conn(id, &mut rng);
-            live.push_back((id, c, p, ci, si));
+            live.push_back(OneConn::new(id, &mut rng));
             if id + 1 < count {
-                let next = start(id + 1) + rng.below(50_000) as i64;
+                let next = OneConn::start(id + 1) + rng.below(50_000) as i64;
                 pending.push(Reverse((next, id + 1, 0)));
             }
         }
-        let Some(&(_, c, p, ci, si)) = live.iter().find(|l| l.0 == id) else {
+        let Some(&conn) = live.iter().find(|l| l.id == id) else {
             continue;
         };
-        let client = (c, p);
-        let server = (SERVER, 80);
-        let (req, resp) = (GET.len() as u32, RESPONSE.len() as u32);
-        let seg = match step {
-            0 => Seg {
-                src: client,
-                dst: server,
-                seq: ci,
-                ack: 0,
-                flags: SYN,
-                window: 64_240,
-                ttl: 64,
-                options: syn_opts,
-                payload: &[],
-            },
-            1 => Seg {
-                src: server,
-                dst: client,
-                seq: si,
-                ack: ci.wrapping_add(1),
-                flags: SYN | ACK,
-                window: 65_160,
-                ttl: 64,
-                options: synack_opts,
-                payload: &[],
-            },
-            2 => Seg {
-                src: client,
-                dst: server,
-                seq: ci.wrapping_add(1),
-                ack: si.wrapping_add(1),
-                flags: ACK,
-                window: 502,
-                ttl: 64,
-                options: &[],
-                payload: &[],
-            },
-            3 => Seg {
-                src: client,
-                dst: server,
-                seq: ci.wrapping_add(1),
-                ack: si.wrapping_add(1),
-                flags: PSH | ACK,
-                window: 502,
-                ttl: 64,
-                options: &[],
-                payload: GET,
-            },
-            4 => Seg {
-                src: server,
-                dst: client,
-                seq: si.wrapping_add(1),
-                ack: ci.wrapping_add(1 + req),
-                flags: PSH | ACK,
-                window: 509,
-                ttl: 64,
-                options: &[],
-                payload: RESPONSE,
-            },
-            5 => Seg {
-                src: client,
-                dst: server,
-                seq: ci.wrapping_add(1 + req),
-                ack: si.wrapping_add(1 + resp),
-                flags: FIN | ACK,
-                window: 502,
-                ttl: 64,
-                options: &[],
-                payload: &[],
-            },
-            6 => Seg {
-                src: server,
-                dst: client,
-                seq: si.wrapping_add(1 + resp),
-                ack: ci.wrapping_add(2 + req),
-                flags: FIN | ACK,
-                window: 509,
-                ttl: 64,
-                options: &[],
-                payload: &[],
-            },
-            _ => Seg {
-                src: client,
-                dst: server,
-                seq: ci.wrapping_add(2 + req),
-                ack: si.wrapping_add(2 + resp),
-                flags: ACK,
-                window: 502,
-                ttl: 64,
-                options: &[],
-                payload: &[],
-            },
-        };
-        out.write(t, &seg)?;
-        let now = ONE_REQUEST[usize::from(step)].0;
-        if let Some(&(dt, next)) = ONE_REQUEST.get(usize::from(step) + 1) {
+        let this = &ONE_REQUEST[usize::from(step)];
+        out.write(t, &conn.segment(this))?;
+        if let Some(next) = ONE_REQUEST.get(usize::from(step) + 1) {
             let jitter = rng.below(5_000) as i64;
-            pending.push(Reverse((t + (dt - now) + jitter, id, next)));
+            pending.push(Reverse((t + (next.0 - this.0) + jitter, id, step + 1)));
         } else {
-            live.retain(|l| l.0 != id);
+            live.retain(|l| l.id != id);
         }
     }
     Ok(())

@@ -136,6 +136,38 @@ enum State {
     },
 }
 
+// pcapng block types (pcapng draft §11.1).
+const SECTION_HEADER: u32 = 0x0A0D_0D0A;
+/// The section header's type reads the same in either byte order.
+const SECTION_HEADER_RAW: [u8; 4] = [0x0A, 0x0D, 0x0D, 0x0A];
+const INTERFACE_DESCRIPTION: u32 = 1;
+const OBSOLETE_PACKET: u32 = 2;
+const SIMPLE_PACKET: u32 = 3;
+const ENHANCED_PACKET: u32 = 6;
+
+/// A pcapng block whose whole length is in the buffer.
+#[derive(Debug, Clone, Copy)]
+struct Block {
+    btype: u32,
+    /// The whole block, header and trailing length included.
+    len: usize,
+    big_endian: bool,
+    /// Input offset of the block.
+    offset: u64,
+    /// Where the body (after type and length) starts in the buffer, and its length.
+    body_at: usize,
+    body_len: usize,
+}
+
+/// A packet found in a block: where its bytes lie in the buffer.
+struct Found {
+    ts: Timestamp,
+    link: LinkType,
+    at: usize,
+    cap: usize,
+    orig_len: u32,
+}
+
 /// Reads packets one at a time from a pcap or pcapng stream.
 pub struct CaptureReader<R> {
     src: R,
@@ -311,136 +343,177 @@ impl<R: Read> CaptureReader<R> {
         }))
     }
 
+    /// One pcapng block a step: a section header resets the byte order and the
+    /// interfaces, an interface description adds one, a packet block is handed
+    /// out, anything else is skipped (pcapng draft §3, §4).
     fn next_pcapng(&mut self) -> Result<Option<Packet<'_>>, CaptureError> {
         loop {
-            let have = self.fill(12)?;
-            if have == 0 {
+            let Some(block) = self.pcapng_block()? else {
                 return Ok(None);
+            };
+            let found = match block.btype {
+                SECTION_HEADER => {
+                    self.start_section(block);
+                    None
+                }
+                INTERFACE_DESCRIPTION => {
+                    self.add_interface(block)?;
+                    None
+                }
+                ENHANCED_PACKET | OBSOLETE_PACKET => Some(self.packet_block(block)?),
+                SIMPLE_PACKET => Some(self.simple_packet_block(block)?),
+                _ => {
+                    self.consume(block.len);
+                    None
+                }
+            };
+            if let Some(p) = found {
+                self.consume(block.len);
+                return Ok(Some(Packet {
+                    ts: p.ts,
+                    link: p.link,
+                    data: &self.buf[p.at..p.at + p.cap],
+                    orig_len: p.orig_len,
+                    offset: block.offset,
+                }));
             }
-            if have < 12 {
-                return Err(self.err(
-                    ErrorKind::Truncated,
-                    format!("capture ends inside a block header ({have} of 12 bytes)"),
-                ));
-            }
-            let head = &self.buf[self.start..self.start + 12];
-            let raw_type = [head[0], head[1], head[2], head[3]];
-            if raw_type == [0x0A, 0x0D, 0x0D, 0x0A] {
-                // Section header: the byte-order magic decides the endianness of the section.
-                let big_endian = match [head[8], head[9], head[10], head[11]] {
-                    [0x1A, 0x2B, 0x3C, 0x4D] => true,
-                    [0x4D, 0x3C, 0x2B, 0x1A] => false,
-                    _ => {
-                        return Err(self.err(
-                            ErrorKind::Corrupt,
-                            "pcapng section header has an invalid byte-order magic".into(),
-                        ))
-                    }
-                };
-                let len = read_u32(head, 4, big_endian) as usize;
-                self.check_block_len(len, 28)?;
-                self.need(len, "section header block")?;
-                self.state = State::PcapNg {
-                    big_endian,
-                    interfaces: Vec::new(),
-                };
-                self.consume(len);
-                continue;
-            }
+        }
+    }
+
+    /// The next block's type and length, with the whole block in the buffer;
+    /// `Ok(None)` at a clean end of input. A section header's own byte-order
+    /// magic decides how its length is read; every other block is read in the
+    /// byte order of its section.
+    fn pcapng_block(&mut self) -> Result<Option<Block>, CaptureError> {
+        let have = self.fill(12)?;
+        if have == 0 {
+            return Ok(None);
+        }
+        if have < 12 {
+            return Err(self.err(
+                ErrorKind::Truncated,
+                format!("capture ends inside a block header ({have} of 12 bytes)"),
+            ));
+        }
+        let head = &self.buf[self.start..self.start + 12];
+        let (big_endian, min, what) = if head[0..4] == SECTION_HEADER_RAW {
+            let big_endian = match [head[8], head[9], head[10], head[11]] {
+                [0x1A, 0x2B, 0x3C, 0x4D] => true,
+                [0x4D, 0x3C, 0x2B, 0x1A] => false,
+                _ => {
+                    return Err(self.err(
+                        ErrorKind::Corrupt,
+                        "pcapng section header has an invalid byte-order magic".into(),
+                    ))
+                }
+            };
+            (big_endian, 28, "section header block")
+        } else {
             let State::PcapNg { big_endian, .. } = self.state else {
                 return Ok(None);
             };
-            let btype = read_u32(head, 0, big_endian);
-            let len = read_u32(head, 4, big_endian) as usize;
-            self.check_block_len(len, 12)?;
-            self.need(len, "block")?;
-            let offset = self.offset;
-            let body_at = self.start + 8;
-            let body_len = len - 12;
-            match btype {
-                1 => {
-                    let iface = self.parse_idb(body_at, body_len, big_endian)?;
-                    if let State::PcapNg { interfaces, .. } = &mut self.state {
-                        interfaces.push(iface);
-                    }
-                    self.consume(len);
-                }
-                6 | 2 => {
-                    let b = &self.buf[body_at..body_at + body_len];
-                    if body_len < 20 {
-                        return Err(self.err(ErrorKind::Corrupt, "packet block too short".into()));
-                    }
-                    let (iface_id, hi, lo, cap, orig) = if btype == 6 {
-                        (
-                            read_u32(b, 0, big_endian) as usize,
-                            read_u32(b, 4, big_endian),
-                            read_u32(b, 8, big_endian),
-                            read_u32(b, 12, big_endian) as usize,
-                            read_u32(b, 16, big_endian),
-                        )
-                    } else {
-                        (
-                            usize::from(read_u16(b, 0, big_endian)),
-                            read_u32(b, 4, big_endian),
-                            read_u32(b, 8, big_endian),
-                            read_u32(b, 12, big_endian) as usize,
-                            read_u32(b, 16, big_endian),
-                        )
-                    };
-                    if cap > body_len - 20 {
-                        return Err(self.err(
-                            ErrorKind::Corrupt,
-                            format!(
-                                "packet block claims {cap} captured bytes but holds {}",
-                                body_len - 20
-                            ),
-                        ));
-                    }
-                    let iface = self.interface(iface_id)?;
-                    let units = (u64::from(hi) << 32) | u64::from(lo);
-                    let ts = Timestamp::from_nanos(
-                        iface
-                            .resolution
-                            .to_nanos(units)
-                            .saturating_add(iface.offset_s.saturating_mul(1_000_000_000)),
-                    );
-                    self.consume(len);
-                    let s = body_at + 20;
-                    return Ok(Some(Packet {
-                        ts,
-                        link: iface.link,
-                        data: &self.buf[s..s + cap],
-                        orig_len: orig,
-                        offset,
-                    }));
-                }
-                3 => {
-                    // Simple packet block: no timestamp, interface 0; the captured
-                    // length is the smaller of the original length and the snaplen.
-                    if body_len < 4 {
-                        return Err(
-                            self.err(ErrorKind::Corrupt, "simple packet block too short".into())
-                        );
-                    }
-                    let orig = read_u32(&self.buf[body_at..], 0, big_endian);
-                    let iface = self.interface(0)?;
-                    let mut cap = (orig as usize).min(body_len - 4);
-                    if iface.snaplen != 0 {
-                        cap = cap.min(iface.snaplen as usize);
-                    }
-                    self.consume(len);
-                    let s = body_at + 4;
-                    return Ok(Some(Packet {
-                        ts: Timestamp::from_nanos(0),
-                        link: iface.link,
-                        data: &self.buf[s..s + cap],
-                        orig_len: orig,
-                        offset,
-                    }));
-                }
-                _ => self.consume(len),
-            }
+            (big_endian, 12, "block")
+        };
+        let btype = read_u32(head, 0, big_endian);
+        let len = read_u32(head, 4, big_endian) as usize;
+        self.check_block_len(len, min)?;
+        self.need(len, what)?;
+        Ok(Some(Block {
+            btype,
+            len,
+            big_endian,
+            offset: self.offset,
+            body_at: self.start + 8,
+            body_len: len - 12,
+        }))
+    }
+
+    /// A section header block: a new byte order, and no interfaces yet.
+    fn start_section(&mut self, block: Block) {
+        self.state = State::PcapNg {
+            big_endian: block.big_endian,
+            interfaces: Vec::new(),
+        };
+        self.consume(block.len);
+    }
+
+    /// An interface description block: packets name it by its position.
+    fn add_interface(&mut self, block: Block) -> Result<(), CaptureError> {
+        let iface = self.parse_idb(block.body_at, block.body_len, block.big_endian)?;
+        if let State::PcapNg { interfaces, .. } = &mut self.state {
+            interfaces.push(iface);
         }
+        self.consume(block.len);
+        Ok(())
+    }
+
+    /// An enhanced packet block, or the obsolete packet block (a 16-bit
+    /// interface id and a drop count where the enhanced one has a 32-bit id).
+    fn packet_block(&self, block: Block) -> Result<Found, CaptureError> {
+        let Block {
+            btype,
+            big_endian: be,
+            body_at,
+            body_len,
+            ..
+        } = block;
+        if body_len < 20 {
+            return Err(self.err(ErrorKind::Corrupt, "packet block too short".into()));
+        }
+        let b = &self.buf[body_at..body_at + body_len];
+        let iface_id = if btype == ENHANCED_PACKET {
+            read_u32(b, 0, be) as usize
+        } else {
+            usize::from(read_u16(b, 0, be))
+        };
+        let (hi, lo) = (read_u32(b, 4, be), read_u32(b, 8, be));
+        let cap = read_u32(b, 12, be) as usize;
+        let orig_len = read_u32(b, 16, be);
+        if cap > body_len - 20 {
+            return Err(self.err(
+                ErrorKind::Corrupt,
+                format!(
+                    "packet block claims {cap} captured bytes but holds {}",
+                    body_len - 20
+                ),
+            ));
+        }
+        let iface = self.interface(iface_id)?;
+        let units = (u64::from(hi) << 32) | u64::from(lo);
+        let ts = Timestamp::from_nanos(
+            iface
+                .resolution
+                .to_nanos(units)
+                .saturating_add(iface.offset_s.saturating_mul(1_000_000_000)),
+        );
+        Ok(Found {
+            ts,
+            link: iface.link,
+            at: body_at + 20,
+            cap,
+            orig_len,
+        })
+    }
+
+    /// A simple packet block: no timestamp, interface 0; the captured length
+    /// is the smaller of the original length and the snaplen.
+    fn simple_packet_block(&self, block: Block) -> Result<Found, CaptureError> {
+        if block.body_len < 4 {
+            return Err(self.err(ErrorKind::Corrupt, "simple packet block too short".into()));
+        }
+        let orig_len = read_u32(&self.buf[block.body_at..], 0, block.big_endian);
+        let iface = self.interface(0)?;
+        let mut cap = (orig_len as usize).min(block.body_len - 4);
+        if iface.snaplen != 0 {
+            cap = cap.min(iface.snaplen as usize);
+        }
+        Ok(Found {
+            ts: Timestamp::from_nanos(0),
+            link: iface.link,
+            at: block.body_at + 4,
+            cap,
+            orig_len,
+        })
     }
 
     fn interface(&self, id: usize) -> Result<Interface, CaptureError> {

@@ -398,14 +398,21 @@ impl Asm {
     }
 }
 
-fn ipv4(a: &mut Asm, l3: u32, done: Label) {
-    a.ld_imm(4);
+/// What both IP versions record first: the version (`M_FAMILY`) and where
+/// the header starts (`M_L3`); then, when the fixed header (`fixed` bytes)
+/// was captured, the version again in `M_HEADER`. A shorter packet ends here.
+fn ip_start(a: &mut Asm, version: u32, l3: u32, fixed: usize, done: Label) {
+    a.ld_imm(version);
     a.st(M_FAMILY);
     a.ld_imm(l3);
     a.st(M_L3);
-    a.len_at_least(l3 as usize + 20, done);
-    a.ld_imm(4);
+    a.len_at_least(l3 as usize + fixed, done);
+    a.ld_imm(version);
     a.st(M_HEADER);
+}
+
+fn ipv4(a: &mut Asm, l3: u32, done: Label) {
+    ip_start(a, 4, l3, 20, done);
     a.op(Insn::new(bpf::LD | bpf::B | bpf::ABS, l3 + 9));
     a.st(M_PROTO);
     // Ports only in the first fragment.
@@ -430,13 +437,7 @@ fn ipv4(a: &mut Asm, l3: u32, done: Label) {
 }
 
 fn ipv6(a: &mut Asm, l3: u32, done: Label) {
-    a.ld_imm(6);
-    a.st(M_FAMILY);
-    a.ld_imm(l3);
-    a.st(M_L3);
-    a.len_at_least(l3 as usize + 40, done);
-    a.ld_imm(6);
-    a.st(M_HEADER);
+    ip_start(a, 6, l3, 40, done);
     a.op(Insn::new(bpf::LD | bpf::B | bpf::ABS, l3 + 6));
     let fragment = a.label();
     let next = a_next(a);

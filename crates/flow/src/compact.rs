@@ -20,7 +20,7 @@ use std::hash::Hasher;
 
 use rustc_hash::FxHasher;
 
-use crate::conn::{Connection, Handshake, Mark, RoleSource};
+use crate::conn::{Connection, Half, Handshake, Mark, RoleSource};
 use crate::ConnBox;
 use crate::{Dir, SegKind, Segment, Seq};
 
@@ -345,21 +345,7 @@ impl Core {
     fn fill(&self, conn: &mut Connection) {
         let c = &self.c;
         let shifts = c.shifts();
-        let client = &mut conn.client;
-        client.base = Seq(c.isn[0]);
-        client.base_known = true;
-        client.syn_seen = true;
-        client.mss = c.mss[0];
-        client.window_scale_option = c.window_scale[0];
-        client.window_shift = shifts[0];
-        client.sack_permitted = c.sack_permitted[0];
-        client.timestamps = c.timestamps[0];
-        client.snd_max = Seq(c.isn[0]).plus(1);
-        client.snd_init = true;
-        client.window = u32::from(c.window[0]);
-        client.packets = 1;
-        client.ttl = c.ttl[0];
-        client.remember(client.snd_max, c.syn.ts, false);
+        c.fill_syn(&mut conn.client, 0, shifts[0], c.syn);
         let mut handshake = Handshake {
             syn: Some(c.syn),
             first_syn: Some(c.syn),
@@ -383,21 +369,7 @@ impl Core {
         } else if c.step >= 2 {
             conn.client.una = Seq(c.isn[0]).plus(1);
             conn.client.una_init = true;
-            let server = &mut conn.server;
-            server.base = Seq(c.isn[1]);
-            server.base_known = true;
-            server.syn_seen = true;
-            server.mss = c.mss[1];
-            server.window_scale_option = c.window_scale[1];
-            server.window_shift = shifts[1];
-            server.sack_permitted = c.sack_permitted[1];
-            server.timestamps = c.timestamps[1];
-            server.snd_max = Seq(c.isn[1]).plus(1);
-            server.snd_init = true;
-            server.window = u32::from(c.window[1]);
-            server.packets = 1;
-            server.ttl = c.ttl[1];
-            server.remember(server.snd_max, c.answer.ts, false);
+            c.fill_syn(&mut conn.server, 1, shifts[1], c.answer);
             handshake.synack = Some(c.answer);
             handshake.last_synack = Some(c.answer);
             handshake.synack_count = 1;
@@ -461,6 +433,25 @@ impl Compact {
     /// Window shifts (client, server) once the SYN-ACK is seen (RFC 7323
     /// §2.2: a SYN-ACK carries window scale only if the SYN did, so it alone
     /// tells whether scaling is on).
+    /// Sets on `half` what its SYN (side 0, the client) or SYN-ACK (side 1)
+    /// told: ISN, options, window, TTL, and the SYN as its one segment sent.
+    fn fill_syn(&self, half: &mut Half, side: usize, shift: Option<u8>, syn: Mark) {
+        half.base = Seq(self.isn[side]);
+        half.base_known = true;
+        half.syn_seen = true;
+        half.mss = self.mss[side];
+        half.window_scale_option = self.window_scale[side];
+        half.window_shift = shift;
+        half.sack_permitted = self.sack_permitted[side];
+        half.timestamps = self.timestamps[side];
+        half.snd_max = Seq(self.isn[side]).plus(1);
+        half.snd_init = true;
+        half.window = u32::from(self.window[side]);
+        half.packets = 1;
+        half.ttl = self.ttl[side];
+        half.remember(half.snd_max, syn.ts, false);
+    }
+
     fn shifts(&self) -> [Option<u8>; 2] {
         if self.step < 2 || self.reset {
             return [None, None];

@@ -993,44 +993,30 @@ mod steps {
         assert_eq!(h.duplicates, 1);
     }
 
+    /// A client SYN with `syn_options`, then the server's SYN-ACK with
+    /// `synack_options`, through the handshake step: (client, server, handshake).
+    fn handshake(
+        syn_options: &'static [u8],
+        synack_options: &'static [u8],
+    ) -> (Half, Half, Handshake) {
+        let (mut c, mut s, mut hs) = (half(), half(), Handshake::default());
+        let syn = seg(100, 0, SYN, 0, syn_options);
+        handshake_options(&mut c, &mut s, &mut hs, &syn, Mark::default());
+        let synack = seg(500, 101, SYN | ACK, 0, synack_options);
+        handshake_options(&mut s, &mut c, &mut hs, &synack, Mark::default());
+        (c, s, hs)
+    }
+
     #[test]
     fn scaling_needs_both_syns_and_never_scales_a_syn() {
         // SYN with wscale 7 (MSS 1460), SYN-ACK without: no scaling either way.
-        let (mut c, mut s, mut hs) = (half(), half(), Handshake::default());
         let opts: &'static [u8] = &[2, 4, 5, 0xB4, 1, 3, 3, 7];
-        handshake_options(
-            &mut c,
-            &mut s,
-            &mut hs,
-            &seg(100, 0, SYN, 0, opts),
-            Mark::default(),
-        );
-        handshake_options(
-            &mut s,
-            &mut c,
-            &mut hs,
-            &seg(500, 101, SYN | ACK, 0, &[2, 4, 5, 0xB4]),
-            Mark::default(),
-        );
+        let (c, s, hs) = handshake(opts, &[2, 4, 5, 0xB4]);
         assert_eq!((c.window_shift, s.window_shift), (Some(0), Some(0)));
         assert_eq!((hs.syn_count, hs.synack_count), (1, 1));
         assert_eq!(c.mss, Some(1460));
         // Both offer it: each side's own shift; windows on SYNs unscaled.
-        let (mut c, mut s, mut hs) = (half(), half(), Handshake::default());
-        handshake_options(
-            &mut c,
-            &mut s,
-            &mut hs,
-            &seg(100, 0, SYN, 0, opts),
-            Mark::default(),
-        );
-        handshake_options(
-            &mut s,
-            &mut c,
-            &mut hs,
-            &seg(500, 101, SYN | ACK, 0, &[1, 3, 3, 2]),
-            Mark::default(),
-        );
+        let (mut c, s, _) = handshake(opts, &[1, 3, 3, 2]);
         assert_eq!((c.window_shift, s.window_shift), (Some(7), Some(2)));
         assert_eq!(c.advertise(&seg(100, 0, SYN, 0, opts)), 1000);
         assert_eq!(c.advertise(&seg(101, 501, ACK, 0, &[])), 128_000);

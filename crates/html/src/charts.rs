@@ -224,13 +224,7 @@ pub fn histogram(bins: &[LatencyBin], findings: &[Finding], out: &mut String) {
         let k = d0 + i as i64;
         if k % PER_DECADE as i64 == 0 {
             let v = 10f64.powf(k as f64 / PER_DECADE);
-            let _ = write!(
-                out,
-                r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" class="tick">{}</text>"#,
-                x_of(i),
-                h - bottom + 16.0,
-                esc(&fmt_ms(v))
-            );
+            tick_label(out, x_of(i), h - bottom + 16.0, "middle", &fmt_ms(v));
         }
     }
     let _ = write!(
@@ -355,6 +349,15 @@ fn human(b: f64) -> String {
     }
 }
 
+/// An axis's value label at (`x`, `y`), anchored `middle` or `end`.
+fn tick_label(out: &mut String, x: f64, y: f64, anchor: &str, text: &str) {
+    let _ = write!(
+        out,
+        r#"<text x="{x:.1}" y="{y:.1}" text-anchor="{anchor}" class="tick">{}</text>"#,
+        esc(text)
+    );
+}
+
 fn axes(out: &mut String, w: f64, h: f64, m: [f64; 4], tmax: f64, ymax: f64, ylabel: &str) {
     let [l, r, t, b] = m;
     let _ = write!(
@@ -365,22 +368,11 @@ fn axes(out: &mut String, w: f64, h: f64, m: [f64; 4], tmax: f64, ymax: f64, yla
     );
     for v in ticks(tmax) {
         let x = l + v / tmax.max(1e-9) * (w - l - r);
-        let _ = write!(
-            out,
-            r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle" class="tick">{}</text>"#,
-            h - b + 14.0,
-            esc(&fmt_ms(v))
-        );
+        tick_label(out, x, h - b + 14.0, "middle", &fmt_ms(v));
     }
     for v in ticks(ymax) {
         let y = h - b - v / ymax.max(1e-9) * (h - t - b);
-        let _ = write!(
-            out,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="end" class="tick">{}</text>"#,
-            l - 4.0,
-            y + 4.0,
-            esc(&human(v))
-        );
+        tick_label(out, l - 4.0, y + 4.0, "end", &human(v));
     }
     let _ = write!(
         out,

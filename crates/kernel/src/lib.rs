@@ -15,8 +15,8 @@
 //! - queueing disciplines over rtnetlink ([`qdisc`]): a shaping qdisc (tbf)
 //!   holds packets back by design; a FIFO without AQM lets queues grow.
 //!
-//! Nothing here needs privileges. Everything but [`read()`] (and the private
-//! `sys` module it uses) is free of I/O, so each rule is unit-tested on values
+//! Nothing here needs privileges. Everything but [`read()`] (and the netlink
+//! socket calls of `tcpdoctor-netlink` it uses) is free of I/O, so each rule is unit-tested on values
 //! and each parser on bytes recorded from a real kernel.
 //!
 //! # JSON (`tcpdoctor sysctl --format json`), schema 1
@@ -45,8 +45,6 @@ pub mod settings;
 pub mod text;
 pub mod units;
 pub mod window;
-
-mod sys;
 
 pub use read::read;
 pub use settings::{Reading, Setting, Snapshot};

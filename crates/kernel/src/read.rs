@@ -12,7 +12,8 @@ use crate::netlink::{self, link, qdisc, route, Chunk};
 use crate::qdisc::Psched;
 use crate::settings::{self, Reading, Snapshot};
 use crate::window::Kernel;
-use crate::{sys, Namespace, Observed, Report};
+use crate::{Namespace, Observed, Report};
+use tcpdoctor_netlink::sys;
 
 /// The initial network namespace's inode on kernels that fix it
 /// (PROC_NET_INIT_INO, include/linux/proc_ns.h).
@@ -188,7 +189,7 @@ struct Dumper {
 
 impl Dumper {
     fn open() -> io::Result<Dumper> {
-        let fd = sys::route_socket()?;
+        let fd = sys::socket(libc::NETLINK_ROUTE)?;
         sys::set_receive_timeout(&fd, Duration::from_secs(5))?;
         Ok(Dumper {
             fd,
@@ -205,17 +206,11 @@ impl Dumper {
         for _ in 0..3 {
             let seq = self.seq.get();
             self.seq.set(seq.wrapping_add(1));
-            sys::send(&self.fd, &netlink::dump_request(request, seq, body))?;
+            sys::send_to_kernel(&self.fd, &netlink::dump_request(request, seq, body))?;
             let mut out = Vec::new();
             let mut interrupted = false;
             loop {
                 let n = sys::receive(&self.fd, &mut buf)?;
-                if n > buf.len() {
-                    return Err(io::Error::other(format!(
-                        "a reply of {n} bytes did not fit in {} bytes",
-                        buf.len()
-                    )));
-                }
                 let Chunk {
                     payloads,
                     done,

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use crate::error::{Context, Result};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
 use crate::{ns, sys};

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use crate::error::{bail, Context, Result};
 
 use crate::cases::{Setup, TlsKey};
 use crate::metrics::{round3, Metrics};
@@ -29,6 +29,27 @@ pub struct External {
 }
 
 impl External {
+    /// Starts `cmd` in namespace `ns_name`, its output in `dir`'s
+    /// `stdout.log` and `stderr.log`.
+    fn start(
+        ns_name: &str,
+        mut cmd: Command,
+        dir: PathBuf,
+        post: bool,
+        what: &'static str,
+    ) -> Result<External> {
+        cmd.stdin(Stdio::null())
+            .stdout(fs::File::create(dir.join("stdout.log"))?)
+            .stderr(fs::File::create(dir.join("stderr.log"))?);
+        let child = ns::spawn_process(ns_name, cmd)?;
+        Ok(External {
+            child,
+            dir,
+            post,
+            what,
+        })
+    }
+
     pub fn stop(mut self) {
         ns::stop_process(&mut self.child);
         ns::remove_dir(&self.dir);
@@ -116,17 +137,8 @@ pub fn nginx(server_ns: &str, s: &Setup) -> Result<External> {
         .arg("-c")
         .arg(&conf_path)
         .arg("-e")
-        .arg(dir.join("error.log"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(fs::File::create(dir.join("stderr.log"))?);
-    let child = ns::spawn_process(server_ns, cmd)?;
-    Ok(External {
-        child,
-        dir,
-        post: false,
-        what: "nginx",
-    })
+        .arg(dir.join("error.log"));
+    External::start(server_ns, cmd, dir, false, "nginx")
 }
 
 /// A self-signed certificate and its key (`cert.pem`, `key.pem` in `dir`),
@@ -267,17 +279,8 @@ pub fn jdk(server_ns: &str, s: &Setup) -> Result<External> {
         .arg("-Xshare:auto")
         .arg(&src)
         .arg(server_addr().ip().to_string())
-        .arg(server_addr().port().to_string())
-        .stdin(Stdio::null())
-        .stdout(fs::File::create(dir.join("stdout.log"))?)
-        .stderr(fs::File::create(dir.join("stderr.log"))?);
-    let child = ns::spawn_process(server_ns, cmd)?;
-    Ok(External {
-        child,
-        dir,
-        post: true,
-        what: "jdk",
-    })
+        .arg(server_addr().port().to_string());
+    External::start(server_ns, cmd, dir, true, "jdk")
 }
 
 /// The Python server (fixtures/src/http_server.py) in the server namespace,
@@ -310,16 +313,7 @@ pub fn python(server_ns: &str, s: &Setup) -> Result<External> {
     if let Some(n) = spec.listen_rcvbuf {
         cmd.arg("--rcvbuf").arg(n.to_string());
     }
-    cmd.stdin(Stdio::null())
-        .stdout(fs::File::create(dir.join("stdout.log"))?)
-        .stderr(fs::File::create(dir.join("stderr.log"))?);
-    let child = ns::spawn_process(server_ns, cmd)?;
-    Ok(External {
-        child,
-        dir,
-        post: false,
-        what: "python",
-    })
+    External::start(server_ns, cmd, dir, false, "python")
 }
 
 /// wrk against the running server from the client namespace; its latency

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::Result;
+use crate::error::{bail, Result};
 
 use crate::cases::{self, Peer, Setup};
 use crate::topo::Vantage;
@@ -641,7 +641,7 @@ pub fn select(only: &[String]) -> Result<Vec<Fixture>> {
             .iter()
             .any(|f| f.file == name || f.file.starts_with(&format!("{name}.")))
         {
-            anyhow::bail!("no fixture named {name:?}");
+            bail!("no fixture named {name:?}");
         }
     }
     Ok(all

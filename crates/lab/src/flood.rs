@@ -14,7 +14,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use crate::error::{Context, Result};
 use nix::sys::socket::{
     sendto, socket, AddressFamily, MsgFlags, SockFlag, SockProtocol, SockType, SockaddrIn,
 };

@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context, Result};
+use crate::error::{bail, Context, Error, Result};
 use nix::sched::{setns, CloneFlags};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -195,7 +195,7 @@ where
 
 /// Joins a thread, turning a panic into an error.
 pub fn join<T>(h: JoinHandle<Result<T>>) -> Result<T> {
-    h.join().map_err(|_| anyhow!("a lab thread panicked"))?
+    h.join().map_err(|_| Error::msg("a lab thread panicked"))?
 }
 
 /// Sets sysctl `key` (dotted) to `value` inside namespace `ns`.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use crate::error::{bail, Context, Error, Result};
 use serde::Serialize;
 use tcpdoctor_capture::write::{PcapNgWriter, PcapWriter};
 use tcpdoctor_diagnose::model::{Analysis, LatencyBin};
@@ -70,67 +70,46 @@ pub fn say(label: Option<&str>, what: std::fmt::Arguments<'_>) {
     }
 }
 
+// iptables rules, one line each (split on white space).
+
 /// The router's filter of its own ICMP "fragmentation needed".
-const FRAG_NEEDED_RULE: [&str; 7] = [
-    "OUTPUT",
-    "-p",
-    "icmp",
-    "--icmp-type",
-    "fragmentation-needed",
-    "-j",
-    "DROP",
-];
+const FRAG_NEEDED_RULE: &str = "OUTPUT -p icmp --icmp-type fragmentation-needed -j DROP";
+
+/// The server's firewall drops every second SYN to the port: the first SYN
+/// of each connection, whose retransmission then gets through.
+const DROP_FIRST_SYN_RULE: &str =
+    "INPUT -p tcp --dport 8080 --syn -m statistic --mode nth --every 2 --packet 0 -j DROP";
 
 /// The server's firewall answers every second SYN to the port with an RST:
 /// the port is closed to those connections.
-const REJECT_SYN_RULE: [&str; 18] = [
-    "INPUT",
-    "-p",
-    "tcp",
-    "--dport",
-    "8080",
-    "--syn",
-    "-m",
-    "statistic",
-    "--mode",
-    "nth",
-    "--every",
-    "2",
-    "--packet",
-    "0",
-    "-j",
-    "REJECT",
-    "--reject-with",
-    "tcp-reset",
-];
+const REJECT_SYN_RULE: &str = "INPUT -p tcp --dport 8080 --syn -m statistic --mode nth \
+     --every 2 --packet 0 -j REJECT --reject-with tcp-reset";
 
 /// The router resets every third request (a client segment with data) in
 /// the server's name: its RST goes back to the client, with the router's TTL.
-const RESET_BY_PATH_RULE: [&str; 23] = [
-    "FORWARD",
-    "-s",
-    "10.71.1.2",
-    "-p",
-    "tcp",
-    "--dport",
-    "8080",
-    "-m",
-    "length",
-    "--length",
-    "100:65535",
-    "-m",
-    "statistic",
-    "--mode",
-    "nth",
-    "--every",
-    "3",
-    "--packet",
-    "2",
-    "-j",
-    "REJECT",
-    "--reject-with",
-    "tcp-reset",
-];
+const RESET_BY_PATH_RULE: &str = "FORWARD -s 10.71.1.2 -p tcp --dport 8080 \
+     -m length --length 100:65535 -m statistic --mode nth --every 3 --packet 2 \
+     -j REJECT --reject-with tcp-reset";
+
+/// The router drops every server→client packet (a blackout).
+const BLACKOUT_RULE: &str = "FORWARD -s 10.71.2.2 -d 10.71.1.2 -p tcp -j DROP";
+
+/// Adds (`-A`) or deletes (`-D`) `rule` in namespace `n`'s firewall.
+fn iptables(n: &str, op: &str, rule: &str) -> Result<()> {
+    let words: Vec<&str> = rule.split_whitespace().collect();
+    Topology::iptables_in(n, op, &words)
+}
+
+/// The firewall rule that carries out a case's action for the whole
+/// measurement, and the namespace that holds it.
+fn action_rule(t: &Topology, action: Action) -> Option<(&str, &'static str)> {
+    match action {
+        Action::DropFirstSyn => Some((&t.server, DROP_FIRST_SYN_RULE)),
+        Action::RejectEverySecondSyn => Some((&t.server, REJECT_SYN_RULE)),
+        Action::ResetByPath => Some((&t.router, RESET_BY_PATH_RULE)),
+        Action::None | Action::Blackout { .. } => None,
+    }
+}
 
 /// Sets the path up for setup `s`, starts the server and measures the
 /// round trip with it.
@@ -161,9 +140,9 @@ fn prepare(t: &mut Topology, s: &Setup, peer: Peer) -> Result<(Running, Duration
     let mtu = s.client_link_mtu.unwrap_or(1500).to_string();
     ns::run("ip", &["-n", &t.router, "link", "set", "ethc", "mtu", &mtu])?;
     // Absent unless a phase before added it.
-    let _ = Topology::iptables_in(&t.router, "-D", &FRAG_NEEDED_RULE);
+    let _ = iptables(&t.router, "-D", FRAG_NEEDED_RULE);
     if s.filter_frag_needed {
-        Topology::iptables_in(&t.router, "-A", &FRAG_NEEDED_RULE)?;
+        iptables(&t.router, "-A", FRAG_NEEDED_RULE)?;
     }
     ns::sysctl(
         &t.server,
@@ -237,32 +216,8 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
         ),
     );
     t.set_loss(s.loss)?;
-    let syn_rule = [
-        "INPUT",
-        "-p",
-        "tcp",
-        "--dport",
-        "8080",
-        "--syn",
-        "-m",
-        "statistic",
-        "--mode",
-        "nth",
-        "--every",
-        "2",
-        "--packet",
-        "0",
-        "-j",
-        "DROP",
-    ];
-    if s.action == Action::DropFirstSyn {
-        Topology::iptables_in(&t.server, "-A", &syn_rule)?;
-    }
-    if s.action == Action::RejectEverySecondSyn {
-        Topology::iptables_in(&t.server, "-A", &REJECT_SYN_RULE)?;
-    }
-    if s.action == Action::ResetByPath {
-        Topology::iptables_in(&t.router, "-A", &RESET_BY_PATH_RULE)?;
+    if let Some((n, rule)) = action_rule(t, s.action) {
+        iptables(n, "-A", rule)?;
     }
     // Let the measuring connections' last packets cross the path first.
     thread::sleep(rtt * 2 + Duration::from_millis(100));
@@ -322,14 +277,8 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
                 .map_or("no finding".to_string(), |f| format!("{} first", f.kind))
         ),
     );
-    if s.action == Action::DropFirstSyn {
-        Topology::iptables_in(&t.server, "-D", &syn_rule)?;
-    }
-    if s.action == Action::RejectEverySecondSyn {
-        Topology::iptables_in(&t.server, "-D", &REJECT_SYN_RULE)?;
-    }
-    if s.action == Action::ResetByPath {
-        Topology::iptables_in(&t.router, "-D", &RESET_BY_PATH_RULE)?;
+    if let Some((n, rule)) = action_rule(t, s.action) {
+        iptables(n, "-D", rule)?;
     }
     t.set_loss(0.0)?;
     server.stop();
@@ -368,7 +317,7 @@ impl Running {
 fn start_server(server_ns: &str, s: &Setup, peer: Peer) -> Result<Running> {
     Ok(match peer {
         _ if s.tls.is_some() && peer != Peer::Nginx => {
-            anyhow::bail!("this case serves HTTPS, which only nginx does here (--peer nginx)")
+            bail!("this case serves HTTPS, which only nginx does here (--peer nginx)")
         }
         Peer::Builtin => {
             Running::Builtin(Server::start(server_ns, server_addr(), s.server.clone())?)
@@ -382,21 +331,10 @@ fn start_server(server_ns: &str, s: &Setup, peer: Peer) -> Result<Running> {
 /// Drops every server→client packet in the router from `at` for `length`.
 fn blackout(router: String, at: Duration, length: Duration) -> thread::JoinHandle<Result<()>> {
     thread::spawn(move || {
-        let rule = [
-            "FORWARD",
-            "-s",
-            "10.71.2.2",
-            "-d",
-            "10.71.1.2",
-            "-p",
-            "tcp",
-            "-j",
-            "DROP",
-        ];
         thread::sleep(at);
-        Topology::iptables_in(&router, "-A", &rule)?;
+        iptables(&router, "-A", BLACKOUT_RULE)?;
         thread::sleep(length);
-        Topology::iptables_in(&router, "-D", &rule)
+        iptables(&router, "-D", BLACKOUT_RULE)
     })
 }
 
@@ -437,8 +375,8 @@ fn start_capture(
             }
             Err(e) => {
                 let msg = format!("capturing on {iface}: {e}");
-                let _ = ready_tx.send(Err(anyhow::anyhow!(msg.clone())));
-                anyhow::bail!(msg);
+                let _ = ready_tx.send(Err(Error::msg(msg.clone())));
+                return Err(Error::msg(msg));
             }
         };
         let mut batch = Vec::with_capacity(1024);
@@ -520,7 +458,7 @@ impl RunningCapture {
         let (mut analysis, bins, written) = self
             .analyser
             .join()
-            .map_err(|_| anyhow::anyhow!("the analysis thread panicked"))??;
+            .map_err(|_| Error::msg("the analysis thread panicked"))??;
         if drops > 0 {
             analysis.capture.warnings.push(format!(
                 "the kernel dropped {drops} packets during the capture: the analysis has holes"

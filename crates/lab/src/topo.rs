@@ -19,7 +19,7 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
-use anyhow::Result;
+use crate::error::Result;
 
 use crate::delay::DelayLine;
 use crate::ns;
@@ -37,7 +37,8 @@ pub fn server_addr() -> SocketAddrV4 {
 }
 
 /// Where a capture is taken.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum Vantage {
     /// The client's interface.

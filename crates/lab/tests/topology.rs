@@ -16,7 +16,7 @@ fn delay_line_round_trip_and_cleanup() {
     }
     let mut t = Topology::build(true, Duration::from_millis(10)).expect("topology");
     let names = [t.client.clone(), t.router.clone(), t.server.clone()];
-    let result = (|| -> anyhow::Result<()> {
+    let result = (|| -> tcpdoctor_lab::Result<()> {
         let server = Server::start(&t.server, server_addr(), ServerSpec::default())?;
         let rtt = peers::measure_rtt(&t.client, server_addr(), 3)?;
         assert!(

@@ -8,7 +8,9 @@ mod verdict;
 pub use style::{text_styled, Style};
 pub use verdict::{verdict, Symptom, Verdict};
 
-use tcpdoctor_diagnose::model::{Analysis, ConnectionSummary, Finding, Ladder};
+use tcpdoctor_diagnose::model::{
+    Analysis, CaptureSummary, ConnectionSummary, Finding, Ladder, LatencyBudget, Vantage,
+};
 
 /// Text report settings.
 #[derive(Debug, Clone, Copy)]
@@ -117,7 +119,8 @@ pub fn round_floats(v: &mut serde_json::Value) {
     }
 }
 
-/// Writes the text report.
+/// Writes the text report: the capture in a few lines, the findings ordered by
+/// time lost, the minor ones, then the slowest connections.
 pub fn text(
     a: &Analysis,
     source: &str,
@@ -137,29 +140,48 @@ pub fn text(
         c.duration_ms / 1e3
     )?;
     if let Some(b) = &c.latency_budget {
-        // The median exchange, split into parts that add up to it.
-        let mut parts: Vec<(&str, f64)> = b.median.parts_ms.iter().collect();
-        parts.sort_by(|x, y| y.1.total_cmp(&x.1));
-        let total = b.median.total_ms.max(f64::MIN_POSITIVE);
-        let mut shown: Vec<String> = Vec::new();
-        let mut other = 0.0;
-        for (i, (name, v)) in parts.iter().enumerate() {
-            if i < 4 && *v >= 0.005 * total {
-                shown.push(format!("{} {}", fmt_ms(*v), name));
-            } else {
-                other += *v;
-            }
-        }
-        if other > 0.0 {
-            shown.push(format!("{} other", fmt_ms(other)));
-        }
-        writeln!(
-            out,
-            "budget     exchanges around the median take {} = {}",
-            fmt_ms(b.median.total_ms),
-            shown.join(" + ")
-        )?;
+        budget(b, out)?;
     }
+    exchanges(c, out)?;
+    if let Some(v) = &c.vantage {
+        vantage(v, c.duplicates, out)?;
+    }
+    capture_notes(c, out)?;
+    writeln!(out)?;
+    findings(&a.findings, opts, out)?;
+    minor_findings(&a.minor_findings, out)?;
+    writeln!(out)?;
+    connections(a, opts, out)
+}
+
+/// The median exchange, split into parts that add up to it: the four largest
+/// (each at least 0.5% of it) by name, the rest as "other".
+fn budget(b: &LatencyBudget, out: &mut impl Write) -> io::Result<()> {
+    let mut parts: Vec<(&str, f64)> = b.median.parts_ms.iter().collect();
+    parts.sort_by(|x, y| y.1.total_cmp(&x.1));
+    let total = b.median.total_ms.max(f64::MIN_POSITIVE);
+    let mut shown: Vec<String> = Vec::new();
+    let mut other = 0.0;
+    for (i, (name, v)) in parts.iter().enumerate() {
+        if i < 4 && *v >= 0.005 * total {
+            shown.push(format!("{} {}", fmt_ms(*v), name));
+        } else {
+            other += *v;
+        }
+    }
+    if other > 0.0 {
+        shown.push(format!("{} other", fmt_ms(other)));
+    }
+    writeln!(
+        out,
+        "budget     exchanges around the median take {} = {}",
+        fmt_ms(b.median.total_ms),
+        shown.join(" + ")
+    )
+}
+
+/// How many request/response exchanges completed, and their latency percentiles.
+fn exchanges(c: &CaptureSummary, out: &mut impl Write) -> io::Result<()> {
     match &c.exchange_latency_ms {
         Some(p) => writeln!(
             out,
@@ -169,32 +191,38 @@ pub fn text(
             fmt_ms(p.p90),
             fmt_ms(p.p99),
             fmt_ms(p.max)
-        )?,
+        ),
         None => writeln!(
             out,
             "exchanges  none complete (no request followed by a response)"
-        )?,
+        ),
     }
-    if let Some(v) = &c.vantage {
-        let place = match v.place {
-            "client" => "at the client or on its link",
-            "server" => "at the server or on its link",
-            "between" => "between client and server (both sides' TTLs decremented)",
-            _ => "not told",
-        };
-        writeln!(
-            out,
-            "vantage    {place} (from {}, {} of {} connections){}",
-            v.from,
-            v.connections,
-            v.of,
-            if c.duplicates > 0 {
-                format!(" · {} duplicate segments dropped", c.duplicates)
-            } else {
-                String::new()
-            }
-        )?;
-    }
+}
+
+/// Where the capture was taken, and the duplicate segments that implies.
+fn vantage(v: &Vantage, duplicates: u64, out: &mut impl Write) -> io::Result<()> {
+    let place = match v.place {
+        "client" => "at the client or on its link",
+        "server" => "at the server or on its link",
+        "between" => "between client and server (both sides' TTLs decremented)",
+        _ => "not told",
+    };
+    writeln!(
+        out,
+        "vantage    {place} (from {}, {} of {} connections){}",
+        v.from,
+        v.connections,
+        v.of,
+        if duplicates > 0 {
+            format!(" · {duplicates} duplicate segments dropped")
+        } else {
+            String::new()
+        }
+    )
+}
+
+/// Delayed-ACK timers seen, frames skipped or not decoded, and warnings.
+fn capture_notes(c: &CaptureSummary, out: &mut impl Write) -> io::Result<()> {
     for a in c.delayed_ack.iter().take(3) {
         writeln!(
             out,
@@ -223,43 +251,51 @@ pub fn text(
     for w in &c.warnings {
         writeln!(out, "warning    {w}")?;
     }
-    writeln!(out)?;
-    if a.findings.is_empty() {
-        writeln!(
+    Ok(())
+}
+
+/// The findings that cost at least 1% of the exchanges' time, in full.
+fn findings(list: &[Finding], opts: TextOptions, out: &mut impl Write) -> io::Result<()> {
+    if list.is_empty() {
+        return writeln!(
             out,
             "FINDINGS   none: no known mechanism cost a noticeable share (1%) of the exchanges' time here."
-        )?;
-    } else {
-        writeln!(out, "FINDINGS   ordered by time lost")?;
-        for (i, f) in a.findings.iter().enumerate() {
-            finding(i + 1, f, opts, out)?;
-        }
+        );
     }
-    if !a.minor_findings.is_empty() {
-        writeln!(out)?;
-        writeln!(out, "MINOR      each under 1% of the exchanges' time")?;
-        for f in &a.minor_findings {
-            let ev = f
-                .evidence
-                .first()
-                .map(|e| {
-                    let frames: Vec<String> = e.frames.iter().map(u64::to_string).collect();
-                    format!(" (e.g. conn {} frames {})", e.connection, frames.join(","))
-                })
-                .unwrap_or_default();
-            writeln!(
-                out,
-                "  {} — {} {} — {} lost in {} occurrence(s){ev}",
-                f.kind,
-                f.culprit.role,
-                f.culprit.endpoint,
-                fmt_ms(f.total_delay_ms),
-                f.occurrences
-            )?;
-        }
+    writeln!(out, "FINDINGS   ordered by time lost")?;
+    for (i, f) in list.iter().enumerate() {
+        finding(i + 1, f, opts, out)?;
+    }
+    Ok(())
+}
+
+/// The findings under 1%, one line each with an example.
+fn minor_findings(list: &[Finding], out: &mut impl Write) -> io::Result<()> {
+    if list.is_empty() {
+        return Ok(());
     }
     writeln!(out)?;
-    connections(a, opts, out)
+    writeln!(out, "MINOR      each under 1% of the exchanges' time")?;
+    for f in list {
+        let ev = f
+            .evidence
+            .first()
+            .map(|e| {
+                let frames: Vec<String> = e.frames.iter().map(u64::to_string).collect();
+                format!(" (e.g. conn {} frames {})", e.connection, frames.join(","))
+            })
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "  {} — {} {} — {} lost in {} occurrence(s){ev}",
+            f.kind,
+            f.culprit.role,
+            f.culprit.endpoint,
+            fmt_ms(f.total_delay_ms),
+            f.occurrences
+        )?;
+    }
+    Ok(())
 }
 
 /// Milliseconds as the reports print them: `1.23 s`, `44.1 ms`, `0.52 ms`.

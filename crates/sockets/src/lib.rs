@@ -344,11 +344,14 @@ fn no_proc(e: &io::Error, sockets: usize) -> Note {
 const RECV_BUF: usize = 64 * 1024;
 
 fn dump(query: &Query, out: &mut Vec<Socket>, notes: &mut Vec<Note>) -> io::Result<()> {
-    let fd = sys::diag_socket()?;
+    let fd = tcpdoctor_netlink::sys::socket(netlink::NETLINK_SOCK_DIAG)?;
     let mut buf = vec![0u8; RECV_BUF];
     let mut interrupted = false;
     for (seq, family) in [(1, netlink::AF_INET), (2, netlink::AF_INET6)] {
-        sys::send_to_kernel(&fd, &netlink::dump_request(family, query.states, seq))?;
+        tcpdoctor_netlink::sys::send_to_kernel(
+            &fd,
+            &netlink::dump_request(family, query.states, seq),
+        )?;
         match read_dump(&fd, &mut buf, query.port, out, &mut interrupted) {
             Ok(()) => {}
             // No IPv6 in this kernel: nothing to list.
@@ -376,7 +379,7 @@ fn read_dump(
     interrupted: &mut bool,
 ) -> io::Result<()> {
     loop {
-        let n = sys::recv(fd, buf)?;
+        let n = tcpdoctor_netlink::sys::receive(fd, buf)?;
         if n == 0 {
             return Ok(());
         }

@@ -16,17 +16,12 @@ pub const NETLINK_SOCK_DIAG: i32 = 4;
 /// `SOCK_DIAG_BY_FAMILY` (`linux/sock_diag.h`): the message type of both the
 /// request and each socket in the reply.
 pub const SOCK_DIAG_BY_FAMILY: u16 = 20;
-const NLMSG_NOOP: u16 = 1;
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
-const NLM_F_REQUEST: u16 = 0x1;
-/// `NLM_F_ROOT | NLM_F_MATCH`.
-const NLM_F_DUMP: u16 = 0x300;
 /// Set on a dump's messages when the table changed while it was walked:
 /// a socket may then be missing or listed twice (`linux/netlink.h`).
-pub const NLM_F_DUMP_INTR: u16 = 0x10;
+pub use tcpdoctor_netlink::NLM_F_DUMP_INTR;
+use tcpdoctor_netlink::{ne_u32, NLMSG_DONE, NLMSG_ERROR, NLMSG_NOOP};
 
-const NLMSG_HDRLEN: usize = 16;
+use tcpdoctor_netlink::HEADER_LEN as NLMSG_HDRLEN;
 /// `struct inet_diag_req_v2`: family, protocol, ext, pad, states, sockid (48).
 const REQ_V2_LEN: usize = 56;
 /// Bytes of one dump request.
@@ -56,28 +51,21 @@ const IPPROTO_TCP: u8 = 6;
 /// `idiag_states`), with tcp_info, congestion control, socket memory and
 /// shutdown state. A dump is per family: the kernel has no `AF_UNSPEC`
 /// handler for `SOCK_DIAG_BY_FAMILY`.
-pub fn dump_request(family: u8, states: u32, seq: u32) -> [u8; REQUEST_LEN] {
-    let mut b = [0u8; REQUEST_LEN];
-    b[0..4].copy_from_slice(&(REQUEST_LEN as u32).to_ne_bytes());
-    b[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
-    b[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
-    b[8..12].copy_from_slice(&seq.to_ne_bytes());
-    // nlmsg_pid 0: the kernel fills in our port id.
-    b[16] = family;
-    b[17] = IPPROTO_TCP;
-    b[18] = EXTENSIONS;
-    b[20..24].copy_from_slice(&states.to_ne_bytes());
+pub fn dump_request(family: u8, states: u32, seq: u32) -> Vec<u8> {
+    let mut req = [0u8; REQ_V2_LEN];
+    req[0] = family;
+    req[1] = IPPROTO_TCP;
+    req[2] = EXTENSIONS;
+    req[4..8].copy_from_slice(&states.to_ne_bytes());
     // The sockid stays zero: a dump matches on states only.
-    b
+    tcpdoctor_netlink::dump_request(SOCK_DIAG_BY_FAMILY, seq, &req)
 }
 
 /// What is wrong with a reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Malformed {
-    /// A message header or its declared length runs past the bytes received.
-    Truncated { at: usize },
-    /// A message declares a length below its own header.
-    BadLength { at: usize, len: u32 },
+    /// A message header or its declared length is impossible.
+    Netlink(tcpdoctor_netlink::Error),
     /// A socket message shorter than `struct inet_diag_msg`.
     ShortDiag { at: usize, len: usize },
 }
@@ -85,10 +73,7 @@ pub enum Malformed {
 impl std::fmt::Display for Malformed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Malformed::Truncated { at } => write!(f, "netlink message truncated at byte {at}"),
-            Malformed::BadLength { at, len } => {
-                write!(f, "netlink message at byte {at} declares length {len}")
-            }
+            Malformed::Netlink(e) => write!(f, "netlink: {e}"),
             Malformed::ShortDiag { at, len } => {
                 write!(
                     f,
@@ -115,77 +100,54 @@ pub enum Message<'a> {
 
 /// The messages of one `recv()` worth of reply.
 pub fn messages(buf: &[u8]) -> Messages<'_> {
-    Messages { buf, at: 0 }
+    Messages {
+        inner: tcpdoctor_netlink::messages(buf),
+        failed: false,
+    }
 }
 
 /// Iterator over the messages of a reply buffer; stops after the first
 /// malformed one.
 pub struct Messages<'a> {
-    buf: &'a [u8],
-    at: usize,
+    inner: tcpdoctor_netlink::Messages<'a>,
+    failed: bool,
 }
 
 impl<'a> Iterator for Messages<'a> {
     type Item = Result<Message<'a>, Malformed>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let at = self.at;
-        let rest = self.buf.get(at..)?;
-        if rest.is_empty() {
+        if self.failed {
             return None;
         }
-        // Whatever happens below, a malformed message ends the iteration.
-        self.at = self.buf.len();
-        let Some(hdr) = rest.get(..NLMSG_HDRLEN) else {
-            return Some(Err(Malformed::Truncated { at }));
+        let m = match self.inner.next()? {
+            Ok(m) => m,
+            Err(e) => return Some(Err(Malformed::Netlink(e))),
         };
-        let len = u32_ne(hdr, 0);
-        let kind = u16_ne(hdr, 4);
-        let flags = u16_ne(hdr, 6);
-        if (len as usize) < NLMSG_HDRLEN {
-            return Some(Err(Malformed::BadLength { at, len }));
-        }
-        let Some(payload) = rest.get(NLMSG_HDRLEN..len as usize) else {
-            return Some(Err(Malformed::Truncated { at }));
-        };
-        // NLMSG_ALIGN: the next message starts at a multiple of 4.
-        self.at = at.saturating_add(align4(len as usize)).min(self.buf.len());
-        Some(Ok(match kind {
-            SOCK_DIAG_BY_FAMILY => match DiagMsg::new(payload) {
+        Some(Ok(match m.kind {
+            SOCK_DIAG_BY_FAMILY => match DiagMsg::new(m.payload) {
                 Some(msg) => Message::Socket {
                     msg,
-                    interrupted: flags & NLM_F_DUMP_INTR != 0,
+                    interrupted: m.flags & NLM_F_DUMP_INTR != 0,
                 },
                 None => {
-                    self.at = self.buf.len();
+                    self.failed = true;
                     return Some(Err(Malformed::ShortDiag {
-                        at,
-                        len: payload.len(),
+                        at: m.offset,
+                        len: m.payload.len(),
                     }));
                 }
             },
             NLMSG_DONE => Message::Done,
-            NLMSG_ERROR => Message::Error(payload.get(..4).map_or(0, |b| i32_ne(b, 0))),
+            NLMSG_ERROR => Message::Error(m.payload.get(..4).map_or(0, |b| ne_u32(b) as i32)),
             NLMSG_NOOP => Message::Other(NLMSG_NOOP),
             other => Message::Other(other),
         }))
     }
 }
 
-fn align4(n: usize) -> usize {
-    n.saturating_add(3) & !3
-}
-
-fn u16_ne(b: &[u8], off: usize) -> u16 {
-    u16::from_ne_bytes([b[off], b[off + 1]])
-}
-
 fn u32_ne(b: &[u8], off: usize) -> u32 {
-    u32::from_ne_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
-}
-
-fn i32_ne(b: &[u8], off: usize) -> i32 {
-    i32::from_ne_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
+    ne_u32(&b[off..])
 }
 
 /// A checked view of one `struct inet_diag_msg` and its attributes. After
@@ -264,30 +226,24 @@ impl<'a> DiagMsg<'a> {
     }
     /// The attributes (`INET_DIAG_*`) that follow the fixed part.
     pub fn attrs(&self) -> Attrs<'a> {
-        Attrs { rest: self.attrs }
+        Attrs {
+            inner: tcpdoctor_netlink::attrs(self.attrs, 0),
+        }
     }
 }
 
 /// Iterator over `struct nlattr` TLVs: (type, payload). Stops at the first
 /// attribute whose length does not fit.
 pub struct Attrs<'a> {
-    rest: &'a [u8],
+    inner: tcpdoctor_netlink::Attrs<'a>,
 }
 
 impl<'a> Iterator for Attrs<'a> {
     type Item = (u16, &'a [u8]);
 
     fn next(&mut self) -> Option<Self::Item> {
-        let hdr = self.rest.get(..4)?;
-        let len = u16_ne(hdr, 0) as usize;
-        // NLA_F_NESTED and NLA_F_NET_BYTEORDER ride in the top two bits.
-        let kind = u16_ne(hdr, 2) & 0x3fff;
-        let Some(payload) = self.rest.get(4..len).filter(|_| len >= 4) else {
-            self.rest = &[];
-            return None;
-        };
-        self.rest = self.rest.get(align4(len)..).unwrap_or(&[]);
-        Some((kind, payload))
+        let a = self.inner.next()?.ok()?;
+        Some((a.kind, a.value))
     }
 }
 

@@ -1,21 +1,15 @@
-//! The system calls of `sockets`. Every `unsafe` block of the crate is here,
-//! each around one libc call whose arguments are checked beside it; the
-//! bytes these calls fill in are parsed by the safe, pure code of
-//! `netlink.rs` and `procfs.rs`.
+//! The system calls of `sockets` that are not netlink's (the netlink socket
+//! is `tcpdoctor-netlink`'s). Every `unsafe` block of the crate is here, each
+//! around one libc call whose arguments are checked beside it; the bytes
+//! these calls fill in are parsed by the safe, pure code of `procfs.rs`.
 #![allow(unsafe_code)]
 
 use std::ffi::CStr;
 use std::io;
-use std::mem::{size_of, zeroed};
+use std::mem::size_of;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
-fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(rc)
-    }
-}
+use tcpdoctor_netlink::sys::check;
 
 fn check_len(rc: isize) -> io::Result<usize> {
     usize::try_from(rc).map_err(|_| io::Error::last_os_error())
@@ -30,76 +24,6 @@ fn owned(fd: libc::c_long) -> io::Result<OwnedFd> {
     // SAFETY: fd is a new descriptor returned to us by the kernel and owned by
     // nobody else; OwnedFd closes it once.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// A `NETLINK_SOCK_DIAG` socket of the calling thread's network namespace.
-pub fn diag_socket() -> io::Result<OwnedFd> {
-    // SAFETY: socket() takes plain integers and returns a new descriptor or -1.
-    let fd = check(unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            crate::netlink::NETLINK_SOCK_DIAG,
-        )
-    })?;
-    owned(fd.into())
-}
-
-/// Sends one netlink request to the kernel (port id 0).
-pub fn send_to_kernel(fd: &OwnedFd, msg: &[u8]) -> io::Result<()> {
-    // SAFETY: sockaddr_nl is plain old data; all-zero is a valid value.
-    let mut kernel: libc::sockaddr_nl = unsafe { zeroed() };
-    kernel.nl_family = libc::AF_NETLINK as libc::sa_family_t;
-    // SAFETY: msg is valid for msg.len() bytes and the address pointer and
-    // length describe `kernel`; both live across the call.
-    let sent = check_len(unsafe {
-        libc::sendto(
-            fd.as_raw_fd(),
-            msg.as_ptr().cast(),
-            msg.len(),
-            0,
-            (&kernel as *const libc::sockaddr_nl).cast(),
-            size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-        )
-    })?;
-    if sent != msg.len() {
-        return Err(io::Error::new(
-            io::ErrorKind::WriteZero,
-            "netlink request cut short",
-        ));
-    }
-    Ok(())
-}
-
-/// Receives one datagram of the reply into `buf`. A datagram larger than
-/// `buf` is an error (MSG_TRUNC makes the kernel return its real length),
-/// never a silently cut message.
-pub fn recv(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
-    loop {
-        // SAFETY: buf is valid for writes of buf.len() bytes for the call.
-        let rc = unsafe {
-            libc::recv(
-                fd.as_raw_fd(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                libc::MSG_TRUNC,
-            )
-        };
-        match check_len(rc) {
-            Ok(n) if n > buf.len() => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!(
-                        "netlink datagram of {n} bytes exceeds the {}-byte buffer",
-                        buf.len()
-                    ),
-                ))
-            }
-            Ok(n) => return Ok(n),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
 }
 
 /// Opens directory `path`, relative to `dir` (or absolute when `dir` is

@@ -13,6 +13,7 @@ pub mod schema;
 
 use std::fs::File;
 use std::io::{self, BufWriter, Read};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::Arc;
@@ -487,6 +488,46 @@ impl SourceCols {
     }
 }
 
+/// The five columns that name a connection: its number in the file, the
+/// client and server addresses, the server's address and port apart.
+struct ConnectionCols {
+    id: Int64Builder,
+    client: StringBuilder,
+    server: StringBuilder,
+    server_ip: StringBuilder,
+    server_port: Int32Builder,
+}
+
+impl ConnectionCols {
+    fn new() -> ConnectionCols {
+        ConnectionCols {
+            id: Int64Builder::new(),
+            client: StringBuilder::new(),
+            server: StringBuilder::new(),
+            server_ip: StringBuilder::new(),
+            server_port: Int32Builder::new(),
+        }
+    }
+
+    fn push(&mut self, id: u64, client: SocketAddr, server: SocketAddr) {
+        self.id.append_value(i64_of(id));
+        self.client.append_value(client.to_string());
+        self.server.append_value(server.to_string());
+        self.server_ip.append_value(server.ip().to_string());
+        self.server_port.append_value(i32::from(server.port()));
+    }
+
+    fn finish(mut self) -> [ArrayRef; 5] {
+        [
+            Arc::new(self.id.finish()),
+            Arc::new(self.client.finish()),
+            Arc::new(self.server.finish()),
+            Arc::new(self.server_ip.finish()),
+            Arc::new(self.server_port.finish()),
+        ]
+    }
+}
+
 fn batch(table: Table, columns: Vec<ArrayRef>) -> RecordBatch {
     match RecordBatch::try_new(table.schema(), columns) {
         Ok(b) => b,
@@ -502,13 +543,7 @@ fn i64_of(v: u64) -> i64 {
 
 fn connections_batch(rows: &[(Arc<Source>, ConnectionSummary)]) -> RecordBatch {
     let mut src = SourceCols::new();
-    let mut id = Int64Builder::new();
-    let (mut client, mut server, mut server_ip) = (
-        StringBuilder::new(),
-        StringBuilder::new(),
-        StringBuilder::new(),
-    );
-    let mut server_port = Int32Builder::new();
+    let mut key = ConnectionCols::new();
     let mut roles_from = StringBuilder::new();
     let mut first_frame = Int64Builder::new();
     let (mut start, mut duration, mut hs_rtt, mut rtt) = (
@@ -528,11 +563,7 @@ fn connections_batch(rows: &[(Arc<Source>, ConnectionSummary)]) -> RecordBatch {
     let mut lost = Float64Builder::new();
     for (s, c) in rows {
         src.push(s);
-        id.append_value(i64_of(c.id));
-        client.append_value(c.client.to_string());
-        server.append_value(c.server.to_string());
-        server_ip.append_value(c.server.ip().to_string());
-        server_port.append_value(i32::from(c.server.port()));
+        key.push(c.id, c.client, c.server);
         roles_from.append_value(c.roles_from);
         first_frame.append_value(i64_of(c.first_frame));
         start.append_value(c.start_ms);
@@ -565,12 +596,8 @@ fn connections_batch(rows: &[(Arc<Source>, ConnectionSummary)]) -> RecordBatch {
         lost.append_value(c.time_lost_ms);
     }
     let mut cols = src.finish();
-    cols.extend::<[ArrayRef; 13]>([
-        Arc::new(id.finish()),
-        Arc::new(client.finish()),
-        Arc::new(server.finish()),
-        Arc::new(server_ip.finish()),
-        Arc::new(server_port.finish()),
+    cols.extend(key.finish());
+    cols.extend::<[ArrayRef; 8]>([
         Arc::new(roles_from.finish()),
         Arc::new(first_frame.finish()),
         Arc::new(start.finish()),
@@ -601,13 +628,8 @@ fn connections_batch(rows: &[(Arc<Source>, ConnectionSummary)]) -> RecordBatch {
 
 fn exchanges_batch(rows: &[(Arc<Source>, ExchangeRow)]) -> RecordBatch {
     let mut src = SourceCols::new();
-    let mut id = Int64Builder::new();
-    let (mut client, mut server, mut server_ip) = (
-        StringBuilder::new(),
-        StringBuilder::new(),
-        StringBuilder::new(),
-    );
-    let (mut server_port, mut index) = (Int32Builder::new(), Int32Builder::new());
+    let mut key = ConnectionCols::new();
+    let mut index = Int32Builder::new();
     let (mut start, mut duration) = (Float64Builder::new(), Float64Builder::new());
     let (mut req_bytes, mut resp_bytes) = (Int64Builder::new(), Int64Builder::new());
     let mut phases: Vec<Float64Builder> = (0..4).map(|_| Float64Builder::new()).collect();
@@ -616,11 +638,7 @@ fn exchanges_batch(rows: &[(Arc<Source>, ExchangeRow)]) -> RecordBatch {
     for (s, r) in rows {
         let e = &r.exchange;
         src.push(s);
-        id.append_value(i64_of(r.connection));
-        client.append_value(r.client.to_string());
-        server.append_value(r.server.to_string());
-        server_ip.append_value(r.server.ip().to_string());
-        server_port.append_value(i32::from(r.server.port()));
+        key.push(r.connection, r.client, r.server);
         index.append_value(i32::try_from(e.index).unwrap_or(i32::MAX));
         start.append_value(e.start_ms);
         duration.append_value(e.duration_ms);
@@ -641,12 +659,8 @@ fn exchanges_batch(rows: &[(Arc<Source>, ExchangeRow)]) -> RecordBatch {
         }
     }
     let mut cols = src.finish();
-    cols.extend::<[ArrayRef; 10]>([
-        Arc::new(id.finish()),
-        Arc::new(client.finish()),
-        Arc::new(server.finish()),
-        Arc::new(server_ip.finish()),
-        Arc::new(server_port.finish()),
+    cols.extend(key.finish());
+    cols.extend::<[ArrayRef; 5]>([
         Arc::new(index.finish()),
         Arc::new(start.finish()),
         Arc::new(duration.finish()),

@@ -84,14 +84,22 @@ fn source() -> Vec<Field> {
     ]
 }
 
-fn connections() -> SchemaRef {
-    let mut v = source();
-    v.extend([
+/// The columns that name a connection (the same in `connections` and
+/// `exchanges`, so the two join on source and `connection`).
+fn connection_key() -> [Field; 5] {
+    [
         i64c("connection"),
         utf8("client"),
         utf8("server"),
         utf8("server_ip"),
         f("server_port", DataType::Int32, false),
+    ]
+}
+
+fn connections() -> SchemaRef {
+    let mut v = source();
+    v.extend(connection_key());
+    v.extend([
         utf8("roles_from"),
         i64c("first_frame"),
         ms("start_ms", false),
@@ -123,12 +131,8 @@ fn connections() -> SchemaRef {
 
 fn exchanges() -> SchemaRef {
     let mut v = source();
+    v.extend(connection_key());
     v.extend([
-        i64c("connection"),
-        utf8("client"),
-        utf8("server"),
-        utf8("server_ip"),
-        f("server_port", DataType::Int32, false),
         f("index", DataType::Int32, false),
         ms("start_ms", false),
         ms("duration_ms", false),

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use tcpdoctor_investigate::{report, Plan, Step};
-use tcpdoctor_load::{RequestSpec, Target};
+use tcpdoctor_load::Target;
 
-use crate::load::{parse_duration, read_body};
+use crate::load::{parse_duration, RequestArgs};
 use crate::Format;
 
 pub const HELP: &str = "\
@@ -66,15 +66,8 @@ pub struct DiagnoseArgs {
     /// Time without a response before a request counts as failed.
     #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "TIME")]
     timeout: Duration,
-    /// Extra request header, `Name: value` (repeatable).
-    #[arg(short = 'H', long = "header", value_name = "HEADER")]
-    headers: Vec<String>,
-    /// Request method (curl's -X; -m is kept for old scripts).
-    #[arg(short = 'X', short_alias = 'm', long, default_value = "GET")]
-    method: String,
-    /// Request body; `@FILE` reads it from a file.
-    #[arg(long, value_name = "BODY")]
-    body: Option<String>,
+    #[command(flatten)]
+    request: RequestArgs,
     /// Measure only: do not capture (no root needed).
     #[arg(long)]
     no_capture: bool,
@@ -98,13 +91,7 @@ pub struct DiagnoseArgs {
 
 pub fn run(args: &DiagnoseArgs) -> anyhow::Result<u8> {
     let target = Target::parse(&args.url).map_err(|e| anyhow::anyhow!(e.to_string()))?;
-    let body = read_body(args.body.as_deref())?;
-    let request = RequestSpec {
-        method: args.method.clone(),
-        headers: args.headers.clone(),
-        body,
-        close: false,
-    };
+    let request = args.request.spec()?;
     tcpdoctor_load::build_request(&target, &request).map_err(|e| anyhow::anyhow!(e.to_string()))?;
     let plan = Plan {
         pings: args.pings.max(1),
@@ -188,7 +175,7 @@ pub fn run(args: &DiagnoseArgs) -> anyhow::Result<u8> {
                     "url": args.url, "connections": args.connections,
                     "duration_s": args.duration.as_secs_f64(), "requests": args.requests,
                     "pings": args.pings, "timeout_s": args.timeout.as_secs_f64(),
-                    "method": args.method, "capture": !args.no_capture,
+                    "method": args.request.method, "capture": !args.no_capture,
                     "write": args.write.as_ref().map(|p| p.display().to_string()),
                 }),
             );

@@ -61,15 +61,8 @@ pub struct LoadArgs {
     /// Time without a response before a request counts as a timeout.
     #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "TIME")]
     timeout: Duration,
-    /// Extra request header, `Name: value` (repeatable).
-    #[arg(short = 'H', long = "header", value_name = "HEADER")]
-    headers: Vec<String>,
-    /// Request method (curl's -X; -m is kept for old scripts).
-    #[arg(short = 'X', short_alias = 'm', long, default_value = "GET")]
-    method: String,
-    /// Request body; `@FILE` reads it from a file.
-    #[arg(long, value_name = "BODY")]
-    body: Option<String>,
+    #[command(flatten)]
+    request: RequestArgs,
     /// Accepted for wrk's command lines: the latency distribution is always printed.
     #[arg(long, hide = true)]
     latency: bool,
@@ -109,8 +102,34 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs).map_err(|_| format!("{s:?} is out of range"))
 }
 
+/// The request of `load` and `diagnose`: method, headers, body.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RequestArgs {
+    /// Extra request header, `Name: value` (repeatable).
+    #[arg(short = 'H', long = "header", value_name = "HEADER")]
+    pub headers: Vec<String>,
+    /// Request method (curl's -X; -m is kept for old scripts).
+    #[arg(short = 'X', short_alias = 'm', long, default_value = "GET")]
+    pub method: String,
+    /// Request body; `@FILE` reads it from a file.
+    #[arg(long, value_name = "BODY")]
+    pub body: Option<String>,
+}
+
+impl RequestArgs {
+    /// The request to send (`--body @FILE` read now).
+    pub fn spec(&self) -> anyhow::Result<RequestSpec> {
+        Ok(RequestSpec {
+            method: self.method.clone(),
+            headers: self.headers.clone(),
+            body: read_body(self.body.as_deref())?,
+            close: false,
+        })
+    }
+}
+
 /// `--body`: the text itself, or `@FILE` for a file's bytes.
-pub fn read_body(body: Option<&str>) -> anyhow::Result<Vec<u8>> {
+fn read_body(body: Option<&str>) -> anyhow::Result<Vec<u8>> {
     Ok(match body {
         None => Vec::new(),
         Some(b) => match b.strip_prefix('@') {
@@ -124,7 +143,6 @@ pub fn read_body(body: Option<&str>) -> anyhow::Result<Vec<u8>> {
 
 pub fn run(args: &LoadArgs) -> anyhow::Result<u8> {
     let target = Target::parse(&args.url).map_err(|e| anyhow::anyhow!(e.to_string()))?;
-    let body = read_body(args.body.as_deref())?;
     let config = Config {
         connections: args.connections,
         threads: args.threads,
@@ -133,15 +151,7 @@ pub fn run(args: &LoadArgs) -> anyhow::Result<u8> {
         timeout: args.timeout,
         keepalive: !args.no_keepalive,
         tls: args.tls.options(),
-        ..Config::new(
-            target,
-            RequestSpec {
-                method: args.method.clone(),
-                headers: args.headers.clone(),
-                body,
-                close: false,
-            },
-        )
+        ..Config::new(target, args.request.spec()?)
     };
     // Validate before printing the banner.
     tcpdoctor_load::build_request(&config.target, &config.request)
@@ -206,8 +216,8 @@ pub fn run(args: &LoadArgs) -> anyhow::Result<u8> {
                 serde_json::json!({
                     "url": args.url, "connections": args.connections, "threads": args.threads,
                     "duration_s": args.duration.as_secs_f64(), "rate": args.rate,
-                    "timeout_s": args.timeout.as_secs_f64(), "method": args.method,
-                    "headers": args.headers, "keepalive": !args.no_keepalive,
+                    "timeout_s": args.timeout.as_secs_f64(), "method": args.request.method,
+                    "headers": args.request.headers, "keepalive": !args.no_keepalive,
                 }),
             );
             serde_json::to_writer(&mut out, &doc)?;

@@ -6,6 +6,7 @@ use std::io::{self, BufWriter, Write};
 mod diagnose;
 mod html;
 mod input;
+mod lab;
 mod load;
 mod merge;
 mod probe;
@@ -60,7 +61,7 @@ enum Command {
     #[command(after_help = diagnose::HELP)]
     Diagnose(diagnose::DiagnoseArgs),
     /// Reproduce a slow-TCP case in network namespaces, diagnose it, show the fix (root).
-    Lab(tcpdoctor_lab::LabArgs),
+    Lab(lab::LabArgs),
     /// HTTP load with a latency distribution (wrk-like; --rate for an open model).
     #[command(after_help = load::HELP)]
     Load(load::LoadArgs),
@@ -237,7 +238,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Analyze(args) => analyze(&args),
-        Command::Lab(args) => tcpdoctor_lab::main(args),
+        Command::Lab(args) => lab::run(args),
         Command::Load(args) => load::run(&args),
         Command::Ping(args) => probe::ping(&args),
         Command::Trace(args) => probe::trace(&args),

@@ -1,6 +1,7 @@
 //! `tcpdoctor ping` and `tcpdoctor trace` (the work is in `tcpdoctor-probe`).
 
 use std::io::{self, IsTerminal, Write};
+use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -162,14 +163,18 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-pub fn ping(args: &PingArgs) -> anyhow::Result<u8> {
-    let mut target = tcpdoctor_probe::resolve(
-        &crate::target::host_port(&args.target),
-        family(args.ipv4, args.ipv6),
-    )?;
-    if let Some(p) = args.port {
-        target.set_port(p);
+/// The address to probe: `target` (a host, `host:port` or a URL) resolved in
+/// the family asked for, its port replaced by `--port` when given.
+fn resolve(target: &str, port: Option<u16>, ipv4: bool, ipv6: bool) -> anyhow::Result<SocketAddr> {
+    let mut addr = tcpdoctor_probe::resolve(&crate::target::host_port(target), family(ipv4, ipv6))?;
+    if let Some(p) = port {
+        addr.set_port(p);
     }
+    Ok(addr)
+}
+
+pub fn ping(args: &PingArgs) -> anyhow::Result<u8> {
+    let target = resolve(&args.target, args.port, args.ipv4, args.ipv6)?;
     if args.interval.is_zero() || args.timeout.is_zero() {
         anyhow::bail!("interval and timeout must be above 0");
     }
@@ -324,13 +329,7 @@ fn probe_error(e: ProbeError) -> anyhow::Error {
 }
 
 pub fn trace(args: &TraceArgs) -> anyhow::Result<u8> {
-    let mut target = tcpdoctor_probe::resolve(
-        &crate::target::host_port(&args.target),
-        family(args.ipv4, args.ipv6),
-    )?;
-    if let Some(p) = args.port {
-        target.set_port(p);
-    }
+    let target = resolve(&args.target, args.port, args.ipv4, args.ipv6)?;
     if args.queries == 0 || args.wait.is_zero() || args.count == 0 || args.parallel == 0 {
         anyhow::bail!("at least one probe per hop, one round, one probe in flight and a wait above 0 are needed");
     }
