@@ -14,7 +14,7 @@
 //! about our own connection (`TCP_INFO`), are reported, with what could not
 //! be seen.
 
-pub mod report;
+pub mod render;
 pub mod route;
 pub mod tls;
 

@@ -5,7 +5,7 @@ use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tcpdoctor_investigate::{report, Plan, Step};
+use tcpdoctor_investigate::{render, Plan, Step};
 use tcpdoctor_load::Target;
 
 use crate::load::{parse_duration, RequestArgs};
@@ -167,7 +167,7 @@ pub fn run(args: &DiagnoseArgs) -> anyhow::Result<u8> {
     let mut out = BufWriter::new(stdout.lock());
     match args.format {
         Format::Json => {
-            let mut doc = report::to_json(&outcome)?;
+            let mut doc = render::to_json(&outcome)?;
             tcpdoctor_report::stamp(
                 &mut doc,
                 "diagnose",
@@ -182,7 +182,7 @@ pub fn run(args: &DiagnoseArgs) -> anyhow::Result<u8> {
             serde_json::to_writer(&mut out, &doc)?;
             out.write_all(b"\n")?;
         }
-        Format::Text => report::text(&outcome, &mut out)?,
+        Format::Text => render::text(&outcome, &mut out)?,
     }
     out.flush()?;
     let answered = !outcome.sequential.latencies_ms.is_empty()

@@ -468,7 +468,7 @@ fn diagnose_case(case: &Case, before: &Setup, a: &RunArgs) -> Result<u8> {
     let mut out = io::stdout().lock();
     match a.format {
         Format::Json => {
-            let mut doc = tcpdoctor_investigate::report::to_json(&outcome)?;
+            let mut doc = tcpdoctor_investigate::render::to_json(&outcome)?;
             if let Value::Object(m) = &mut doc {
                 m.insert("case".into(), json!(case.name));
                 m.insert("expected".into(), expected_json(case));
@@ -486,7 +486,7 @@ fn diagnose_case(case: &Case, before: &Setup, a: &RunArgs) -> Result<u8> {
                 run::server_addr(),
                 ns::name("s")
             )?;
-            tcpdoctor_investigate::report::text(&outcome, &mut out)?;
+            tcpdoctor_investigate::render::text(&outcome, &mut out)?;
             let exp = expected_text(case);
             writeln!(
                 out,
