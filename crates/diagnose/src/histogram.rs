@@ -2,15 +2,63 @@
 //!
 //! 128 sub-buckets per power of two, so percentiles are within 0.8% of the
 //! exact value; 40 powers cover 1 µs to about 12 days. Memory is fixed
-//! (20 KiB), whatever the capture length.
+//! whatever the capture length: the counts of the few buckets used so far
+//! (up to [`SPARSE`], allocated on the first value), then all of them (20 KiB).
+//! A finding kept per endpoint of a port scan or of thousands of servers
+//! costs bytes, not kilobytes.
 
 const SUB: usize = 128;
 const SUB_BITS: u32 = 7;
 const POWERS: usize = 40;
+/// Distinct buckets counted sparsely before the counts go dense.
+const SPARSE: usize = 24;
+
+/// Bucket counts: `(bucket, count)` sorted by bucket while few are used,
+/// then one count per bucket.
+#[derive(Clone)]
+enum Counts {
+    Sparse(Vec<(u16, u32)>),
+    Dense(Vec<u32>),
+}
+
+impl Counts {
+    /// Adds `n` to bucket `i`.
+    #[inline]
+    fn add(&mut self, i: usize, n: u32) {
+        match self {
+            Counts::Dense(c) => c[i] = c[i].saturating_add(n),
+            Counts::Sparse(list) => match list.binary_search_by_key(&(i as u16), |e| e.0) {
+                Ok(k) => list[k].1 = list[k].1.saturating_add(n),
+                Err(_) if list.len() == SPARSE => self.densify().add(i, n),
+                Err(k) => list.insert(k, (i as u16, n)),
+            },
+        }
+    }
+
+    #[cold]
+    fn densify(&mut self) -> &mut Counts {
+        if let Counts::Sparse(list) = self {
+            let mut dense = vec![0u32; SUB * POWERS];
+            for &(i, c) in list.iter() {
+                dense[usize::from(i)] = c;
+            }
+            *self = Counts::Dense(dense);
+        }
+        self
+    }
+
+    /// The non-empty buckets in order, with their counts.
+    fn used(&self) -> Box<dyn Iterator<Item = (usize, u32)> + '_> {
+        match self {
+            Counts::Sparse(list) => Box::new(list.iter().map(|&(i, c)| (usize::from(i), c))),
+            Counts::Dense(c) => Box::new(c.iter().copied().enumerate().filter(|e| e.1 > 0)),
+        }
+    }
+}
 
 #[derive(Clone)]
 pub struct Histogram {
-    counts: Vec<u32>,
+    counts: Counts,
     total: u64,
     sum_ns: i128,
     max_ns: i64,
@@ -20,7 +68,7 @@ pub struct Histogram {
 impl Default for Histogram {
     fn default() -> Self {
         Histogram {
-            counts: vec![0; SUB * POWERS],
+            counts: Counts::Sparse(Vec::new()),
             total: 0,
             sum_ns: 0,
             max_ns: 0,
@@ -72,7 +120,7 @@ impl Histogram {
     pub fn record(&mut self, ns: i64) {
         let ns = ns.max(0);
         let i = index((ns / 1000) as u64);
-        self.counts[i] = self.counts[i].saturating_add(1);
+        self.counts.add(i, 1);
         self.total += 1;
         self.sum_ns += i128::from(ns);
         self.max_ns = self.max_ns.max(ns);
@@ -81,8 +129,8 @@ impl Histogram {
 
     /// Adds another histogram's values.
     pub fn merge(&mut self, other: &Histogram) {
-        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
-            *a = a.saturating_add(*b);
+        for (i, c) in other.counts.used() {
+            self.counts.add(i, c);
         }
         self.total += other.total;
         self.sum_ns += other.sum_ns;
@@ -104,7 +152,7 @@ impl Histogram {
         }
         let rank = ((q * self.total as f64).ceil() as u64).max(1);
         let mut seen = 0u64;
-        for (i, &c) in self.counts.iter().enumerate() {
+        for (i, c) in self.counts.used() {
             seen += u64::from(c);
             if seen >= rank {
                 return Some(i);
@@ -115,7 +163,12 @@ impl Histogram {
 
     /// How many values fell in bucket `i`.
     pub fn bucket_count(&self, i: usize) -> u64 {
-        self.counts.get(i).map_or(0, |&c| u64::from(c))
+        match &self.counts {
+            Counts::Dense(c) => c.get(i).map_or(0, |&c| u64::from(c)),
+            Counts::Sparse(list) => list
+                .binary_search_by_key(&(i as u16), |e| e.0)
+                .map_or(0, |k| u64::from(list[k].1)),
+        }
     }
 
     pub fn count(&self) -> u64 {
@@ -148,7 +201,7 @@ impl Histogram {
         }
         let rank = ((q * self.total as f64).ceil() as u64).max(1);
         let mut seen = 0u64;
-        for (i, &c) in self.counts.iter().enumerate() {
+        for (i, c) in self.counts.used() {
             seen += u64::from(c);
             if seen >= rank {
                 let v = value(i) / 1e3;
@@ -162,6 +215,36 @@ impl Histogram {
 #[cfg(test)]
 mod tests {
     use super::Histogram;
+
+    #[test]
+    fn sparse_and_dense_counts_answer_alike() {
+        // The same values into one histogram as they come (sparse, then
+        // dense past the first buckets) and into one made dense first.
+        let values: Vec<i64> = (0..5000i64)
+            .map(|i| (i * 7919 % 4001) * 37_000 + i)
+            .collect();
+        for n in [1, 5, 23, 24, 25, 300, 5000] {
+            let mut a = Histogram::default();
+            let mut b = Histogram::default();
+            b.counts.densify();
+            for &v in &values[..n] {
+                a.record(v);
+                b.record(v);
+            }
+            for q in [0.0, 0.1, 0.5, 0.9, 0.99, 1.0] {
+                assert_eq!(a.quantile_ms(q), b.quantile_ms(q), "n {n} q {q}");
+                assert_eq!(a.quantile_bucket(q), b.quantile_bucket(q), "n {n} q {q}");
+            }
+            for i in 0..Histogram::BUCKETS {
+                assert_eq!(a.bucket_count(i), b.bucket_count(i));
+            }
+            let (mut m1, mut m2) = (a.clone(), b.clone());
+            m1.merge(&b);
+            m2.merge(&a);
+            assert_eq!(m1.quantile_ms(0.5), m2.quantile_ms(0.5));
+            assert_eq!(m1.count(), 2 * n as u64);
+        }
+    }
 
     #[test]
     fn percentiles_within_two_percent() {

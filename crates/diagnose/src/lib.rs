@@ -906,6 +906,8 @@ pub(crate) struct Aggregate {
     flagged: u64,
     /// Server or client time inside the message (the rest of `total_ns` was before it).
     inside_ns: i64,
+    /// The culprit's ports that refused connections.
+    ports: Option<Box<rules::refused_reset::Ports>>,
     /// Round trips: handshakes (and their time), requests, further flights.
     handshakes: u64,
     handshake_ns: i64,
@@ -945,6 +947,7 @@ impl Aggregate {
             count: 0,
             flagged: 0,
             inside_ns: 0,
+            ports: None,
             handshakes: 0,
             handshake_ns: 0,
             requests: 0,
@@ -1029,7 +1032,10 @@ impl Diagnoser {
             // The path to this server: one finding per server endpoint.
             Blame::Network(_) => (conn.server.addr, "network"),
         };
-        let endpoint = if role == "client" {
+        // A client's ports are ephemeral; refusals are per server address
+        // (a scan of many ports is one finding).
+        let by_address = role == "client" || o.kind == Kind::ConnectionRefused;
+        let endpoint = if by_address {
             SocketAddr::new(addr.ip(), 0)
         } else {
             addr
@@ -1056,7 +1062,7 @@ impl Diagnoser {
             .or_insert_with(|| Aggregate::new(o.kind, addr, role, o.detail.clone()));
         if first_in_conn {
             agg.connections += 1;
-            if agg.connections == 2 && role == "client" && agg.culprit_addr != addr {
+            if by_address && agg.culprit_addr != addr && !agg.culprit.endpoint.ends_with('*') {
                 agg.culprit.endpoint = format!("{}:*", fmt_ip(addr));
             }
         }

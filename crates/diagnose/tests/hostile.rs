@@ -242,7 +242,8 @@ fn scans_retrying_clients_and_busy_servers_are_not_floods() {
         scan.push((i64::from(p) / 5, s));
         scan.push((i64::from(p) / 5, rst));
     }
-    assert!(!kinds(&scan).contains(&"syn_flood".to_string()));
+    // One refusal finding for the scanned server, not one per port.
+    assert_eq!(kinds(&scan), ["connection_refused"]);
     // 500 clients that cannot reach a dead server: each SYN retried at 1 s
     // and 3 s, as a TCP stack does.
     let mut dead = Vec::new();
@@ -282,4 +283,30 @@ fn scans_retrying_clients_and_busy_servers_are_not_floods() {
         .map(|n| (i64::from(n) * 10, syn(n, n * 7, &[])))
         .collect();
     assert_eq!(kinds(&once), ["syn_flood"]);
+}
+
+#[test]
+fn a_port_scan_is_one_refusal_finding_for_the_server() {
+    let mut e = Engine::new(Options::default());
+    for p in 0..20_000u32 {
+        let mut s = syn(7, p * 31, &[]);
+        s.dst_port = 1 + p as u16;
+        let mut rst = s.clone();
+        std::mem::swap(&mut rst.src, &mut rst.dst);
+        std::mem::swap(&mut rst.src_port, &mut rst.dst_port);
+        rst.flags = TcpFlags(TcpFlags::RST | TcpFlags::ACK);
+        rst.seq = 0;
+        rst.ack = s.seq.wrapping_add(1);
+        e.push_segment(at_ms(i64::from(p) / 10), LinkType::Ethernet, 54, &s);
+        e.push_segment(at_ms(i64::from(p) / 10), LinkType::Ethernet, 54, &rst);
+    }
+    let a = e.finish();
+    assert_eq!(a.findings.len(), 1, "{:?}", a.findings);
+    let f = &json(&a)["findings"][0];
+    assert_eq!(f["kind"], "connection_refused");
+    assert_eq!(f["culprit"]["endpoint"], "10.0.0.80:*");
+    assert_eq!(f["connections"], 20_000);
+    assert_eq!(f["details"]["ports"], 20_000);
+    assert_eq!(f["details"]["ports_sample"].as_array().unwrap().len(), 10);
+    assert!(f["explanation"].as_str().unwrap().contains("port scan"));
 }

@@ -155,6 +155,7 @@ pub fn on_close(state: Option<&ResetState>, conn: &Connection, out: &mut Vec<Occ
                 rst_ttl: conn.server.rst_ttl,
                 ttl: conn.server.ttl,
                 request_bytes: 0,
+                port: conn.server.addr.port(),
             }),
         });
         return;
@@ -202,6 +203,7 @@ pub fn on_close(state: Option<&ResetState>, conn: &Connection, out: &mut Vec<Occ
             rst_ttl: h.rst_ttl,
             ttl: h.ttl,
             request_bytes: st.waiting_bytes,
+            port: conn.server.addr.port(),
         }),
     });
 }
@@ -245,6 +247,10 @@ pub(crate) fn words(s: &Said<'_>) -> Words {
         _ => (0, 0),
     };
     let port = ep.rsplit(':').next().unwrap_or("PORT");
+    let ports = a.ports.as_deref().filter(|p| p.distinct > 1);
+    if let (Kind::ConnectionRefused, Some(ports)) = (a.kind, ports) {
+        return refused_on_ports(a, ports, typical);
+    }
     if a.kind == Kind::ConnectionRefused {
         let explanation = format!(
             "{conns} connection attempt(s) to {ep} were refused: each SYN was answered by an RST \
@@ -317,10 +323,17 @@ pub struct Failure {
     pub ttl: u8,
     /// Bytes of the request that got no answer.
     pub request_bytes: u64,
+    /// The server's port.
+    pub port: u16,
 }
 
 impl super::Fold for Failure {
     fn fold(self, a: &mut crate::Aggregate) {
+        if a.kind == Kind::ConnectionRefused {
+            a.ports
+                .get_or_insert_with(Default::default)
+                .insert(self.port);
+        }
         a.count += u64::from(self.requests_lost);
         a.flagged += u64::from(self.rst_ttl != self.ttl);
     }
@@ -365,4 +378,85 @@ pub(crate) fn cause(c: &super::Cause<'_>) -> String {
 /// A failed request is reported whatever time it took, before the delays.
 pub(crate) fn standing(_: &crate::Aggregate) -> super::Standing {
     super::Standing::Major
+}
+
+/// The ports of one server that refused connections: refusals are one
+/// finding per server address, so that a port scan is one finding, not one
+/// per port.
+#[derive(Default)]
+pub(crate) struct Ports {
+    /// One bit per port, made when a second port is seen.
+    seen: Option<Box<[u64; 1024]>>,
+    first: Option<u16>,
+    /// The first few ports, in order.
+    pub sample: Vec<u16>,
+    pub distinct: u32,
+}
+
+/// Ports listed in a finding's words, at most.
+const PORT_SAMPLE: usize = 10;
+
+impl Ports {
+    fn insert(&mut self, port: u16) {
+        let first = *self.first.get_or_insert(port);
+        if port == first && self.distinct > 0 {
+            return;
+        }
+        if self.distinct == 0 {
+            self.distinct = 1;
+            self.sample.push(port);
+            return;
+        }
+        let seen = self.seen.get_or_insert_with(|| {
+            let mut bits = Box::new([0u64; 1024]);
+            bits[usize::from(first) / 64] |= 1 << (first % 64);
+            bits
+        });
+        let (word, bit) = (usize::from(port) / 64, 1u64 << (port % 64));
+        if seen[word] & bit == 0 {
+            seen[word] |= bit;
+            self.distinct += 1;
+            if self.sample.len() < PORT_SAMPLE {
+                self.sample.push(port);
+            }
+        }
+    }
+}
+
+/// Refusals on several ports of one server: a client trying ports (a scan,
+/// or a wrong port list), not one service down.
+fn refused_on_ports(a: &crate::Aggregate, ports: &Ports, typical: f64) -> Words {
+    let ep = &a.culprit.endpoint;
+    let ip = ep.trim_end_matches(":*");
+    let conns = a.connections;
+    let list: Vec<String> = ports.sample.iter().map(u16::to_string).collect();
+    let more = if ports.distinct as usize > ports.sample.len() {
+        ", …"
+    } else {
+        ""
+    };
+    let explanation = format!(
+        "{conns} connection attempt(s) to {ip} on {n} different ports ({list}{more}) were refused: \
+         each SYN was answered by an RST (after {typical:.2} ms, median). Nothing accepts \
+         connections on those ports, or a firewall rejects them in the server's name. Many ports \
+         from one client in a short time is a port scan (or a client walking a list of ports): \
+         it costs the scanner, not the server's users.",
+        n = ports.distinct,
+        list = list.join(", "),
+    );
+    let fix = format!(
+        "If the client should reach one of these ports, start its server or point the client at \
+         the right port (`ss -ltn` on {ip} lists what listens). If it is a scan, it needs no \
+         fix here; a firewall that drops rather than rejects makes it slower."
+    );
+    let details = serde_json::json!({
+        "requests_lost": a.count,
+        "rst_ttl": match a.first {
+            Detail::Failure(Failure { rst_ttl, .. }) => rst_ttl,
+            _ => 0,
+        },
+        "ports": ports.distinct,
+        "ports_sample": ports.sample,
+    });
+    (explanation, fix, details)
 }
