@@ -34,6 +34,10 @@ if [ -z "${OHA:-}" ]; then
   else
     OHA=$OHA_ROOT/bin/oha
     if [ ! -x "$OHA" ]; then
+      command -v cargo >/dev/null || {
+        echo "load-vs-wrk.sh: oha is not installed and cargo is not on PATH to build it; install oha or set OHA=path/to/oha" >&2
+        exit 1
+      }
       echo "load-vs-wrk.sh: building oha into $OHA_ROOT (once)" >&2
       cargo install oha --locked --root "$OHA_ROOT" >&2
     fi
