@@ -613,10 +613,20 @@ impl<R: Read> CaptureReader<R> {
 
     /// Makes at least `n` bytes available from `start` if the input has them;
     /// returns how many are available (less than `n` only at end of input).
+    /// Inline: nearly every call finds the bytes already buffered.
+    #[inline(always)]
     fn fill(&mut self, n: usize) -> Result<usize, CaptureError> {
         if self.end - self.start >= n || self.eof {
             return Ok(self.end - self.start);
         }
+        self.refill(n)
+    }
+
+    /// [`Self::fill`] when the buffer runs short: moves what is left to the
+    /// front and reads until `n` bytes are there or the input ends.
+    #[cold]
+    #[inline(never)]
+    fn refill(&mut self, n: usize) -> Result<usize, CaptureError> {
         if self.start > 0 {
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;

@@ -11,7 +11,6 @@
 use std::fs::File;
 use std::io::{self, Read};
 use std::net::IpAddr;
-use std::ops::Range;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread;
 
@@ -24,6 +23,9 @@ use tcpdoctor_diagnose::{payload_needed, Engine};
 use tcpdoctor_wire::{decode, DecodeError, LinkType, Skip, TcpFlags, TcpSegment, Timestamp};
 
 const BATCH: usize = 4096;
+/// A batch is sent once its kept bytes reach this (HTTP heads and TLS
+/// records are kept, and a frame may be large): memory stays bounded.
+const BATCH_BYTES: usize = 16 << 20;
 const IN_FLIGHT: usize = 4;
 
 /// An opened capture (header read), or several merged by time.
@@ -215,7 +217,7 @@ fn produce<P: Packets>(
         };
         batch.clear();
         let mut stop = None;
-        while batch.recs.len() < BATCH {
+        while batch.recs.len() < BATCH && batch.bytes.len() < BATCH_BYTES {
             let (ts, source) = match packets.next() {
                 Ok(Some(p)) => {
                     if let Some(s) = selector.as_deref_mut() {
@@ -271,7 +273,10 @@ enum What {
     Error(DecodeError),
 }
 
-/// A [`TcpSegment`] whose option and payload bytes live in the batch.
+/// A [`TcpSegment`] whose option and payload bytes live in the batch: the
+/// options at `at`, the payload kept right after them. Offsets are `u32`
+/// (a batch's bytes stop growing past [`BATCH_BYTES`], and one frame adds at
+/// most 16 MB): the record stays small to copy.
 struct OwnedSegment {
     src: IpAddr,
     dst: IpAddr,
@@ -283,8 +288,9 @@ struct OwnedSegment {
     flags: TcpFlags,
     window: u16,
     payload_len: u32,
-    options: Range<usize>,
-    payload: Range<usize>,
+    at: u32,
+    options_len: u32,
+    kept: u32,
 }
 
 impl Batch {
@@ -296,8 +302,8 @@ impl Batch {
     fn push(&mut self, ts: Timestamp, link: LinkType, orig_len: u32, data: &[u8]) {
         let what = match decode(link, data) {
             Ok(Ok(s)) => {
-                let options = self.keep(s.options_raw);
-                let payload = self.keep(&s.payload[..payload_needed(s.payload)]);
+                let kept = payload_needed(s.payload);
+                let at = self.keep(data, s.options_raw, &s.payload[..kept]);
                 What::Tcp(OwnedSegment {
                     src: s.src,
                     dst: s.dst,
@@ -309,8 +315,9 @@ impl Batch {
                     flags: s.flags,
                     window: s.window,
                     payload_len: s.payload_len,
-                    options,
-                    payload,
+                    at,
+                    options_len: s.options_raw.len() as u32,
+                    kept: kept as u32,
                 })
             }
             Ok(Err(skip)) => What::Skip(skip),
@@ -337,19 +344,31 @@ impl Batch {
             what: What::Tcp(s), ..
         }) = self.recs.pop()
         {
-            self.bytes.truncate(s.options.start);
+            self.bytes.truncate(s.at as usize);
         }
     }
 
-    fn keep(&mut self, b: &[u8]) -> Range<usize> {
+    /// Appends `options` then `payload` (both borrowed from `frame`); returns
+    /// where they start. In a TCP segment the payload follows the options:
+    /// one copy of both.
+    fn keep(&mut self, frame: &[u8], options: &[u8], payload: &[u8]) -> u32 {
         let start = self.bytes.len();
-        self.bytes.extend_from_slice(b);
-        start..self.bytes.len()
+        match offset_in(frame, options) {
+            Some(o) if offset_in(frame, payload) == Some(o + options.len()) => self
+                .bytes
+                .extend_from_slice(&frame[o..o + options.len() + payload.len()]),
+            _ => {
+                self.bytes.extend_from_slice(options);
+                self.bytes.extend_from_slice(payload);
+            }
+        }
+        start as u32
     }
 }
 
 impl OwnedSegment {
     fn segment<'a>(&self, bytes: &'a [u8]) -> TcpSegment<'a> {
+        let at = self.at as usize;
         TcpSegment {
             src: self.src,
             dst: self.dst,
@@ -360,9 +379,43 @@ impl OwnedSegment {
             ack: self.ack,
             flags: self.flags,
             window: self.window,
-            options_raw: &bytes[self.options.clone()],
+            options_raw: &bytes[at..at + self.options_len as usize],
             payload_len: self.payload_len,
-            payload: &bytes[self.payload.clone()],
+            payload: &bytes[at + self.options_len as usize..][..self.kept as usize],
         }
+    }
+}
+
+/// Where `part` starts inside `whole`, if it lies within it.
+fn offset_in(whole: &[u8], part: &[u8]) -> Option<usize> {
+    let o = (part.as_ptr() as usize).checked_sub(whole.as_ptr() as usize)?;
+    (o.checked_add(part.len())? <= whole.len()).then_some(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offset_in_finds_parts_of_the_frame_only() {
+        let frame = [0u8; 64];
+        let other = [0u8; 8];
+        assert_eq!(offset_in(&frame, &frame[20..32]), Some(20));
+        assert_eq!(offset_in(&frame, &frame[64..]), Some(64));
+        assert_eq!(offset_in(&frame, &other), None);
+        assert_eq!(offset_in(&frame[..16], &frame[8..24]), None);
+    }
+
+    #[test]
+    fn options_and_payload_are_kept_together_or_apart() {
+        let frame: Vec<u8> = (0..40).collect();
+        let mut b = Batch::default();
+        // Contiguous in the frame: one copy.
+        let at = b.keep(&frame, &frame[10..22], &frame[22..30]) as usize;
+        assert_eq!(&b.bytes[at..at + 20], &frame[10..30]);
+        // Apart (a payload that is not right after the options): both kept, in order.
+        let elsewhere = [7u8, 8, 9];
+        let at = b.keep(&frame, &frame[0..4], &elsewhere) as usize;
+        assert_eq!(&b.bytes[at..], &[0, 1, 2, 3, 7, 8, 9]);
     }
 }
