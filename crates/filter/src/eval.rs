@@ -11,10 +11,9 @@ use tcpdoctor_wire::LinkType;
 
 use crate::ast::{Dir, Expr, Net, Prim, Proto};
 
-pub(crate) const ETHERTYPE_IPV4: u16 = 0x0800;
-pub(crate) const ETHERTYPE_IPV6: u16 = 0x86DD;
-/// 802.1Q, 802.1ad, and the pre-standard QinQ tag.
-pub(crate) const VLAN_TPIDS: [u16; 3] = [0x8100, 0x88A8, 0x9100];
+pub(crate) use tcpdoctor_wire::ethertype::{
+    IPV4 as ETHERTYPE_IPV4, IPV6 as ETHERTYPE_IPV6, VLAN_TPIDS,
+};
 /// VLAN tags looked through on Ethernet: one, or two stacked (QinQ).
 pub(crate) const MAX_VLAN_TAGS: usize = 2;
 /// Address families of the BSD loopback header meaning IPv4 and IPv6.
