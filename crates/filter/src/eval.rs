@@ -11,10 +11,9 @@ use tcpdoctor_wire::LinkType;
 
 use crate::ast::{Dir, Expr, Net, Prim, Proto};
 
-pub(crate) const ETHERTYPE_IPV4: u16 = 0x0800;
-pub(crate) const ETHERTYPE_IPV6: u16 = 0x86DD;
-/// 802.1Q, 802.1ad, and the pre-standard QinQ tag.
-pub(crate) const VLAN_TPIDS: [u16; 3] = [0x8100, 0x88A8, 0x9100];
+pub(crate) use tcpdoctor_wire::ethertype::{
+    IPV4 as ETHERTYPE_IPV4, IPV6 as ETHERTYPE_IPV6, VLAN_TPIDS,
+};
 /// VLAN tags looked through on Ethernet: one, or two stacked (QinQ).
 pub(crate) const MAX_VLAN_TAGS: usize = 2;
 /// Address families of the BSD loopback header meaning IPv4 and IPv6.
@@ -115,16 +114,28 @@ impl View {
         }
     }
 
-    fn ipv4(f: &[u8], l3: usize) -> View {
-        let mut v = View {
-            family: 4,
+    /// An IP packet of `version` at `l3`: `Err` with what is known when its
+    /// fixed header (`fixed` bytes) was not captured.
+    fn ip_start(f: &[u8], l3: usize, version: u8, fixed: usize) -> Result<View, View> {
+        let v = View {
+            family: version,
             l3,
             ..View::default()
         };
-        if f.len() < l3 + 20 {
-            return v;
+        if f.len() < l3 + fixed {
+            return Err(v);
         }
-        v.header = 4;
+        Ok(View {
+            header: version,
+            ..v
+        })
+    }
+
+    fn ipv4(f: &[u8], l3: usize) -> View {
+        let mut v = match View::ip_start(f, l3, 4, 20) {
+            Ok(v) => v,
+            Err(short) => return short,
+        };
         v.proto = Some(f[l3 + 9]);
         let fragment_offset = u16::from_be_bytes([f[l3 + 6], f[l3 + 7]]) & 0x1FFF;
         let ihl = usize::from(f[l3] & 0x0F) * 4;
@@ -135,15 +146,10 @@ impl View {
     }
 
     fn ipv6(f: &[u8], l3: usize) -> View {
-        let mut v = View {
-            family: 6,
-            l3,
-            ..View::default()
+        let mut v = match View::ip_start(f, l3, 6, 40) {
+            Ok(v) => v,
+            Err(short) => return short,
         };
-        if f.len() < l3 + 40 {
-            return v;
-        }
-        v.header = 6;
         let next = f[l3 + 6];
         if next == IPV6_FRAGMENT {
             v.proto = f.get(l3 + 40).copied();

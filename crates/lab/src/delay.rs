@@ -19,7 +19,6 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use crate::error::{Context, Result};
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
 use crate::{ns, sys};
 
@@ -115,11 +114,7 @@ fn read_loop(
 ) -> Result<()> {
     let mut buf = vec![0u8; MAX_PACKET];
     while !stop.load(Ordering::Relaxed) {
-        let ready = {
-            let mut fds = [PollFd::new(tun.as_fd(), PollFlags::POLLIN)];
-            poll(&mut fds, PollTimeout::from(50u16)).unwrap_or(0)
-        };
-        if ready == 0 {
+        if !ns::readable(tun.as_fd()) {
             continue;
         }
         // Drain everything queued before polling again.

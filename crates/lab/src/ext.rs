@@ -265,15 +265,35 @@ fn parse_curl(line: &str) -> Option<CurlTimes> {
     })
 }
 
+/// A server run from source by `program` (`--peer what`): the program
+/// checked (`missing` says what is lacking), the source written as `name`
+/// into a new work directory. Returns the directory and the source's path.
+fn source_file(
+    what: &str,
+    program: &str,
+    missing: &str,
+    name: &str,
+    text: &str,
+) -> Result<(PathBuf, PathBuf)> {
+    if !installed(program) {
+        bail!("--peer {what}: {missing}");
+    }
+    let dir = work_dir(what)?;
+    let src = dir.join(name);
+    fs::write(&src, text)?;
+    Ok((dir, src))
+}
+
 /// The JDK's HttpServer (SmallServer.java, run from source) in the server
 /// namespace, with `-Dsun.net.httpserver.nodelay` as the case sets it.
 pub fn jdk(server_ns: &str, s: &Setup) -> Result<External> {
-    if !installed("java") {
-        bail!("--peer jdk: java is not installed (apt-get install default-jdk-headless)");
-    }
-    let dir = work_dir("jdk")?;
-    let src = dir.join("SmallServer.java");
-    fs::write(&src, SMALL_SERVER)?;
+    let (dir, src) = source_file(
+        "jdk",
+        "java",
+        "java is not installed (apt-get install default-jdk-headless)",
+        "SmallServer.java",
+        SMALL_SERVER,
+    )?;
     let mut cmd = Command::new("java");
     cmd.arg(format!("-Dsun.net.httpserver.nodelay={}", s.peer_nodelay))
         .arg("-Xshare:auto")
@@ -287,12 +307,13 @@ pub fn jdk(server_ns: &str, s: &Setup) -> Result<External> {
 /// answering as the case's built-in server would: think time before the
 /// response, or inside it (headers first), chunked or not, Nagle as set.
 pub fn python(server_ns: &str, s: &Setup) -> Result<External> {
-    if !installed("python3") {
-        bail!("--peer python: python3 is not installed");
-    }
-    let dir = work_dir("python")?;
-    let src = dir.join("http_server.py");
-    fs::write(&src, HTTP_SERVER_PY)?;
+    let (dir, src) = source_file(
+        "python",
+        "python3",
+        "python3 is not installed",
+        "http_server.py",
+        HTTP_SERVER_PY,
+    )?;
     let spec = &s.server;
     let mut cmd = Command::new("python3");
     cmd.arg(&src)

@@ -9,6 +9,12 @@
 //! `--compare`, does it all again with the case's fix applied. Everything runs
 //! as threads of this process (each thread enters its namespace with setns);
 //! the namespaces are removed at the end, on error, and on Ctrl-C/SIGTERM.
+//!
+//! The command itself (`tcpdoctor lab list|run|fixtures|clean`: its arguments,
+//! its report, its exit status) is the binary's, in `crates/tcpdoctor/src/lab.rs`.
+//! Errors here are [`Error`]s: a message and its cause, printed whole by the
+//! binary. The `clap` feature derives `clap::ValueEnum` for the choices the
+//! command line offers (`--peer`, `--vantage`).
 
 pub mod cases;
 pub mod delay;

@@ -280,6 +280,14 @@ pub fn work_dir(what: &str) -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// Whether `fd` has something to read within 50 ms: a loop that polls this
+/// between checks of its stop flag stops within 50 ms of being asked to.
+pub fn readable(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+    poll(&mut fds, PollTimeout::from(50u16)).unwrap_or(0) > 0
+}
+
 /// Removes a directory made by [`work_dir`].
 pub fn remove_dir(dir: &Path) {
     registry().dirs.retain(|d| d != dir);

@@ -177,11 +177,7 @@ fn accept_loop(
     listener.set_nonblocking(true)?;
     let mut conns = Vec::new();
     while !stop.load(Ordering::Relaxed) {
-        let ready = {
-            let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
-            poll(&mut fds, PollTimeout::from(50u16)).unwrap_or(0)
-        };
-        if ready == 0 {
+        if !ns::readable(listener.as_fd()) {
             continue;
         }
         match listener.accept() {

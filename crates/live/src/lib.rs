@@ -53,6 +53,7 @@ use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
 pub use tcpdoctor_filter::Filter;
+use tcpdoctor_wire::ethertype::{IPV4 as ETHERTYPE_IPV4, IPV6 as ETHERTYPE_IPV6};
 pub use tcpdoctor_wire::{LinkType, Timestamp};
 
 mod sys;
@@ -71,8 +72,6 @@ const ARPHRD_ETHER: u16 = 1;
 const ARPHRD_LOOPBACK: u16 = 772;
 /// `PACKET_OUTGOING` (<linux/if_packet.h>): sent by this host.
 const PACKET_OUTGOING: u8 = 4;
-const ETHERTYPE_IPV4: u16 = 0x0800;
-const ETHERTYPE_IPV6: u16 = 0x86DD;
 
 // struct tpacket_block_desc / tpacket_hdr_v1 (<linux/if_packet.h>).
 const BLOCK_NUM_PKTS: usize = 12;

@@ -47,6 +47,16 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// Checks that a message body holds its family's fixed header (`len` bytes:
+/// `ifinfomsg`, `rtmsg`, `tcmsg`…) before the attributes; `what` says which
+/// was short.
+pub fn need_fixed(payload: &[u8], len: usize, what: &'static str) -> Result<(), Error> {
+    if payload.len() < len {
+        return Err(Error { offset: 0, what });
+    }
+    Ok(())
+}
+
 /// Netlink aligns every message and attribute to 4 bytes.
 pub fn align(len: usize) -> usize {
     len.saturating_add(3) & !3

@@ -182,17 +182,8 @@ pub struct IcmpReply {
 pub fn parse_icmp4(buf: &[u8]) -> Option<IcmpReply> {
     let ip = Ipv4Packet::new_checked(buf).ok()?;
     let icmp = ip.payload();
-    if icmp.len() < 8 {
-        return None;
-    }
-    let kind = match icmp[0] {
-        11 => IcmpKind::TimeExceeded,
-        3 => IcmpKind::Unreachable {
-            v6: false,
-            code: icmp[1],
-        },
-        _ => return None,
-    };
+    // RFC 792: type 11 time exceeded, type 3 destination unreachable.
+    let kind = icmp_kind(icmp, 11, 3, false)?;
     let inner = Ipv4Packet::new_checked(&icmp[8..]).ok()?;
     if inner.protocol() != PROTO_TCP {
         return None;
@@ -211,17 +202,8 @@ pub fn parse_icmp4(buf: &[u8]) -> Option<IcmpReply> {
 
 /// Parse what an IPv6 raw ICMPv6 socket delivers: the ICMPv6 message alone.
 pub fn parse_icmp6(icmp: &[u8], from: Ipv6Addr) -> Option<IcmpReply> {
-    if icmp.len() < 8 {
-        return None;
-    }
-    let kind = match icmp[0] {
-        3 => IcmpKind::TimeExceeded,
-        1 => IcmpKind::Unreachable {
-            v6: true,
-            code: icmp[1],
-        },
-        _ => return None,
-    };
+    // RFC 4443: type 3 time exceeded, type 1 destination unreachable.
+    let kind = icmp_kind(icmp, 3, 1, true)?;
     let inner = Ipv6Packet::new_checked(&icmp[8..]).ok()?;
     // Probes carry no extension headers.
     if inner.next_header() != PROTO_TCP {
@@ -236,6 +218,22 @@ pub fn parse_icmp6(icmp: &[u8], from: Ipv6Addr) -> Option<IcmpReply> {
         dport,
         seq,
     })
+}
+
+/// What an ICMP (or ICMPv6) error of at least its 8-byte header says, by
+/// the version's type numbers; `None` for any other message.
+fn icmp_kind(icmp: &[u8], time_exceeded: u8, unreachable: u8, v6: bool) -> Option<IcmpKind> {
+    let (&kind, rest) = icmp.split_first()?;
+    if icmp.len() < 8 {
+        return None;
+    }
+    if kind == time_exceeded {
+        Some(IcmpKind::TimeExceeded)
+    } else if kind == unreachable {
+        Some(IcmpKind::Unreachable { v6, code: rest[0] })
+    } else {
+        None
+    }
 }
 
 /// Ports and sequence number from the first 8 bytes of a quoted TCP header

@@ -202,14 +202,8 @@ fn run_input(a: &RunArgs) -> Value {
 
 /// A time in milliseconds: `35ms`, `0.1s`, `200us`, or a plain number of ms.
 fn parse_ms(s: &str) -> std::result::Result<f64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a time (examples: 35ms, 0.1s, 35)"))?;
+    let (n, unit) = crate::load::number_and_unit(s.trim())
+        .ok_or_else(|| format!("{s:?} is not a time (examples: 35ms, 0.1s, 35)"))?;
     let ms = match unit {
         "" | "ms" => n,
         "s" => n * 1e3,

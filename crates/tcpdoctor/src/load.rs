@@ -76,6 +76,16 @@ pub struct LoadArgs {
     tls: crate::tls::TlsArgs,
 }
 
+/// A time as its number and the unit after it (`35ms`: 35 and `ms`); `None`
+/// when the number does not parse.
+pub fn number_and_unit(s: &str) -> Option<(f64, &str)> {
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    Some((num.parse().ok()?, unit))
+}
+
 /// `10s`, `500ms`, `2m`, `1h`, `1.5s`, plain seconds, or hping3's `u100000` (microseconds).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
@@ -84,13 +94,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             return Ok(Duration::from_micros(us));
         }
     }
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (examples: 10s, 500ms, 2m)"))?;
+    let (n, unit) = number_and_unit(s)
+        .ok_or_else(|| format!("{s:?} is not a duration (examples: 10s, 500ms, 2m)"))?;
     let secs = match unit {
         "" | "s" => n,
         "ms" => n / 1000.0,

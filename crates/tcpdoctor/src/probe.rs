@@ -61,6 +61,17 @@ Ctrl-C stops at once: the hops done so far stay printed, then one line says it w
 Exit status: 0 the target answered; 1 it did not (or interrupted first); 2 usage error or no
 permission.";
 
+/// `-4`, `-6`: the address family the target is resolved in.
+#[derive(clap::Args)]
+struct FamilyArgs {
+    /// Use IPv4 only.
+    #[arg(short = '4', conflicts_with = "ipv6")]
+    ipv4: bool,
+    /// Use IPv6 only.
+    #[arg(short = '6')]
+    ipv6: bool,
+}
+
 #[derive(clap::Args)]
 pub struct PingArgs {
     /// Target: HOST:PORT, [IPV6]:PORT, or a URL (http://host:port/; port 80 when omitted).
@@ -83,15 +94,28 @@ pub struct PingArgs {
     /// Accepted for hping3's command lines: the probes are SYNs anyway.
     #[arg(short = 'S', long = "syn", hide = true)]
     _syn: bool,
-    /// Use IPv4 only.
-    #[arg(short = '4', conflicts_with = "ipv6")]
-    ipv4: bool,
-    /// Use IPv6 only.
-    #[arg(short = '6')]
-    ipv6: bool,
+    #[command(flatten)]
+    family: FamilyArgs,
     /// Output format: `text` (hping3-like) or `json`.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+}
+
+impl PingArgs {
+    /// The ping asked for: the target resolved, the times checked.
+    fn config(&self) -> anyhow::Result<PingConfig> {
+        let target = resolve(&self.target, self.port, &self.family)?;
+        if self.interval.is_zero() || self.timeout.is_zero() {
+            anyhow::bail!("interval and timeout must be above 0");
+        }
+        Ok(PingConfig {
+            target,
+            count: self.count,
+            interval: self.interval,
+            timeout: self.timeout,
+            connect_only: self.connect,
+        })
+    }
 }
 
 #[derive(clap::Args)]
@@ -133,22 +157,40 @@ pub struct TraceArgs {
     /// Destination port (traceroute -p), instead of the one in the target.
     #[arg(short = 'p', long, value_name = "PORT")]
     port: Option<u16>,
-    /// Use IPv4 only.
-    #[arg(short = '4', conflicts_with = "ipv6")]
-    ipv4: bool,
-    /// Use IPv6 only.
-    #[arg(short = '6')]
-    ipv6: bool,
+    #[command(flatten)]
+    family: FamilyArgs,
     /// Output format: `text` (traceroute-like) or `json`.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
 }
 
-fn family(v4: bool, v6: bool) -> Family {
-    match (v4, v6) {
-        (true, _) => Family::V4,
-        (_, true) => Family::V6,
-        _ => Family::Any,
+impl TraceArgs {
+    /// The trace asked for: the target resolved, the counts and times checked.
+    fn config(&self) -> anyhow::Result<TraceConfig> {
+        let target = resolve(&self.target, self.port, &self.family)?;
+        if self.queries == 0 || self.wait.is_zero() || self.count == 0 || self.parallel == 0 {
+            anyhow::bail!("at least one probe per hop, one round, one probe in flight and a wait above 0 are needed");
+        }
+        Ok(TraceConfig {
+            target,
+            first_ttl: self.first_ttl,
+            max_hops: self.max_hops,
+            probes: self.queries,
+            wait: self.wait,
+            parallel: self.parallel,
+            rounds: self.count,
+            interval: self.interval,
+        })
+    }
+}
+
+impl FamilyArgs {
+    fn family(&self) -> Family {
+        match (self.ipv4, self.ipv6) {
+            (true, _) => Family::V4,
+            (_, true) => Family::V6,
+            _ => Family::Any,
+        }
     }
 }
 
@@ -165,8 +207,8 @@ fn ms(d: Duration) -> f64 {
 
 /// The address to probe: `target` (a host, `host:port` or a URL) resolved in
 /// the family asked for, its port replaced by `--port` when given.
-fn resolve(target: &str, port: Option<u16>, ipv4: bool, ipv6: bool) -> anyhow::Result<SocketAddr> {
-    let mut addr = tcpdoctor_probe::resolve(&crate::target::host_port(target), family(ipv4, ipv6))?;
+fn resolve(target: &str, port: Option<u16>, family: &FamilyArgs) -> anyhow::Result<SocketAddr> {
+    let mut addr = tcpdoctor_probe::resolve(&crate::target::host_port(target), family.family())?;
     if let Some(p) = port {
         addr.set_port(p);
     }
@@ -174,23 +216,13 @@ fn resolve(target: &str, port: Option<u16>, ipv4: bool, ipv6: bool) -> anyhow::R
 }
 
 pub fn ping(args: &PingArgs) -> anyhow::Result<u8> {
-    let target = resolve(&args.target, args.port, args.ipv4, args.ipv6)?;
-    if args.interval.is_zero() || args.timeout.is_zero() {
-        anyhow::bail!("interval and timeout must be above 0");
-    }
-    let config = PingConfig {
-        target,
-        count: args.count,
-        interval: args.interval,
-        timeout: args.timeout,
-        connect_only: args.connect,
-    };
-    let stop = stop_on_ctrl_c();
+    let config = args.config()?;
+    let target = config.target;
     let text = matches!(args.format, Format::Text);
     let mut method = None;
     let mut replies = Vec::new();
     let mut out = io::stdout();
-    let stats = tcpdoctor_probe::ping(&config, &stop, |e| {
+    let stats = tcpdoctor_probe::ping(&config, &stop_on_ctrl_c(), |e| {
         match e {
             PingEvent::Started(m) => {
                 if text {
@@ -329,27 +361,14 @@ fn probe_error(e: ProbeError) -> anyhow::Error {
 }
 
 pub fn trace(args: &TraceArgs) -> anyhow::Result<u8> {
-    let target = resolve(&args.target, args.port, args.ipv4, args.ipv6)?;
-    if args.queries == 0 || args.wait.is_zero() || args.count == 0 || args.parallel == 0 {
-        anyhow::bail!("at least one probe per hop, one round, one probe in flight and a wait above 0 are needed");
-    }
-    let config = TraceConfig {
-        target,
-        first_ttl: args.first_ttl,
-        max_hops: args.max_hops,
-        probes: args.queries,
-        wait: args.wait,
-        parallel: args.parallel,
-        rounds: args.count,
-        interval: args.interval,
-    };
-    let stop = stop_on_ctrl_c();
+    let config = args.config()?;
+    let target = config.target;
     let text = matches!(args.format, Format::Text);
     let lines = text && !args.report;
     let rounds_progress = text && args.count > 1 && io::stderr().is_terminal();
     let mut out = io::stdout();
     let started = std::time::Instant::now();
-    let result = tcpdoctor_probe::trace(&config, &stop, |e| {
+    let result = tcpdoctor_probe::trace(&config, &stop_on_ctrl_c(), |e| {
         let _ = match e {
             TraceEvent::Started(src) if text => writeln!(
                 out,

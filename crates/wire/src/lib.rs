@@ -13,6 +13,7 @@
 //! ones.
 
 pub mod build;
+pub mod ethertype;
 mod ip;
 mod link;
 mod tcp;

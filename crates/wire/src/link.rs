@@ -2,11 +2,10 @@
 
 use crate::{be16, DecodeError, Layer};
 
-pub(crate) const ETHERTYPE_IPV4: u16 = 0x0800;
-pub(crate) const ETHERTYPE_IPV6: u16 = 0x86DD;
-const ETHERTYPE_VLAN: u16 = 0x8100;
-const ETHERTYPE_QINQ: u16 = 0x88A8;
-const ETHERTYPE_QINQ_OLD: u16 = 0x9100;
+pub(crate) use crate::ethertype::{IPV4 as ETHERTYPE_IPV4, IPV6 as ETHERTYPE_IPV6};
+use crate::ethertype::{
+    QINQ as ETHERTYPE_QINQ, QINQ_OLD as ETHERTYPE_QINQ_OLD, VLAN as ETHERTYPE_VLAN,
+};
 /// More stacked tags than this is not a real frame.
 const MAX_VLAN_TAGS: usize = 8;
 

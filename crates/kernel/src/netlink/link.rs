@@ -2,7 +2,7 @@
 //! what names an interface for the routes and qdiscs: index, name, MTU,
 //! transmit queue length, and the kind of a virtual device (veth, bridge…).
 
-use super::{attrs, ne_u32, Error};
+use super::{attrs, ne_u32, need_fixed, Error};
 
 /// `struct ifinfomsg`: family, pad, type (u16), index (i32), flags, change.
 pub const IFINFOMSG_LEN: usize = 16;
@@ -25,12 +25,7 @@ pub struct Link {
 
 /// Parses the payload of one RTM_NEWLINK message.
 pub fn parse(payload: &[u8]) -> Result<Link, Error> {
-    if payload.len() < IFINFOMSG_LEN {
-        return Err(Error {
-            offset: 0,
-            what: "ifinfomsg shorter than 16 bytes",
-        });
-    }
+    need_fixed(payload, IFINFOMSG_LEN, "ifinfomsg shorter than 16 bytes")?;
     let mut l = Link {
         index: ne_u32(&payload[4..8]),
         name: String::new(),

@@ -16,8 +16,8 @@ pub mod qdisc;
 pub mod route;
 
 pub use tcpdoctor_netlink::{
-    align, attrs, dump_request, ip_from, messages, ne_u16, ne_u32, ne_u64, scan, Attr, Attrs,
-    Chunk, Error, Message, Messages, HEADER_LEN, NLMSG_DONE, NLMSG_ERROR,
+    align, attrs, dump_request, ip_from, messages, ne_u16, ne_u32, ne_u64, need_fixed, scan, Attr,
+    Attrs, Chunk, Error, Message, Messages, HEADER_LEN, NLMSG_DONE, NLMSG_ERROR,
 };
 
 /// rtnetlink message types (linux/rtnetlink.h).

@@ -3,7 +3,7 @@
 //! its queue statistics, and the parameters of a token bucket filter (tbf),
 //! whose queue is latency by design.
 
-use super::{attrs, ne_u32, Error};
+use super::{attrs, ne_u32, need_fixed, Error};
 
 /// `struct tcmsg`: family, pad (3), ifindex (i32), handle, parent, info.
 pub const TCMSG_LEN: usize = 20;
@@ -53,12 +53,7 @@ pub struct Qdisc {
 
 /// Parses the payload of one RTM_NEWQDISC message.
 pub fn parse(payload: &[u8]) -> Result<Qdisc, Error> {
-    if payload.len() < TCMSG_LEN {
-        return Err(Error {
-            offset: 0,
-            what: "tcmsg shorter than 20 bytes",
-        });
-    }
+    need_fixed(payload, TCMSG_LEN, "tcmsg shorter than 20 bytes")?;
     let mut q = Qdisc {
         ifindex: ne_u32(&payload[4..8]),
         handle: ne_u32(&payload[8..12]),

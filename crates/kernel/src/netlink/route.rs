@@ -4,7 +4,7 @@
 
 use std::net::IpAddr;
 
-use super::{attrs, ne_u16, ne_u32, Attr, Error};
+use super::{attrs, ne_u16, ne_u32, need_fixed, Attr, Error};
 
 /// `struct rtmsg`: family, dst_len, src_len, tos, table, protocol, scope, type, flags.
 pub const RTMSG_LEN: usize = 12;
@@ -116,12 +116,7 @@ pub struct Route {
 
 /// Parses the payload of one RTM_NEWROUTE message.
 pub fn parse(payload: &[u8]) -> Result<Route, Error> {
-    if payload.len() < RTMSG_LEN {
-        return Err(Error {
-            offset: 0,
-            what: "rtmsg shorter than 12 bytes",
-        });
-    }
+    need_fixed(payload, RTMSG_LEN, "rtmsg shorter than 12 bytes")?;
     let mut r = Route {
         family: payload[0],
         dst_len: payload[1],

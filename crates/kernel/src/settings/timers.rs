@@ -181,11 +181,18 @@ fn tcp_rto_min_us(_: &Ctx<'_>, v: &str) -> Verdict {
     Verdict::ok()
 }
 
+/// A retry count (0–255), and how long its retries last in seconds: the
+/// first after `first_rto_ms`, each wait doubled up to the RTO ceiling.
+fn retries(ctx: &Ctx<'_>, v: &str, first_rto_ms: u64) -> Option<(i64, f64)> {
+    let n = super::int(v).filter(|&n| (0..=255).contains(&n))?;
+    let ms = give_up_ms(n as u32, first_rto_ms, rto_max_ms(ctx));
+    Some((n, ms as f64 / 1000.0))
+}
+
 fn tcp_retries2(ctx: &Ctx<'_>, v: &str) -> Verdict {
-    let Some(n) = super::int(v).filter(|&n| (0..=255).contains(&n)) else {
+    let Some((n, t)) = retries(ctx, v, RTO_MIN_MS) else {
         return Verdict::ok();
     };
-    let t = give_up_ms(n as u32, RTO_MIN_MS, rto_max_ms(ctx)) as f64 / 1000.0;
     let text = format!(
         "a connection whose peer stops answering is given up after ≈ {} ({n} retransmissions, from a 200 ms timeout; longer when the RTO is higher)",
         duration(t)
@@ -200,10 +207,9 @@ fn tcp_retries2(ctx: &Ctx<'_>, v: &str) -> Verdict {
 }
 
 fn tcp_syn_retries(ctx: &Ctx<'_>, v: &str) -> Verdict {
-    let Some(n) = super::int(v).filter(|&n| (0..=255).contains(&n)) else {
+    let Some((n, t)) = retries(ctx, v, SYN_RTO_MS) else {
         return Verdict::ok();
     };
-    let t = give_up_ms(n as u32, SYN_RTO_MS, rto_max_ms(ctx)) as f64 / 1000.0;
     let text = format!(
         "connect() to a host that does not answer fails after ≈ {}; each lost SYN costs 1 s, then 2 s, 4 s…",
         duration(t)
@@ -218,10 +224,9 @@ fn tcp_syn_retries(ctx: &Ctx<'_>, v: &str) -> Verdict {
 }
 
 fn tcp_synack_retries(ctx: &Ctx<'_>, v: &str) -> Verdict {
-    let Some(n) = super::int(v).filter(|&n| (0..=255).contains(&n)) else {
+    let Some((_, t)) = retries(ctx, v, SYN_RTO_MS) else {
         return Verdict::ok();
     };
-    let t = give_up_ms(n as u32, SYN_RTO_MS, rto_max_ms(ctx)) as f64 / 1000.0;
     Verdict::ok_because(format!(
         "a half-open connection is kept ≈ {} while its SYN-ACK is retried",
         duration(t)
