@@ -34,6 +34,25 @@ fn syn(n: u32, isn: u32, options_raw: &'static [u8]) -> TcpSegment<'static> {
     }
 }
 
+/// One client's SYN to each of `ports` ports of the server, `per_ms` a
+/// millisecond, each refused with an RST-ACK: (ms, segment).
+fn port_scan(ports: u32, per_ms: u32) -> Vec<(i64, TcpSegment<'static>)> {
+    let mut scan = Vec::new();
+    for p in 0..ports {
+        let mut s = syn(7, p * 31, &[]);
+        s.dst_port = 1 + p as u16;
+        let mut rst = s.clone();
+        std::mem::swap(&mut rst.src, &mut rst.dst);
+        std::mem::swap(&mut rst.src_port, &mut rst.dst_port);
+        rst.flags = TcpFlags(TcpFlags::RST | TcpFlags::ACK);
+        rst.seq = 0;
+        rst.ack = s.seq.wrapping_add(1);
+        let t = i64::from(p / per_ms);
+        scan.extend([(t, s), (t, rst)]);
+    }
+    scan
+}
+
 fn at_ms(ms: i64) -> Timestamp {
     Timestamp::from_nanos(1_700_000_000_000_000_000 + ms * 1_000_000)
 }
@@ -229,19 +248,7 @@ fn scans_retrying_clients_and_busy_servers_are_not_floods() {
             .collect()
     };
     // A port scan: one SYN to each of 5,000 ports in 1 s, each refused.
-    let mut scan = Vec::new();
-    for p in 0..5000u32 {
-        let mut s = syn(7, p * 31, &[]);
-        s.dst_port = 1 + p as u16;
-        let mut rst = s.clone();
-        std::mem::swap(&mut rst.src, &mut rst.dst);
-        std::mem::swap(&mut rst.src_port, &mut rst.dst_port);
-        rst.flags = TcpFlags(TcpFlags::RST | TcpFlags::ACK);
-        rst.seq = 0;
-        rst.ack = s.seq.wrapping_add(1);
-        scan.push((i64::from(p) / 5, s));
-        scan.push((i64::from(p) / 5, rst));
-    }
+    let scan = port_scan(5000, 5);
     // One refusal finding for the scanned server, not one per port.
     assert_eq!(kinds(&scan), ["connection_refused"]);
     // 500 clients that cannot reach a dead server: each SYN retried at 1 s
@@ -288,17 +295,8 @@ fn scans_retrying_clients_and_busy_servers_are_not_floods() {
 #[test]
 fn a_port_scan_is_one_refusal_finding_for_the_server() {
     let mut e = Engine::new(Options::default());
-    for p in 0..20_000u32 {
-        let mut s = syn(7, p * 31, &[]);
-        s.dst_port = 1 + p as u16;
-        let mut rst = s.clone();
-        std::mem::swap(&mut rst.src, &mut rst.dst);
-        std::mem::swap(&mut rst.src_port, &mut rst.dst_port);
-        rst.flags = TcpFlags(TcpFlags::RST | TcpFlags::ACK);
-        rst.seq = 0;
-        rst.ack = s.seq.wrapping_add(1);
-        e.push_segment(at_ms(i64::from(p) / 10), LinkType::Ethernet, 54, &s);
-        e.push_segment(at_ms(i64::from(p) / 10), LinkType::Ethernet, 54, &rst);
+    for (t, s) in port_scan(20_000, 10) {
+        e.push_segment(at_ms(t), LinkType::Ethernet, 54, &s);
     }
     let a = e.finish();
     assert_eq!(a.findings.len(), 1, "{:?}", a.findings);
