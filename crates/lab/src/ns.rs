@@ -313,7 +313,8 @@ pub fn clean_stale() -> Vec<String> {
     names.sort();
     for ns in names {
         let Some(pid) = owner(&ns) else { continue };
-        if pid == std::process::id() || lab_process(pid) {
+        let made = fs::metadata(format!("{NETNS_DIR}/{ns}")).ok();
+        if pid == std::process::id() || lab_process(pid, made.as_ref()) {
             continue;
         }
         delete_namespace(&ns);
@@ -326,7 +327,8 @@ pub fn clean_stale() -> Vec<String> {
                 continue;
             };
             let Some(pid) = owner(&name) else { continue };
-            if pid != std::process::id() && !lab_process(pid) && e.path().is_dir() {
+            let made = e.metadata().ok();
+            if pid != std::process::id() && !lab_process(pid, made.as_ref()) && e.path().is_dir() {
                 let _ = fs::remove_dir_all(e.path());
             }
         }
@@ -344,16 +346,68 @@ fn owner(ns: &str) -> Option<u32> {
     pid.parse().ok()
 }
 
-/// A live process that is a tcpdoctor (PIDs get reused).
-fn lab_process(pid: u32) -> bool {
-    alive(pid)
-        && fs::read_to_string(format!("/proc/{pid}/comm"))
-            .is_ok_and(|c| c.trim_end().starts_with("tcpdoctor"))
+/// A live process that made what is named after it (`made`: its metadata):
+/// a tcpdoctor, or a process that started before it was made (PIDs get
+/// reused; a lab run from a binary of another name is still alive).
+fn lab_process(pid: u32, made: Option<&fs::Metadata>) -> bool {
+    if !alive(pid) {
+        return false;
+    }
+    let named = fs::read_to_string(format!("/proc/{pid}/comm"))
+        .is_ok_and(|c| c.trim_end().starts_with("tcpdoctor"));
+    let made = made.and_then(|m| m.created().or_else(|_| m.modified()).ok());
+    named || made.is_some_and(|t| started_before(pid, t))
+}
+
+/// Whether process `pid` started before `t` (within the 1 s of the boot
+/// time's resolution).
+fn started_before(pid: u32, t: std::time::SystemTime) -> bool {
+    let (Ok(stat), Ok(boot)) = (
+        fs::read_to_string(format!("/proc/{pid}/stat")),
+        fs::read_to_string("/proc/stat"),
+    ) else {
+        return false;
+    };
+    let Some(start) = start_secs(&stat, &boot) else {
+        return false;
+    };
+    t.duration_since(std::time::UNIX_EPOCH)
+        .is_ok_and(|made| start <= made.as_secs_f64() + 1.0)
+}
+
+/// A process's start, in seconds since the epoch, from its `/proc/PID/stat`
+/// (field 22: clock ticks after boot, at USER_HZ = 100) and `/proc/stat`'s
+/// `btime`.
+fn start_secs(stat: &str, proc_stat: &str) -> Option<f64> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    // Fields after the command: state is field 3, start time field 22.
+    let ticks: f64 = rest.split_whitespace().nth(19)?.parse().ok()?;
+    let boot: f64 = proc_stat
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(boot + ticks / 100.0)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_start_is_read_from_proc() {
+        let stat =
+            "4242 (tcp doctor) S 1 4242 4242 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 2 0 12345 0 0";
+        let proc_stat = "cpu  1 2 3\nbtime 1700000000\nprocesses 9\n";
+        assert_eq!(start_secs(stat, proc_stat), Some(1_700_000_123.45));
+        assert_eq!(start_secs("garbage", proc_stat), None);
+        assert_eq!(start_secs(stat, "cpu 1\n"), None);
+        // This process started before now, and not before the epoch.
+        let me = std::process::id();
+        assert!(started_before(me, std::time::SystemTime::now()));
+        assert!(!started_before(me, std::time::UNIX_EPOCH));
+    }
 
     #[test]
     fn owner_parses_only_lab_names() {
