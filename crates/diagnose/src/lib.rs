@@ -13,10 +13,12 @@
 //! gets its diagnosis state ([`ConnState`], about 1.8 KB) only once it shows
 //! more than a plain handshake.
 
+mod aggregate;
 pub mod budget;
 pub mod histogram;
 pub mod http;
 pub mod model;
+mod ring;
 pub mod rules;
 mod text;
 
@@ -29,9 +31,11 @@ use tcpdoctor_flow::{Analyzer, Config, Connection, Dir, Exchange, Segment, Track
 pub use tcpdoctor_flow::{Config as FlowConfig, DEFAULT_MAX_OPEN};
 use tcpdoctor_wire::{decode, DecodeError, Decoded, LinkType, Skip, Timestamp};
 
+use aggregate::{claim_once, fold_listen_queue, fold_syn_floods, AggKey, Aggregate};
 use histogram::Histogram;
 use model::*;
-use rules::{endpoint_of, Blame, Detail, Flood, Kind, Occurrence};
+use ring::Ring;
+use rules::{endpoint_of, Blame, Kind, Occurrence};
 
 /// How many leading bytes of a segment's payload the engine may look at
 /// (HTTP heads, to name the software in a fix); 0 for anything else.
@@ -517,118 +521,6 @@ fn latency_bins(d: &Diagnoser) -> Vec<LatencyBin> {
     bins
 }
 
-/// SYN retries to a server whose accept queue was seen full are that queue's:
-/// folded into its `listen_queue_overflow` finding.
-fn fold_listen_queue(aggregates: &mut FxHashMap<AggKey, Aggregate>, max_evidence: usize) {
-    let servers: Vec<SocketAddr> = aggregates
-        .keys()
-        .filter(|k| k.kind == Kind::ListenQueueOverflow)
-        .map(|k| k.endpoint)
-        .collect();
-    for server in servers {
-        let syn: Vec<AggKey> = aggregates
-            .keys()
-            .filter(|k| k.kind == Kind::SynRetransmit && k.endpoint == server)
-            .cloned()
-            .collect();
-        for key in syn {
-            let Some(s) = aggregates.remove(&key) else {
-                continue;
-            };
-            let target = AggKey {
-                kind: Kind::ListenQueueOverflow,
-                role: "server",
-                endpoint: server,
-            };
-            if let Some(agg) = aggregates.get_mut(&target) {
-                agg.connections += s.connections;
-                agg.occurrences += s.occurrences;
-                agg.delays.merge(&s.delays);
-                agg.total_ns += s.total_ns;
-                agg.count += s.count;
-                agg.evidence.extend(s.evidence);
-                agg.evidence.truncate(max_evidence);
-            }
-        }
-    }
-}
-
-/// Each flooded endpoint becomes a `syn_flood` finding; the SYN retries of
-/// legitimate connections to it (dropped with the flood's SYNs) are its cost.
-fn fold_syn_floods(
-    aggregates: &mut FxHashMap<AggKey, Aggregate>,
-    floods: &rules::syn_flood::Floods,
-    max_evidence: usize,
-) {
-    for (target, t) in floods.flooded() {
-        let mut agg = Aggregate::new(
-            Kind::SynFlood,
-            target,
-            "network",
-            Detail::Flood(Flood {
-                attempts: t.attempts,
-                half_open: t.half_open,
-                one_shot: t.one_shot,
-                answered: t.answered,
-                refused: t.refused,
-                sources: t.sources(),
-                first_ns: t.first_ns,
-                last_ns: t.last_ns,
-                delayed: 0,
-            }),
-        );
-        agg.connections = t.half_open;
-        agg.occurrences = t.half_open;
-        agg.evidence = t
-            .samples
-            .iter()
-            .map(|&(connection, frame)| Evidence {
-                connection,
-                tcp_stream: connection.saturating_sub(1),
-                frames: vec![frame],
-                delay_ms: 0.0,
-            })
-            .collect();
-        let retries: Vec<AggKey> = aggregates
-            .keys()
-            .filter(|k| k.kind == Kind::SynRetransmit && k.endpoint == target)
-            .cloned()
-            .collect();
-        let mut delayed = 0;
-        for key in retries {
-            let Some(s) = aggregates.remove(&key) else {
-                continue;
-            };
-            delayed += s.connections;
-            agg.delays.merge(&s.delays);
-            agg.total_ns += s.total_ns;
-            agg.count += s.count;
-            if agg.ladder.is_none() {
-                agg.ladder = s.ladder;
-            }
-            // The legitimate clients' waits first: they are the cost.
-            let mut ev = s.evidence;
-            ev.append(&mut agg.evidence);
-            ev.truncate(max_evidence);
-            agg.evidence = ev;
-        }
-        if let Detail::Flood(Flood { delayed: d, .. }) = &mut agg.first {
-            *d = delayed;
-        }
-        // Occurrences: the legitimate connections that waited, when some did
-        // (the delays are theirs); else the flood's attempts.
-        if delayed > 0 {
-            agg.occurrences = delayed;
-        }
-        let key = AggKey {
-            kind: Kind::SynFlood,
-            role: "network",
-            endpoint: target,
-        };
-        aggregates.insert(key, agg);
-    }
-}
-
 /// Exchanges held for [`Engine::drain_exchanges`] between two calls.
 pub const LIVE_EXCHANGES: usize = 1 << 20;
 
@@ -689,20 +581,6 @@ pub fn round3(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
 }
 
-/// A packet kept for ladder diagrams.
-#[derive(Debug, Clone, Copy, Default)]
-struct Recent {
-    frame: u64,
-    ts: Timestamp,
-    client_to_server: bool,
-    flags: u16,
-    seq: u32,
-    ack: u32,
-    len: u32,
-    window: u32,
-}
-
-const RING: usize = 8;
 /// Latency buckets (0.8% wide) grouped per budget sum: small enough to stay in cache.
 const BUDGET_BUCKET: usize = 8;
 /// Delayed-ACK fingerprints kept: endpoints, and samples per endpoint.
@@ -813,147 +691,6 @@ fn heavy<'s>(
 #[inline(never)]
 fn new_heavy(spare: &mut Vec<HeavyBox>) -> HeavyBox {
     spare.pop().unwrap_or_default()
-}
-
-/// The last [`RING`] packets of a connection, for ladder diagrams.
-#[derive(Default)]
-pub(crate) struct Ring {
-    recent: [Recent; RING],
-    /// Packets pushed so far: the next slot is `pushed % RING`.
-    pushed: u64,
-}
-
-impl Ring {
-    fn push(&mut self, seg: &Segment<'_>) {
-        self.recent[(self.pushed % RING as u64) as usize] = Recent {
-            frame: seg.frame,
-            ts: seg.ts,
-            client_to_server: seg.dir == Dir::ClientToServer,
-            flags: seg.flags.0,
-            seq: seg.seq,
-            ack: seg.ack,
-            len: seg.len,
-            window: seg.window,
-        };
-        self.pushed += 1;
-    }
-
-    /// The remembered packets, oldest first, from `from` if it is still held.
-    pub(crate) fn rows(&self, from: Option<u64>, notes: &[(u64, String)]) -> Vec<LadderRow> {
-        let len = self.pushed.min(RING as u64) as usize;
-        let next = (self.pushed % RING as u64) as usize;
-        let start = (next + RING - len) % RING;
-        let mut rows: Vec<&Recent> = (0..len).map(|i| &self.recent[(start + i) % RING]).collect();
-        if let Some(f) = from {
-            if let Some(pos) = rows.iter().position(|r| r.frame == f) {
-                rows.drain(..pos);
-            }
-        }
-        let t0 = rows.first().map(|r| r.ts).unwrap_or_default();
-        rows.iter()
-            .map(|r| LadderRow {
-                frame: r.frame,
-                t_ms: round3(r.ts.ms_since(t0)),
-                dir: if r.client_to_server { "c>s" } else { "s>c" },
-                flags: tcpdoctor_wire::TcpFlags(r.flags).to_string(),
-                seq: r.seq,
-                ack: r.ack,
-                len: r.len,
-                window: r.window,
-                note: notes
-                    .iter()
-                    .find(|(f, _)| *f == r.frame)
-                    .map(|(_, n)| n.clone()),
-            })
-            .collect()
-    }
-}
-
-/// Key of an aggregate: kind, and the culprit (clients by address only, since
-/// their ports are ephemeral).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct AggKey {
-    kind: Kind,
-    role: &'static str,
-    endpoint: SocketAddr,
-}
-
-/// Everything a finding needs, folded as occurrences arrive.
-pub(crate) struct Aggregate {
-    kind: Kind,
-    culprit: Culprit,
-    culprit_addr: SocketAddr,
-    peer_role: &'static str,
-    connections: u64,
-    occurrences: u64,
-    delays: Histogram,
-    total_ns: i64,
-    evidence: Vec<Evidence>,
-    ladder: Option<Ladder>,
-    /// The first occurrence's detail, and running sums for the rest.
-    first: Detail,
-    ack_wait: Histogram,
-    after_ack: Histogram,
-    window_sum: u64,
-    window_min: u32,
-    bytes: u64,
-    transfer_ns: i64,
-    stalls: u64,
-    rtt_ns_min: Option<i64>,
-    /// Kind-specific count: retries, probes, retransmissions, round trips.
-    count: u64,
-    /// Kind-specific flag count: unanswered setups, unreopened windows, losses upstream of the capture.
-    flagged: u64,
-    /// Server or client time inside the message (the rest of `total_ns` was before it).
-    inside_ns: i64,
-    /// The culprit's ports that refused connections.
-    ports: Option<Box<rules::refused_reset::Ports>>,
-    /// Round trips: handshakes (and their time), requests, further flights.
-    handshakes: u64,
-    handshake_ns: i64,
-    requests: u64,
-    flights: u64,
-}
-
-impl Aggregate {
-    fn new(kind: Kind, addr: SocketAddr, role: &'static str, first: Detail) -> Aggregate {
-        Aggregate {
-            kind,
-            culprit: Culprit {
-                endpoint: addr.to_string(),
-                role,
-            },
-            culprit_addr: addr,
-            peer_role: match role {
-                "client" => "server",
-                "server" => "client",
-                _ => "endpoints",
-            },
-            connections: 0,
-            occurrences: 0,
-            delays: Histogram::default(),
-            total_ns: 0,
-            evidence: Vec::new(),
-            ladder: None,
-            first,
-            ack_wait: Histogram::default(),
-            after_ack: Histogram::default(),
-            window_sum: 0,
-            window_min: u32::MAX,
-            bytes: 0,
-            transfer_ns: 0,
-            stalls: 0,
-            rtt_ns_min: None,
-            count: 0,
-            flagged: 0,
-            inside_ns: 0,
-            ports: None,
-            handshakes: 0,
-            handshake_ns: 0,
-            requests: 0,
-            flights: 0,
-        }
-    }
 }
 
 pub(crate) struct Diagnoser {
@@ -1357,36 +1094,6 @@ impl Analyzer for Diagnoser {
         }
         self.release(state);
     }
-}
-
-/// Claims a closing connection's lost time once: findings may explain the
-/// same interval (a window wait during a retransmission timeout), but the
-/// connection cannot have lost more than it lasted. Beyond that, the excess is
-/// taken from each finding of the connection in proportion. Returns the lost
-/// time that lies outside the connection's complete exchanges (setup that
-/// never led to one, a transfer cut short), which joins the total that
-/// every share is of.
-fn claim_once(
-    h: &mut Heavy,
-    conn: &Connection,
-    aggregates: &mut FxHashMap<AggKey, Aggregate>,
-) -> i64 {
-    let lost: i64 = h.lost.iter().map(|(_, ns)| ns).sum();
-    if lost <= 0 {
-        return 0;
-    }
-    let counted = lost.min(conn.duration_ns().max(h.exchange_sum_ns));
-    if counted < lost {
-        let excess = lost - counted;
-        for (key, ns) in &h.lost {
-            if let Some(agg) = aggregates.get_mut(key) {
-                let cut = (i128::from(excess) * i128::from(*ns) / i128::from(lost)) as i64;
-                agg.total_ns -= cut;
-            }
-        }
-        h.time_lost_ns = counted;
-    }
-    (counted - h.exchange_sum_ns).max(0)
 }
 
 /// Where a connection stands in the list: more time lost first, then longer,
