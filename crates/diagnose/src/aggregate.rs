@@ -55,6 +55,10 @@ pub(crate) struct Aggregate {
     pub(crate) handshake_ns: i64,
     pub(crate) requests: u64,
     pub(crate) flights: u64,
+    /// The servers of the connections it was found on (for its prediction),
+    /// and whether there were more than are kept.
+    pub(crate) servers: Vec<SocketAddr>,
+    pub(crate) servers_overflow: bool,
 }
 
 impl Aggregate {
@@ -99,6 +103,24 @@ impl Aggregate {
             handshake_ns: 0,
             requests: 0,
             flights: 0,
+            servers: Vec::new(),
+            servers_overflow: false,
+        }
+    }
+}
+
+impl Aggregate {
+    /// Takes in the servers another aggregate folded into this one was found on.
+    fn merge_servers(&mut self, other: &Aggregate) {
+        self.servers_overflow |= other.servers_overflow;
+        for s in &other.servers {
+            if !self.servers.contains(s) {
+                if self.servers.len() < crate::whatif::MAX_AGG_SERVERS {
+                    self.servers.push(*s);
+                } else {
+                    self.servers_overflow = true;
+                }
+            }
         }
     }
 }
@@ -135,6 +157,7 @@ pub(crate) fn fold_listen_queue(
                 agg.delays.merge(&s.delays);
                 agg.total_ns += s.total_ns;
                 agg.count += s.count;
+                agg.merge_servers(&s);
                 agg.evidence.extend(s.evidence);
                 agg.evidence.truncate(max_evidence);
             }
@@ -192,6 +215,7 @@ pub(crate) fn fold_syn_floods(
             agg.delays.merge(&s.delays);
             agg.total_ns += s.total_ns;
             agg.count += s.count;
+            agg.merge_servers(&s);
             if agg.ladder.is_none() {
                 agg.ladder = s.ladder;
             }

@@ -44,9 +44,12 @@ pub enum Part {
     TlsHandshake,
     /// The server's part of a TLS handshake: its key exchange and signature.
     TlsKeyExchange,
+    /// Round-trip time above the path's base (the least seen on it): packets
+    /// waiting in a queue on the path.
+    Queueing,
 }
 
-pub const PARTS: usize = 12;
+pub const PARTS: usize = 13;
 
 impl Part {
     pub const ALL: [Part; PARTS] = [
@@ -62,6 +65,7 @@ impl Part {
         Part::Transfer,
         Part::TlsHandshake,
         Part::TlsKeyExchange,
+        Part::Queueing,
     ];
 
     pub fn name(self) -> &'static str {
@@ -78,6 +82,7 @@ impl Part {
             Part::Transfer => "transfer",
             Part::TlsHandshake => "tls_handshake",
             Part::TlsKeyExchange => "tls_key_exchange",
+            Part::Queueing => "queueing",
         }
     }
 }
@@ -124,13 +129,16 @@ impl Claims {
     }
 
     /// The exchange's budget; claims that end before its end are consumed.
-    pub fn split(&mut self, conn: &Connection, ex: &Exchange) -> Option<Split> {
+    /// `base` is the path's base round trip ([`Base`]): the handshake's and
+    /// the wait's round trips above it are queueing.
+    pub fn split(&mut self, conn: &Connection, ex: &Exchange, base: Base) -> Option<Split> {
         let (start, end) = (ex.start()?.ts.nanos(), ex.end()?.ts.nanos());
         if end < start {
             return None;
         }
+        let excess = base.excess(conn);
         if self.list.is_empty() && ex.setup.is_none() {
-            return Some(Self::plain(conn, ex, start, end));
+            return Some(Self::plain(conn, ex, start, end, excess));
         }
         // Phase boundaries, each clamped to be no earlier than the one before.
         let hs = &conn.handshake;
@@ -189,13 +197,22 @@ impl Claims {
                 }
             }
             let rest = to - from - claimed;
-            if part == Part::Server {
-                // The wait for the response: first the round trip, then the server.
-                let net = rest.min(to_server);
-                split[index(Part::Network)] += net;
-                split[index(Part::Server)] += rest - net;
-            } else {
-                split[index(part)] += rest;
+            match part {
+                Part::Server => {
+                    // The wait for the response: first the round trip
+                    // (queueing above the path's base), then the server.
+                    let net = rest.min(to_server);
+                    let queue = excess.to_server.min(net);
+                    split[index(Part::Queueing)] += queue;
+                    split[index(Part::Network)] += net - queue;
+                    split[index(Part::Server)] += rest - net;
+                }
+                Part::Setup => {
+                    let queue = excess.round_trip.min(rest);
+                    split[index(Part::Queueing)] += queue;
+                    split[index(Part::Setup)] += rest - queue;
+                }
+                _ => split[index(part)] += rest,
             }
         }
         if !self.list.is_empty() {
@@ -208,17 +225,68 @@ impl Claims {
 impl Claims {
     /// The common case: nothing claimed, no handshake in the exchange —
     /// request transfer, the wait (round trip, then server), response transfer.
-    fn plain(conn: &Connection, ex: &Exchange, start: i64, end: i64) -> Split {
+    fn plain(conn: &Connection, ex: &Exchange, start: i64, end: i64, excess: Excess) -> Split {
         let t = |m: Option<tcpdoctor_flow::Mark>, or: i64| m.map_or(or, |m| m.ts.nanos());
         let req_last = t(ex.request_last, start).clamp(start, end);
         let resp_first = t(ex.response_first, end).clamp(req_last, end);
         let wait = resp_first - req_last;
         let net = wait.min(conn.distance_to(Dir::ServerToClient).unwrap_or(0));
+        let queue = excess.to_server.min(net);
         let mut split: Split = [0; PARTS];
         split[index(Part::Transfer)] = (req_last - start) + (end - resp_first);
-        split[index(Part::Network)] = net;
+        split[index(Part::Queueing)] = queue;
+        split[index(Part::Network)] = net - queue;
         split[index(Part::Server)] = wait - net;
         split
+    }
+}
+
+/// The least round trips seen on a path (client address to server address),
+/// across its connections: what propagation costs there. A connection whose
+/// round trips are longer waited that much longer in queues on the way.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Base {
+    /// The least handshake round trip (SYN to ACK, whatever the vantage).
+    pub round_trip: Option<i64>,
+    /// The least distance from the capture point to the server and back.
+    pub to_server: Option<i64>,
+}
+
+/// Round trips above a path's base, per connection.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Excess {
+    pub round_trip: i64,
+    pub to_server: i64,
+}
+
+/// Round trips within this of the base (or a quarter of it, whichever is
+/// more) are the path's ordinary jitter, not a queue.
+const MIN_QUEUEING_NS: i64 = 2_000_000;
+
+impl Base {
+    /// Takes in a connection's round trips.
+    pub fn learn(&mut self, conn: &Connection) {
+        fn least(v: &mut Option<i64>, x: Option<i64>) {
+            if let Some(x) = x.filter(|&x| x > 0) {
+                *v = Some(v.map_or(x, |v| v.min(x)));
+            }
+        }
+        least(&mut self.round_trip, conn.path_rtt_ns());
+        least(&mut self.to_server, conn.distance_to(Dir::ServerToClient));
+    }
+
+    /// What `conn`'s round trips hold above the base.
+    pub fn excess(&self, conn: &Connection) -> Excess {
+        fn above(base: Option<i64>, x: Option<i64>) -> i64 {
+            match (base, x) {
+                (Some(b), Some(x)) if x - b >= MIN_QUEUEING_NS.max(b / 4) => x - b,
+                _ => 0,
+            }
+        }
+        Excess {
+            round_trip: above(self.round_trip, conn.path_rtt_ns()),
+            to_server: above(self.to_server, conn.distance_to(Dir::ServerToClient)),
+        }
     }
 }
 

@@ -21,6 +21,7 @@ pub mod model;
 mod ring;
 pub mod rules;
 mod text;
+mod whatif;
 
 use rustc_hash::FxHashMap;
 use std::collections::BinaryHeap;
@@ -441,6 +442,7 @@ fn relative_rows(mut rows: Rows, first: Option<Timestamp>) -> Rows {
 fn findings(d: &mut Diagnoser, denominator: f64) -> (Vec<Finding>, Vec<Finding>) {
     fold_listen_queue(&mut d.aggregates, d.options.max_evidence);
     fold_syn_floods(&mut d.aggregates, &d.floods, d.options.max_evidence);
+    d.bulks.name_fillers(&mut d.aggregates);
     for (key, agg) in d.aggregates.iter_mut() {
         if key.kind == Kind::TlsHandshake {
             agg.flagged = d.tls_handshakes.get(&key.endpoint).copied().unwrap_or(0);
@@ -451,7 +453,13 @@ fn findings(d: &mut Diagnoser, denominator: f64) -> (Vec<Finding>, Vec<Finding>)
         .drain()
         .map(|(_, a)| {
             let standing = rules::standing(&a);
-            (text::finding(a, denominator), standing)
+            let prediction = rules::fix_parts(a.kind)
+                .get(rules::fix_choice(&a))
+                .and_then(|parts| {
+                    let servers = (!a.servers_overflow).then_some(a.servers.as_slice());
+                    d.whatifs.predict(parts, servers, &d.exchange_hist)
+                });
+            (text::finding(a, denominator, prediction), standing)
         })
         .collect();
     // Failed requests first (they are reported whatever time they took),
@@ -733,6 +741,12 @@ pub(crate) struct Diagnoser {
     /// Rows not yet drained (with [`Options::rows`]).
     row_connections: Vec<ConnectionSummary>,
     row_exchanges: Vec<ExchangeRow>,
+    /// Each path's base round trips, for the budget's queueing.
+    bases: whatif::Bases,
+    /// Exchanges as they took and without each finding's parts.
+    whatifs: whatif::WhatIfs,
+    /// Each client address's largest transfers: what may fill a queue.
+    bulks: whatif::Bulks,
 }
 
 impl Diagnoser {
@@ -760,6 +774,9 @@ impl Diagnoser {
             tls_handshakes: FxHashMap::default(),
             row_connections: Vec::new(),
             row_exchanges: Vec::new(),
+            bases: Default::default(),
+            whatifs: Default::default(),
+            bulks: Default::default(),
         }
     }
 
@@ -797,6 +814,13 @@ impl Diagnoser {
             .aggregates
             .entry(key)
             .or_insert_with(|| Aggregate::new(o.kind, addr, role, o.detail.clone()));
+        if !agg.servers_overflow && !agg.servers.contains(&conn.server.addr) {
+            if agg.servers.len() < whatif::MAX_AGG_SERVERS {
+                agg.servers.push(conn.server.addr);
+            } else {
+                agg.servers_overflow = true;
+            }
+        }
         if first_in_conn {
             agg.connections += 1;
             if by_address && agg.culprit_addr != addr && !agg.culprit.endpoint.ends_with('*') {
@@ -908,6 +932,10 @@ impl Analyzer for Diagnoser {
 
     #[inline]
     fn segment(&mut self, conn: &Connection, state: &mut ConnState, seg: &Segment<'_>) {
+        if conn.handshake.ack.is_some_and(|m| m.frame == seg.frame) {
+            // The handshake's round trips are known: the path's base.
+            self.bases.learn(conn);
+        }
         let h = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
         h.ring.push(seg);
         let Heavy {
@@ -961,6 +989,7 @@ impl Analyzer for Diagnoser {
             longest,
             split: [0; budget::PARTS],
             tls,
+            base: budget::Base::default(),
         };
         h.rules.on_exchange(&mut cx, conn, ex);
         if !self.scratch.is_empty() {
@@ -969,14 +998,16 @@ impl Analyzer for Diagnoser {
         if !ex.is_complete() {
             return;
         }
+        let base = self.bases.learn(conn);
         let h = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
-        let split = h.claims.split(conn, ex).unwrap_or([0; budget::PARTS]);
+        let split = h.claims.split(conn, ex, base).unwrap_or([0; budget::PARTS]);
         let mut cx = rules::ExchangeCx {
             out: &mut self.scratch,
             inside,
             longest,
             split,
             tls,
+            base,
         };
         h.rules.on_budget(&mut cx, conn, ex);
         if tls.is_some() {
@@ -988,6 +1019,7 @@ impl Analyzer for Diagnoser {
         let state = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
         let d = ex.duration_ns();
         self.exchange_hist.record(d);
+        self.whatifs.record(conn.server.addr, d, &split);
         if self.options.live {
             if self.live_exchanges.len() < LIVE_EXCHANGES {
                 self.live_exchanges.push((conn.server.addr, d));
@@ -1034,6 +1066,7 @@ impl Analyzer for Diagnoser {
             return;
         }
         self.floods.on_close(conn);
+        self.bulks.on_close(conn);
         let mut cx = rules::CloseCx {
             out: &mut self.scratch,
             restart_lost_ns: 0,

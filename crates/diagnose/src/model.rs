@@ -350,6 +350,33 @@ pub struct Finding {
     /// Kind-specific measurements (see the README's JSON section).
     pub details: serde_json::Value,
     pub ladder: Option<Ladder>,
+    /// The latency after the fix: the exchanges' budgets with this finding's
+    /// parts taken out. Null when no complete exchange held any of them (a
+    /// failed request, setup that never led to one).
+    pub predicted_after_fix: Option<Prediction>,
+}
+
+/// What the exchanges would take with a finding's fix: the parts of their
+/// critical path it removes, taken out of each exchange's budget.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Prediction {
+    /// The budget parts the fix removes.
+    pub parts: Vec<&'static str>,
+    /// Complete exchanges whose budget held some of them (on the servers the
+    /// finding's connections talked to).
+    pub exchanges: u64,
+    /// Those exchanges: as they took, and with the fix.
+    pub affected: PredictionLine,
+    /// Every complete exchange of the capture (the others unchanged).
+    pub all: PredictionLine,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct PredictionLine {
+    pub before_p50_ms: f64,
+    pub before_p99_ms: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
 }
 
 /// What the engine has found so far ([`crate::Engine::progress`]).

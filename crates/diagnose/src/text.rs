@@ -86,9 +86,15 @@ pub(crate) fn no_words() -> Words {
     (String::new(), String::new(), json!({}))
 }
 
-pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
-    let typical = round3(a.delays.quantile_ms(0.5));
+pub(crate) fn finding(
+    a: Aggregate,
+    denominator_ns: f64,
+    predicted_after_fix: Option<Prediction>,
+) -> Finding {
     let total = ms(a.total_ns);
+    // Time two findings explained at once is counted once in the total
+    // (`claim_once`): a typical occurrence cannot have cost more than that.
+    let typical = round3(a.delays.quantile_ms(0.5)).min(total);
     let share = if denominator_ns > 0.0 {
         round3((a.total_ns as f64 / denominator_ns).min(1.0))
     } else {
@@ -129,6 +135,7 @@ pub(crate) fn finding(a: Aggregate, denominator_ns: f64) -> Finding {
         fix,
         details,
         ladder: a.ladder,
+        predicted_after_fix,
     }
 }
 

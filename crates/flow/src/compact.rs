@@ -372,6 +372,7 @@ impl Core {
             c.fill_syn(&mut conn.server, 1, shifts[1], c.answer);
             handshake.synack = Some(c.answer);
             handshake.last_synack = Some(c.answer);
+            handshake.synack_before_ack = Some(c.answer);
             handshake.synack_count = 1;
         }
         if c.step >= 3 {

@@ -42,8 +42,11 @@ pub struct Handshake {
     pub first_syn: Option<Mark>,
     pub syn_count: u32,
     pub synack: Option<Mark>,
-    /// The last SYN-ACK (the one answered, when the server retried it).
+    /// The last SYN-ACK (a server that retried it after the client's ACK,
+    /// its accept queue full, sends some after that ACK).
     pub last_synack: Option<Mark>,
+    /// The last SYN-ACK before the client's ACK: the one that ACK answered.
+    pub synack_before_ack: Option<Mark>,
     pub synack_count: u32,
     /// The client's ACK of the SYN-ACK.
     pub ack: Option<Mark>,
@@ -57,8 +60,9 @@ impl Handshake {
 
     /// Capture point → client → capture point (SYN-ACK to ACK).
     pub fn client_side_ns(&self) -> Option<i64> {
-        // From the SYN-ACK that was answered: a retried one restarts it.
-        Some(self.ack?.ts.since(self.last_synack?.ts))
+        // From the SYN-ACK that was answered: a retried one restarts it, one
+        // re-sent after the ACK was not answered by it.
+        Some(self.ack?.ts.since(self.synack_before_ack?.ts))
     }
 
     /// The full round trip between the endpoints, whatever the vantage point.
@@ -708,6 +712,9 @@ fn handshake_options(
         };
         hs.synack_count += 1;
         hs.last_synack = Some(mark);
+        if hs.ack.is_none() {
+            hs.synack_before_ack = Some(mark);
+        }
         if hs.synack.is_none() {
             hs.synack = Some(mark);
         }

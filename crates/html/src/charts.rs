@@ -25,6 +25,7 @@ pub fn color(part: &str) -> &'static str {
         "transfer" => "#2ca02c",
         "tls_handshake" => "#aec7e8",
         "tls_key_exchange" => "#393b79",
+        "queueing" => "#ff9896",
         _ => "#aaaaaa",
     }
 }
@@ -52,6 +53,7 @@ pub fn cause_of(part: &str, findings: &[Finding]) -> String {
         "server" => pick(&["server_delay"], part),
         "client_idle" => pick(&["client_delay"], part),
         "network" => pick(&["network_latency"], part),
+        "queueing" => pick(&["queueing_delay"], part),
         "tls_handshake" | "tls_key_exchange" => "tls_handshake".into(),
         "syn_retry_wait" => pick(
             &["syn_retransmit", "listen_queue_overflow", "syn_flood"],

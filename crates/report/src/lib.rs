@@ -357,6 +357,9 @@ fn finding(n: usize, f: &Finding, opts: TextOptions, out: &mut impl Write) -> io
     )?;
     wrap(&f.explanation, "        ", "   why ", opts.width, out)?;
     wrap(&f.fix, "        ", "   fix ", opts.width, out)?;
+    if let Some(p) = &f.predicted_after_fix {
+        writeln!(out, "   after fix {}", prediction(p))?;
+    }
     let ev: Vec<String> = f
         .evidence
         .iter()
@@ -374,6 +377,25 @@ fn finding(n: usize, f: &Finding, opts: TextOptions, out: &mut impl Write) -> io
         ladder(l, out)?;
     }
     Ok(())
+}
+
+/// A finding's prediction in a line: the exchanges it touched, then all.
+pub fn prediction(p: &tcpdoctor_diagnose::model::Prediction) -> String {
+    let (a, all) = (&p.affected, &p.all);
+    format!(
+        "p50 {} → {}, p99 {} → {} on the {} exchange(s) it touched \
+         (all exchanges: p50 {} → {}, p99 {} → {}), without {}",
+        fmt_ms(a.before_p50_ms),
+        fmt_ms(a.p50_ms),
+        fmt_ms(a.before_p99_ms),
+        fmt_ms(a.p99_ms),
+        p.exchanges,
+        fmt_ms(all.before_p50_ms),
+        fmt_ms(all.p50_ms),
+        fmt_ms(all.before_p99_ms),
+        fmt_ms(all.p99_ms),
+        p.parts.join(" + ")
+    )
 }
 
 const ARROW: usize = 34;

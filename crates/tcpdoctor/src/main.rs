@@ -143,6 +143,7 @@ What it reports (largest cost first; causes under 1% of the time are listed as m
   server_delay             request complete, response late: the server thinking
   client_delay             the client idle after the handshake before its request
   network_latency          the round trip itself is most of the time
+  queueing_delay           round trips far above the path's base: a queue on the path (bufferbloat)
   congestion_limited       transfers waiting on the congestion window (slow start, regrowth)
   slow_start_after_idle    a sender restarting from its initial window after an idle spell
   path_mtu_blackhole       full-size packets vanish on the path (ICMP 'frag needed' filtered)
@@ -151,6 +152,7 @@ What it reports (largest cost first; causes under 1% of the time are listed as m
   tls_handshake            TLS handshakes: the server's key exchange, the client, round trips
   connection_refused       a SYN answered by an RST: nothing listens there, or a firewall rejects
   connection_reset         an RST while the client waits for its response (TTL tells the path's)
+  connection_unanswered    SYNs retried and never answered (no SYN-ACK, no RST): host down, dropped
 
 With --parquet DIR, every capture (files, directories searched for *.pcap, *.pcapng, *.cap,
 globs) is analysed on its own into DIR/connections.parquet, exchanges.parquet,

@@ -94,7 +94,11 @@ impl ListenState {
     /// same queue's.
     pub fn overflowed(&self, conn: &Connection) -> bool {
         let hs = &conn.handshake;
-        let synack_after_ack = matches!((hs.ack, hs.last_synack), (Some(a), Some(s)) if hs.synack_count > 1 && s.ts > a.ts);
+        // A SYN-ACK sent again after the client's ACK: the server ignored
+        // that ACK. It cost something only if a request waited behind it (a
+        // browser's pre-connect that never carried one lost nothing).
+        let synack_after_ack = matches!((hs.ack, hs.last_synack), (Some(a), Some(s)) if hs.synack_count > 1 && s.ts > a.ts)
+            && conn.client.data_packets > 0;
         self.ignored || synack_after_ack
     }
 }

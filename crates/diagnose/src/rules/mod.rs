@@ -16,6 +16,7 @@ pub mod idle;
 pub mod listen_queue;
 pub mod nagle;
 pub mod path_mtu;
+pub mod queueing;
 pub mod receive_window;
 pub mod refused_reset;
 pub mod retransmission;
@@ -28,7 +29,7 @@ pub mod zero_window;
 
 use tcpdoctor_flow::{Connection, Dir, Exchange, Segment};
 
-use crate::budget::{Claims, Split};
+use crate::budget::{Claims, Part, Split};
 use crate::model::{Finding, LadderRow};
 
 /// What a rule sees of the engine while a segment passes, besides the
@@ -59,6 +60,8 @@ pub(crate) struct ExchangeCx<'a> {
     pub split: Split,
     /// The TLS handshake this exchange opened with, if it did.
     pub tls: Option<tls::Opened>,
+    /// The base round trips of the connection's path.
+    pub base: crate::budget::Base,
 }
 
 /// What a rule sees when its connection closes.
@@ -106,7 +109,7 @@ macro_rules! registry {
         $(#[$doc:meta])*
         $field:ident : $module:ident :: $state:ident {
             details: [$($detail:ident),* $(,)?],
-            kinds: [$($kind:ident = $n:literal $name:literal ($words:path, $cause:path $(, $standing:path)?)),* $(,)?],
+            kinds: [$($kind:ident = $n:literal $name:literal [$([$($fix:ident),*]),*] ($words:path, $cause:path $(, $standing:path)?)),* $(,)?],
         },
     )*) => {
         /// The finding vocabulary (the README's "What it finds" table and
@@ -174,6 +177,15 @@ macro_rules! registry {
             }
         }
 
+        /// The budget parts a kind's fix takes out of the exchanges it
+        /// touched, for its prediction: the first set, or another its rule
+        /// chooses by what it found ([`fix_choice`]). Empty: no prediction.
+        pub(crate) fn fix_parts(kind: Kind) -> &'static [&'static [Part]] {
+            match kind {
+                $($(Kind::$kind => &[$(&[$(Part::$fix),*]),*],)*)*
+            }
+        }
+
         /// A finding's explanation, fix and `details`, said by its rule.
         pub(crate) fn words(kind: Kind, said: &crate::text::Said<'_>) -> crate::text::Words {
             match kind {
@@ -221,73 +233,81 @@ registry! {
     /// Nagle holding a small segment while the peer delays its ACK.
     nagle: nagle::NagleState {
         details: [Nagle],
-        kinds: [NagleDelayedAck = 0 "nagle_delayed_ack" (nagle::words, nagle::cause)],
+        kinds: [NagleDelayedAck = 0 "nagle_delayed_ack" [[NagleDelayedAck]] (nagle::words, nagle::cause)],
     },
     /// A receiver that stops reading: its window at zero.
     zero_window: zero_window::ZeroWindowState {
         details: [ZeroWindow],
-        kinds: [ZeroWindow = 2 "zero_window" (zero_window::words, zero_window::cause)],
+        kinds: [ZeroWindow = 2 "zero_window" [[Window]] (zero_window::words, zero_window::cause)],
     },
     /// Refused connections and resets that cost a request.
     reset: refused_reset::ResetState {
         details: [Failure],
         kinds: [
-            ConnectionRefused = 15 "connection_refused" (refused_reset::words, refused_reset::cause, refused_reset::standing),
-            ConnectionReset = 16 "connection_reset" (refused_reset::words, refused_reset::cause, refused_reset::standing),
+            ConnectionRefused = 15 "connection_refused" [] (refused_reset::words, refused_reset::cause, refused_reset::standing),
+            ConnectionReset = 16 "connection_reset" [] (refused_reset::words, refused_reset::cause, refused_reset::standing),
         ],
     },
     /// Losses, recovered by the retransmission timer or fast retransmit.
     loss: retransmission::LossState {
         details: [Loss],
         kinds: [
-            RetransmissionTimeout = 3 "retransmission_timeout" (retransmission::words, retransmission::cause),
-            PacketLoss = 4 "packet_loss" (retransmission::words, retransmission::cause),
+            RetransmissionTimeout = 3 "retransmission_timeout" [[Retransmission]] (retransmission::words, retransmission::cause),
+            PacketLoss = 4 "packet_loss" [[Retransmission]] (retransmission::words, retransmission::cause),
         ],
     },
     /// Full-size segments lost on the path for good (after `loss`: it renames its occurrences).
     mtu: path_mtu::MtuState {
         details: [Blackhole],
-        kinds: [PathMtuBlackhole = 11 "path_mtu_blackhole" (path_mtu::words, path_mtu::cause)],
+        kinds: [PathMtuBlackhole = 11 "path_mtu_blackhole" [[Retransmission]] (path_mtu::words, path_mtu::cause)],
     },
     /// Transfers paced by the sender's congestion window.
     congestion: congestion::CongestionState {
         details: [Congestion],
-        kinds: [CongestionLimited = 9 "congestion_limited" (congestion::words, congestion::cause)],
+        kinds: [CongestionLimited = 9 "congestion_limited" [[CongestionWait]] (congestion::words, congestion::cause)],
     },
     /// A sender back at its initial window after an idle spell.
     restart: slow_start_after_idle::RestartState {
         details: [Restart],
-        kinds: [SlowStartAfterIdle = 10 "slow_start_after_idle" (slow_start_after_idle::words, slow_start_after_idle::cause)],
+        kinds: [SlowStartAfterIdle = 10 "slow_start_after_idle" [[CongestionWait]] (slow_start_after_idle::words, slow_start_after_idle::cause)],
     },
     /// Transfers pinned at the receiver's advertised window.
     window: receive_window::WindowState {
         details: [Window],
-        kinds: [ReceiveWindowLimited = 1 "receive_window_limited" (receive_window::words, receive_window::cause)],
+        kinds: [ReceiveWindowLimited = 1 "receive_window_limited" [[Window]] (receive_window::words, receive_window::cause)],
     },
     /// The endpoints' own time and the round trips of each exchange
     /// (after `congestion` and `restart`, whose time it does not count again).
     timing: timing::LatencyState {
         details: [Timing, Latency],
         kinds: [
-            ServerDelay = 6 "server_delay" (timing::server_words, timing::server_cause),
-            ClientDelay = 7 "client_delay" (timing::client_words, timing::client_cause),
-            NetworkLatency = 8 "network_latency" (timing::latency_words, timing::latency_cause),
+            ServerDelay = 6 "server_delay" [[Server]] (timing::server_words, timing::server_cause),
+            ClientDelay = 7 "client_delay" [[ClientIdle]] (timing::client_words, timing::client_cause),
+            NetworkLatency = 8 "network_latency" [[Setup], [Setup, Network]] (timing::latency_words, timing::latency_cause),
         ],
+    },
+    /// Round trips above the path's base: a queue on the path.
+    queueing: queueing::QueueingState {
+        details: [Queueing],
+        kinds: [QueueingDelay = 17 "queueing_delay" [[Queueing]] (queueing::words, queueing::cause)],
     },
     /// Slow TLS handshakes.
     tls: tls::TlsState {
         details: [Tls],
-        kinds: [TlsHandshake = 14 "tls_handshake" (tls::words, tls::cause, tls::standing)],
+        kinds: [TlsHandshake = 14 "tls_handshake" [[TlsKeyExchange]] (tls::words, tls::cause, tls::standing)],
     },
     /// SYN and SYN-ACK retries.
     setup: setup::SetupState {
-        details: [Setup],
-        kinds: [SynRetransmit = 5 "syn_retransmit" (setup::words, setup::cause)],
+        details: [Setup, Unanswered],
+        kinds: [
+            SynRetransmit = 5 "syn_retransmit" [[SynRetry]] (setup::words, setup::cause),
+            ConnectionUnanswered = 18 "connection_unanswered" [] (setup::unanswered_words, setup::unanswered_cause, setup::unanswered_standing),
+        ],
     },
     /// A full accept queue (after `loss` and `setup`: it renames their occurrences).
     listen: listen_queue::ListenState {
         details: [Listen],
-        kinds: [ListenQueueOverflow = 12 "listen_queue_overflow" (listen_queue::words, listen_queue::cause)],
+        kinds: [ListenQueueOverflow = 12 "listen_queue_overflow" [[SynRetry, Retransmission]] (listen_queue::words, listen_queue::cause)],
     },
     /// Pauses inside messages, left for the timing rules (last: it leaves
     /// alone the pauses the rules above explained).
@@ -299,15 +319,27 @@ registry! {
     /// keeps [`syn_flood::Floods`]); no state per connection.
     syn_flood: syn_flood::NoState {
         details: [Flood],
-        kinds: [SynFlood = 13 "syn_flood" (syn_flood::words, syn_flood::cause, syn_flood::standing)],
+        kinds: [SynFlood = 13 "syn_flood" [[SynRetry]] (syn_flood::words, syn_flood::cause, syn_flood::standing)],
     },
+}
+
+/// Which of a kind's [`fix_parts`] its finding's fix removes (index): the
+/// first, unless its rule tells by what it measured.
+pub(crate) fn fix_choice(a: &crate::Aggregate) -> usize {
+    match a.kind {
+        Kind::NetworkLatency => timing::latency_fix_choice(a),
+        _ => 0,
+    }
 }
 
 impl Kind {
     /// A request failed (rather than waited): reported whatever its share of
     /// the time, before the delays.
     pub fn is_failure(self) -> bool {
-        matches!(self, Kind::ConnectionRefused | Kind::ConnectionReset)
+        matches!(
+            self,
+            Kind::ConnectionRefused | Kind::ConnectionReset | Kind::ConnectionUnanswered
+        )
     }
 
     pub fn bit(self) -> u32 {
@@ -317,7 +349,10 @@ impl Kind {
 
 /// Whether the kind named so is a failed request ([`Kind::is_failure`]).
 pub fn failure_name(name: &str) -> bool {
-    matches!(name, "connection_refused" | "connection_reset")
+    matches!(
+        name,
+        "connection_refused" | "connection_reset" | "connection_unanswered"
+    )
 }
 
 /// One instance of a mechanism costing time.

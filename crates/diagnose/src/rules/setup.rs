@@ -21,6 +21,18 @@ pub fn on_close(conn: &Connection, out: &mut Vec<Occurrence>) {
     };
     let syn_wait = last.ts.since(first.ts);
     let synack_retries = hs.synack_count.saturating_sub(1);
+    if hs.syn_count > 1 && syn_wait >= MIN_RETRY_NS && hs.synack.is_none() {
+        // Never answered: no SYN-ACK, no RST. Not a delay but a failure.
+        if conn.server.packets == 0 && conn.server.rst.is_none() {
+            out.push(unanswered(conn, first, last));
+        }
+        return;
+    }
+    // A connection that never carried a request (a browser's pre-connect,
+    // a health check that only connects) kept nobody waiting for its setup.
+    if conn.client.data_packets == 0 {
+        return;
+    }
     let (delay, frames, answered) = if hs.syn_count > 1 && syn_wait >= MIN_RETRY_NS {
         let mut frames = vec![first.frame, last.frame];
         frames.extend(hs.synack.map(|m| m.frame));
@@ -31,7 +43,9 @@ pub fn on_close(conn: &Connection, out: &mut Vec<Occurrence>) {
         // capture cut short. A SYN flood's half-open connections look so.)
         // The server sent its SYN-ACK again (it, or the client's ACK, was
         // lost): setup waited from the first SYN-ACK to the last.
-        let (Some(first), Some(last)) = (hs.synack, hs.last_synack) else {
+        // Up to the SYN-ACK the client's ACK answered: one re-sent after
+        // that ACK (the server ignoring it) is the listen queue's.
+        let (Some(first), Some(last)) = (hs.synack, hs.synack_before_ack.or(hs.last_synack)) else {
             return;
         };
         let wait = last.ts.since(first.ts);
@@ -70,6 +84,95 @@ pub fn on_close(conn: &Connection, out: &mut Vec<Occurrence>) {
             answered,
         }),
     });
+}
+
+/// A connection whose SYNs were never answered: the client retried and got
+/// nothing back (no SYN-ACK, no RST) for as long as the capture shows.
+fn unanswered(
+    conn: &Connection,
+    first: tcpdoctor_flow::Mark,
+    last: tcpdoctor_flow::Mark,
+) -> Occurrence {
+    let hs = &conn.handshake;
+    Occurrence {
+        kind: Kind::ConnectionUnanswered,
+        culprit: Blame::Network(Dir::ClientToServer),
+        delay_ns: last.ts.since(first.ts).max(0),
+        frames: vec![first.frame, last.frame],
+        notes: vec![
+            (first.frame, "SYN: the client asks to connect".to_string()),
+            (
+                last.frame,
+                format!("SYN sent again ({} in all), still no answer", hs.syn_count),
+            ),
+        ],
+        ladder_from: Some(first.frame),
+        ladder: None,
+        span: None,
+        detail: Detail::Unanswered(Unanswered {
+            syns: hs.syn_count,
+            waited_ns: last.ts.since(first.ts).max(0),
+        }),
+    }
+}
+
+/// What one unanswered connection measured.
+#[derive(Debug, Clone)]
+pub struct Unanswered {
+    pub syns: u32,
+    pub waited_ns: i64,
+}
+
+impl super::Fold for Unanswered {
+    fn fold(self, a: &mut crate::Aggregate) {
+        a.count += 1;
+        a.stalls += u64::from(self.syns);
+        a.transfer_ns = a.transfer_ns.max(self.waited_ns);
+    }
+}
+
+/// The words of a `connection_unanswered` finding.
+pub(crate) fn unanswered_words(s: &Said<'_>) -> Words {
+    let (a, ep) = (s.a, s.ep);
+    let longest = crate::text::ms(a.transfer_ns) / 1e3;
+    let explanation = format!(
+        "{n} connection attempt(s) to {ep} were never answered: the client sent its SYN {syns} \
+         times in all and got neither a SYN-ACK nor an RST back, for up to {longest:.1} s in this \
+         capture. The request{s} never left the client. Nothing at that address answers: the host \
+         is down or unreachable, the address is wrong (DNS, a stale configuration), or a firewall \
+         or security group silently drops the SYNs (a DROP rule, unlike a REJECT, sends nothing \
+         back). A Linux client keeps retrying for about 127 s (6 retries, \
+         `net.ipv4.tcp_syn_retries`) unless its own connect timeout gives up first.",
+        n = a.count,
+        syns = a.stalls,
+        s = if a.count == 1 { "" } else { "s" },
+    );
+    let port = ep.rsplit(':').next().unwrap_or("PORT");
+    let fix = format!(
+        "Check that {ep} is the right address and that the host is up (`tcpdoctor ping {ep}` \
+         answers with an RST or a SYN-ACK if anything is there); look for rules that drop SYNs to \
+         port {port} on the way and on the host (`iptables -S`, `nft list ruleset`, cloud \
+         security groups). Clients should use a connect timeout of a few seconds and fail over \
+         rather than wait out the SYN retries."
+    );
+    let details = json!({"requests_lost": a.count, "syns": a.stalls,
+                         "longest_wait_ms": crate::text::ms(a.transfer_ns)});
+    (explanation, fix, details)
+}
+
+/// The verdict's sentence of a `connection_unanswered` finding.
+pub(crate) fn unanswered_cause(c: &super::Cause<'_>) -> String {
+    let n = c.num("requests_lost").unwrap_or(0.0) as u64;
+    format!(
+        "{} never answers: {n} connection attempt(s) got no SYN-ACK and no RST — host down, wrong \
+         address, or SYNs dropped by a firewall (connection_unanswered)",
+        c.ep
+    )
+}
+
+/// A failed connection is reported whatever time it took, before the delays.
+pub(crate) fn unanswered_standing(_: &crate::Aggregate) -> super::Standing {
+    super::Standing::Major
 }
 
 /// The words of a `syn_retransmit` finding: why, the fix, its details.

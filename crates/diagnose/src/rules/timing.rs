@@ -377,12 +377,23 @@ pub(crate) fn client_words(s: &Said<'_>) -> Words {
 }
 
 /// The words of a `network_latency` finding: why, the fix, its details.
+/// One handshake per one or two exchanges: connection reuse saves a third
+/// to a half of the round trips.
+fn new_connections(a: &crate::Aggregate) -> bool {
+    a.handshakes > 0 && a.handshakes * 2 >= a.count
+}
+
+/// What the fix of a `network_latency` finding removes: the handshakes
+/// (connection reuse), or every round trip (a server next to the client: a
+/// bound no fix reaches).
+pub(crate) fn latency_fix_choice(a: &crate::Aggregate) -> usize {
+    usize::from(!new_connections(a))
+}
+
 pub(crate) fn latency_words(s: &Said<'_>) -> Words {
     let (a, total, share) = (s.a, s.total, s.share);
     let rtt = a.rtt_ns_min.map(ms).unwrap_or(0.0);
-    // One handshake per one or two exchanges: connection reuse saves a
-    // third to a half of the round trips.
-    let new_connections = a.handshakes > 0 && a.handshakes * 2 >= a.count;
+    let new_connections = new_connections(a);
     let cause = if new_connections {
         "new_connections"
     } else {

@@ -1,0 +1,229 @@
+//! What each exchange would have taken without a part of its critical path,
+//! and the paths' base round trips the budget measures queueing against.
+//!
+//! Every finding names the parts of the budget its fix removes
+//! ([`crate::rules::fix_parts`]: a Nagle hold, a window wait, the server's
+//! time…). For each distinct set of parts, every complete exchange whose
+//! budget holds some of it is counted twice, per server endpoint: as it took,
+//! and with those parts taken out. A finding's prediction is then read from
+//! the servers its connections talked to: the latency of those exchanges
+//! after its fix, and of every exchange in the capture (the ones it did not
+//! touch unchanged). Nothing is invented: the parts are the packets' own
+//! budget.
+
+use std::net::{IpAddr, SocketAddr};
+
+use rustc_hash::FxHashMap;
+use tcpdoctor_flow::Connection;
+
+use crate::budget::{index, Base, Part, Split};
+use crate::histogram::Histogram;
+use crate::model::{Prediction, PredictionLine};
+use crate::round3;
+use crate::rules::{self, Kind};
+
+/// Paths (client address, server address) whose base is kept, at most.
+const MAX_PATHS: usize = 65_536;
+/// Servers counted apart per set of parts, at most (the rest in the totals only).
+const MAX_SERVERS: usize = 1024;
+/// Servers an aggregate remembers; past that its prediction is the capture's.
+pub(crate) const MAX_AGG_SERVERS: usize = 16;
+
+/// The base round trips of every path seen.
+#[derive(Default)]
+pub(crate) struct Bases {
+    map: FxHashMap<(IpAddr, IpAddr), Base>,
+}
+
+impl Bases {
+    /// Takes in the connection's round trips and gives its path's base.
+    pub(crate) fn learn(&mut self, conn: &Connection) -> Base {
+        let key = (conn.client.addr.ip(), conn.server.addr.ip());
+        if self.map.len() >= MAX_PATHS && !self.map.contains_key(&key) {
+            return Base::default();
+        }
+        let b = self.map.entry(key).or_default();
+        b.learn(conn);
+        *b
+    }
+}
+
+/// Exchanges as they took and without one set of parts.
+#[derive(Default, Clone)]
+struct Pair {
+    before: Histogram,
+    after: Histogram,
+}
+
+impl Pair {
+    fn merge(&mut self, other: &Pair) {
+        self.before.merge(&other.before);
+        self.after.merge(&other.after);
+    }
+}
+
+/// Every set of parts some finding's fix removes, each as a bit mask of
+/// [`Part::ALL`] indices; and the exchanges counted for each.
+pub(crate) struct WhatIfs {
+    masks: Vec<u16>,
+    totals: Vec<Pair>,
+    per_server: FxHashMap<(u8, SocketAddr), Pair>,
+    servers: usize,
+}
+
+fn mask(parts: &[Part]) -> u16 {
+    parts.iter().fold(0, |m, p| m | 1 << index(*p))
+}
+
+impl Default for WhatIfs {
+    fn default() -> Self {
+        let mut masks = Vec::new();
+        for k in Kind::ALL {
+            for set in rules::fix_parts(*k) {
+                let m = mask(set);
+                if m != 0 && !masks.contains(&m) {
+                    masks.push(m);
+                }
+            }
+        }
+        WhatIfs {
+            totals: vec![Pair::default(); masks.len()],
+            masks,
+            per_server: FxHashMap::default(),
+            servers: 0,
+        }
+    }
+}
+
+impl WhatIfs {
+    /// Counts one complete exchange of `server` with its budget.
+    pub(crate) fn record(&mut self, server: SocketAddr, duration: i64, split: &Split) {
+        for (i, &m) in self.masks.iter().enumerate() {
+            let removed: i64 = (0..split.len())
+                .filter(|b| m & (1 << b) != 0)
+                .map(|b| split[b])
+                .sum();
+            if removed <= 0 {
+                continue;
+            }
+            let after = (duration - removed).max(0);
+            let t = &mut self.totals[i];
+            t.before.record(duration);
+            t.after.record(after);
+            let key = (i as u8, server);
+            let pair = match self.per_server.get_mut(&key) {
+                Some(p) => p,
+                None if self.servers < MAX_SERVERS * self.masks.len() => {
+                    self.servers += 1;
+                    self.per_server.entry(key).or_default()
+                }
+                None => continue,
+            };
+            pair.before.record(duration);
+            pair.after.record(after);
+        }
+    }
+
+    /// The prediction for a finding whose fix removes `parts`, over the
+    /// exchanges of `servers` (all of them when `None`); `all` is every
+    /// complete exchange of the capture.
+    pub(crate) fn predict(
+        &self,
+        parts: &[Part],
+        servers: Option<&[SocketAddr]>,
+        all: &Histogram,
+    ) -> Option<Prediction> {
+        let m = mask(parts);
+        let i = self.masks.iter().position(|&x| x == m)?;
+        let pair = match servers {
+            None => self.totals[i].clone(),
+            Some(list) => {
+                let mut p = Pair::default();
+                for s in list {
+                    if let Some(q) = self.per_server.get(&(i as u8, *s)) {
+                        p.merge(q);
+                    }
+                }
+                p
+            }
+        };
+        if pair.before.count() == 0 {
+            return None;
+        }
+        let line = |before: &dyn Fn(f64) -> f64, after: &dyn Fn(f64) -> f64| PredictionLine {
+            before_p50_ms: round3(before(0.5)),
+            before_p99_ms: round3(before(0.99)),
+            p50_ms: round3(after(0.5)),
+            p99_ms: round3(after(0.99)),
+        };
+        Some(Prediction {
+            parts: parts.iter().map(|p| p.name()).collect(),
+            exchanges: pair.before.count(),
+            affected: line(&|q| pair.before.quantile_ms(q), &|q| {
+                pair.after.quantile_ms(q)
+            }),
+            all: line(&|q| all.quantile_ms(q), &|q| {
+                all.quantile_replacing(&pair.before, &pair.after, q)
+            }),
+        })
+    }
+}
+
+/// Client addresses whose largest transfers are kept, at most.
+const MAX_BULK_CLIENTS: usize = 16_384;
+/// Transfers kept per client address.
+const BULKS_PER_CLIENT: usize = 4;
+/// Transfers smaller than this fill no queue worth naming.
+const MIN_BULK_BYTES: u64 = 1_000_000;
+
+/// Each client address's largest transfers, to name what filled a queue.
+#[derive(Default)]
+pub(crate) struct Bulks {
+    map: FxHashMap<IpAddr, Vec<rules::queueing::Bulk>>,
+}
+
+impl Bulks {
+    pub(crate) fn on_close(&mut self, conn: &Connection) {
+        let bytes = conn.client.bytes + conn.server.bytes;
+        if bytes < MIN_BULK_BYTES {
+            return;
+        }
+        let ip = conn.client.addr.ip();
+        if self.map.len() >= MAX_BULK_CLIENTS && !self.map.contains_key(&ip) {
+            return;
+        }
+        let list = self.map.entry(ip).or_default();
+        let b = rules::queueing::Bulk {
+            connection: conn.id,
+            server: conn.server.addr,
+            bytes,
+            start_ns: conn.first.ts.nanos(),
+            end_ns: conn.last_ts.nanos(),
+        };
+        if list.len() < BULKS_PER_CLIENT {
+            list.push(b);
+        } else if let Some(least) = list.iter_mut().min_by_key(|x| x.bytes) {
+            if least.bytes < bytes {
+                *least = b;
+            }
+        }
+    }
+
+    /// Names, in each queueing finding, the largest transfer of its client
+    /// that was under way at its first occurrence.
+    pub(crate) fn name_fillers(
+        &self,
+        aggregates: &mut FxHashMap<crate::aggregate::AggKey, crate::Aggregate>,
+    ) {
+        for a in aggregates.values_mut() {
+            if let rules::Detail::Queueing(q) = &mut a.first {
+                q.bulk = self.map.get(&q.client).and_then(|list| {
+                    list.iter()
+                        .filter(|b| b.start_ns <= q.at_ns && b.end_ns >= q.at_ns)
+                        .max_by_key(|b| b.bytes)
+                        .copied()
+                });
+            }
+        }
+    }
+}
