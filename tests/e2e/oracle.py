@@ -104,7 +104,7 @@ def committed_captures():
     except (OSError, subprocess.CalledProcessError):
         names = []
         for d, subdirs, files in os.walk(ROOT):
-            subdirs[:] = [s for s in subdirs if s not in (".git", "target") and not s.startswith("target-")]
+            subdirs[:] = [s for s in subdirs if s != ".git" and not s.startswith("target")]
             names += [os.path.relpath(os.path.join(d, f), ROOT) for f in files]
     found = []
     for n in sorted(names):
