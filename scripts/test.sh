@@ -56,6 +56,8 @@ echo "== cargo test"
 cargo test --workspace --locked
 echo "== end to end: nginx + wrk in namespaces"
 cargo build --release --locked
+echo "== every committed capture against tshark"
+bash tests/e2e/oracle.sh target/release/tcpdoctor
 if [ "$(id -u)" -eq 0 ]; then
   bash tests/e2e/nginx-wrk.sh target/release/tcpdoctor
   bash tests/e2e/inputs.sh target/release/tcpdoctor
