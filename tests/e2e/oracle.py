@@ -566,24 +566,7 @@ DEFINITIONS = {
 # field) -> (tshark's value, tcpdoctor's value). A listed difference that no
 # longer occurs (or with other values) fails the test too: remove it when the
 # bug is fixed.
-KNOWN_BUGS = {
-    "gap_filled_bytes_uncounted": {
-        "reason": (
-            "bytes first seen in a retransmission that fills a sequence hole (their first "
-            "transmission was lost before the capture point) are counted neither as new nor "
-            "anywhere: crates/flow Half::classify gives such a segment 0 new bytes, so `bytes` "
-            "and the exchange's `response_bytes` fall short of what the receiver acknowledged "
-            "by exactly those bytes"
-        ),
-        "where": {
-            ("fixtures/packet-loss.client.pcap", 0, "bytes.server_to_client"): (2097412, 2045284),
-            ("fixtures/path-mtu-blackhole.client.pcap", 0, "bytes.server_to_client"): (30114, 15210),
-            ("fixtures/path-mtu-blackhole.client.pcap", 1, "bytes.server_to_client"): (30114, 15210),
-            ("fixtures/path-mtu-blackhole.client.pcap", 2, "bytes.server_to_client"): (30114, 15210),
-            ("fixtures/rto.client.pcap", 0, "bytes.server_to_client"): (2097412, 1964196),
-        },
-    },
-}
+KNOWN_BUGS = {}
 
 
 class Result:

@@ -157,6 +157,7 @@ impl Engine {
         self.bytes_on_wire += u64::from(orig_len);
         if self.first_ts.is_none() {
             self.first_ts = Some(ts);
+            self.tracker.analyzer_mut().t0_ns = ts.nanos();
         }
         self.last_ts = self.last_ts.max(ts);
         if !self.links.contains(&link) {
@@ -281,7 +282,7 @@ impl Engine {
             connections: std::mem::take(&mut d.row_connections),
             exchanges: std::mem::take(&mut d.row_exchanges),
         };
-        relative_rows(rows, self.first_ts)
+        relative_rows(rows)
     }
 
     /// Unix time of the first packet pushed, seconds; `None` before any.
@@ -313,13 +314,10 @@ impl Engine {
         let closed_early = self.tracker.closed_early();
         self.warn_closed_early();
         let mut d = self.tracker.finish();
-        let rows = relative_rows(
-            Rows {
-                connections: std::mem::take(&mut d.row_connections),
-                exchanges: std::mem::take(&mut d.row_exchanges),
-            },
-            self.first_ts,
-        );
+        let rows = relative_rows(Rows {
+            connections: std::mem::take(&mut d.row_connections),
+            exchanges: std::mem::take(&mut d.row_exchanges),
+        });
         let latency_budget = budget_summary(&mut d);
         let bins = latency_bins(&d);
         let first = self.first_ts.unwrap_or_default();
@@ -333,13 +331,6 @@ impl Engine {
         let (findings, minor_findings) = findings(&mut d, denominator);
         let mut connections = std::mem::take(&mut d.summaries);
         connections.sort_by_key(|c| c.id);
-        let t0 = first.nanos() as f64 / 1e6;
-        for c in &mut connections {
-            c.start_ms = round3((c.start_ms - t0).max(0.0));
-            for e in &mut c.slowest_exchanges {
-                e.start_ms = round3((e.start_ms - t0).max(0.0));
-            }
-        }
         let h = &d.exchange_hist;
         let vantage = d
             .vantages
@@ -425,14 +416,9 @@ impl Engine {
 /// Start times made relative to the capture's first packet, as
 /// [`Engine::finish`] makes them; the summaries' exchange lists emptied (the
 /// exchanges have rows of their own).
-fn relative_rows(mut rows: Rows, first: Option<Timestamp>) -> Rows {
-    let t0 = first.unwrap_or_default().nanos() as f64 / 1e6;
+fn relative_rows(mut rows: Rows) -> Rows {
     for c in &mut rows.connections {
-        c.start_ms = round3((c.start_ms - t0).max(0.0));
         c.slowest_exchanges = Vec::new();
-    }
-    for e in &mut rows.exchanges {
-        e.exchange.start_ms = round3((e.exchange.start_ms - t0).max(0.0));
     }
     rows
 }
@@ -747,6 +733,8 @@ pub(crate) struct Diagnoser {
     whatifs: whatif::WhatIfs,
     /// Each client address's largest transfers: what may fill a queue.
     bulks: whatif::Bulks,
+    /// The capture's first packet (ns): start times are relative to it.
+    t0_ns: i64,
 }
 
 impl Diagnoser {
@@ -777,6 +765,7 @@ impl Diagnoser {
             bases: Default::default(),
             whatifs: Default::default(),
             bulks: Default::default(),
+            t0_ns: 0,
         }
     }
 
@@ -971,7 +960,7 @@ impl Analyzer for Diagnoser {
 
     fn exchange(&mut self, conn: &Connection, state: &mut ConnState, ex: &Exchange) {
         let h = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
-        let (inside, longest) = h.rules.idle.take_exchange();
+        let (inside, longest, cork_holds) = h.rules.idle.take_exchange();
         // A TLS handshake's rounds are not the application's exchanges: the
         // first exchange after them carries their time.
         let opened;
@@ -987,6 +976,7 @@ impl Analyzer for Diagnoser {
             out: &mut self.scratch,
             inside,
             longest,
+            cork_holds,
             split: [0; budget::PARTS],
             tls,
             base: budget::Base::default(),
@@ -1005,6 +995,7 @@ impl Analyzer for Diagnoser {
             out: &mut self.scratch,
             inside,
             longest,
+            cork_holds,
             split,
             tls,
             base,
@@ -1038,7 +1029,7 @@ impl Analyzer for Diagnoser {
                 connection: conn.id,
                 client: conn.client.addr,
                 server: conn.server.addr,
-                exchange: text::exchange_summary(ex, &split),
+                exchange: text::exchange_summary(ex, &split, self.t0_ns),
             });
         }
         state.exchanges += 1;
@@ -1101,8 +1092,11 @@ impl Analyzer for Diagnoser {
             id: conn.id,
         };
         if self.options.rows {
-            self.row_connections
-                .push(text::connection_summary(conn, state.heavy.as_deref()));
+            self.row_connections.push(text::connection_summary(
+                conn,
+                state.heavy.as_deref(),
+                self.t0_ns,
+            ));
         }
         let keep = self.options.max_connections;
         let listed = keep > 0
@@ -1112,7 +1106,7 @@ impl Analyzer for Diagnoser {
                     .peek()
                     .is_some_and(|least| rank.beats(&least.rank)));
         if listed {
-            let summary = text::connection_summary(conn, state.heavy.as_deref());
+            let summary = text::connection_summary(conn, state.heavy.as_deref(), self.t0_ns);
             if self.listed.len() < keep {
                 self.listed.push(Listed {
                     rank,

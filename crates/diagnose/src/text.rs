@@ -151,12 +151,12 @@ pub(crate) fn budget_parts(split: &Split, per: f64) -> BudgetParts {
     BudgetParts(parts)
 }
 
-pub(crate) fn exchange_summary(e: &Exchange, split: &Split) -> ExchangeSummary {
+pub(crate) fn exchange_summary(e: &Exchange, split: &Split, t0_ns: i64) -> ExchangeSummary {
     let gap = |a: Option<Mark>, b: Option<Mark>| Some(ms(b?.ts.since(a?.ts)));
     ExchangeSummary {
         index: e.index,
         // Absolute here; made relative to the capture start in `Engine::finish`.
-        start_ms: e.start().map_or(0.0, |m| m.ts.nanos() as f64 / 1e6),
+        start_ms: e.start().map_or(0.0, |m| ms((m.ts.nanos() - t0_ns).max(0))),
         duration_ms: ms(e.duration_ns()),
         request_bytes: e.request_bytes,
         response_bytes: e.response_bytes,
@@ -210,7 +210,11 @@ pub fn vantage(conn: &Connection) -> (&'static str, &'static str) {
 }
 
 /// `st`: the connection's diagnosis state, if it needed one (see [`Heavy`]).
-pub(crate) fn connection_summary(conn: &Connection, st: Option<&Heavy>) -> ConnectionSummary {
+pub(crate) fn connection_summary(
+    conn: &Connection,
+    st: Option<&Heavy>,
+    t0_ns: i64,
+) -> ConnectionSummary {
     let hs = &conn.handshake;
     let idle = Heavy::default();
     let st = st.unwrap_or(&idle);
@@ -224,7 +228,7 @@ pub(crate) fn connection_summary(conn: &Connection, st: Option<&Heavy>) -> Conne
         roles_from: conn.role_source.describe(),
         first_frame: conn.first.frame,
         // Absolute here; made relative to the capture start in `Engine::finish`.
-        start_ms: conn.first.ts.nanos() as f64 / 1e6,
+        start_ms: ms((conn.first.ts.nanos() - t0_ns).max(0)),
         duration_ms: ms(conn.duration_ns()),
         handshake_rtt_ms: hs.rtt_ns().map(ms),
         handshake_client_side_ms: hs.client_side_ns().map(ms),
@@ -241,7 +245,7 @@ pub(crate) fn connection_summary(conn: &Connection, st: Option<&Heavy>) -> Conne
             let mut list: Vec<ExchangeSummary> = st
                 .slowest
                 .iter()
-                .map(|(e, split)| exchange_summary(e, split))
+                .map(|(e, split)| exchange_summary(e, split, t0_ns))
                 .collect();
             list.sort_by_key(|e| e.index);
             list

@@ -385,7 +385,13 @@ impl Connection {
 
     fn compute_smss(&self, dir: Dir) -> u32 {
         let (me, peer) = (self.half(dir), self.half(dir.reverse()));
-        let base = peer.mss.map_or(me.mss_or_guess(), u32::from);
+        // A sender's segments are bounded by the peer's MSS and by its own
+        // path (the MSS it announced says its link's MTU): both SYNs count.
+        let base = match (peer.mss.filter(|&m| m > 0), me.mss.filter(|&m| m > 0)) {
+            (Some(p), Some(m)) => u32::from(p.min(m)),
+            (Some(p), None) => u32::from(p),
+            (None, _) => me.mss_or_guess(),
+        };
         let options = if me.timestamps && peer.timestamps {
             12
         } else {
@@ -807,12 +813,16 @@ impl Half {
             }
             (SegKind::Ack, 0)
         } else if !self.snd_init || seq >= self.snd_max {
+            // Past a gap, the bytes the capture skipped were sent too (the
+            // segment that fills it later is a retransmission): counted here.
+            let mut new_bytes = len;
             if self.snd_init && seq > self.snd_max {
                 self.gaps += 1;
+                new_bytes = end.distance_from(self.snd_max);
             }
             self.snd_max = end;
             self.snd_init = true;
-            (SegKind::NewData, len)
+            (SegKind::NewData, new_bytes)
         } else if end <= self.snd_max {
             let all_acked = self.una_init && self.una >= self.snd_max.plus(u32::MAX);
             if len <= 1 && end == self.snd_max && all_acked {
@@ -1037,10 +1047,11 @@ mod steps {
             cls(&mut h, &seg(1, 1, PSH, 100, &[])),
             (SegKind::NewData, 100)
         );
-        // A jump past the highest sequence: data the capture missed.
+        // A jump past the highest sequence: data the capture missed, sent
+        // too (its 100 bytes count with the segment's own).
         assert_eq!(
             cls(&mut h, &seg(201, 1, PSH, 100, &[])),
-            (SegKind::NewData, 100)
+            (SegKind::NewData, 200)
         );
         assert_eq!(h.gaps, 1);
         assert_eq!(

@@ -37,6 +37,14 @@ use crate::budget::{Claims, Part};
 
 /// Pauses shorter than this are not counted: scheduling, pacing.
 pub const MIN_PAUSE_NS: i64 = 1_000_000;
+/// After a full-size segment, a pause this long with everything acknowledged
+/// is not pacing (a segment at 1 Mbit/s takes 12 ms) nor the congestion
+/// window (nothing was in flight): the sender held data it had, or had none.
+const MIN_FULL_PAUSE_NS: i64 = 20_000_000;
+/// Linux sends the partial tail of a corked socket (`TCP_CORK`) after at
+/// most 200 ms (tcp(7)); a hold of a tail after full segments that long is
+/// the cork's ceiling.
+const CORK_HOLD_NS: std::ops::RangeInclusive<i64> = 190_000_000..=260_000_000;
 /// Slack for the sender to react to an ACK, beyond the round trip to it
 /// (as the Nagle rule allows: 2 ms, plus a quarter of the round trip for jitter).
 const REACT_SLACK_NS: i64 = 2_000_000;
@@ -70,6 +78,9 @@ pub struct IdleState {
     /// Application time inside the exchange in progress, per sending direction.
     inside_ns: [i64; 2],
     longest: [Pause; 2],
+    /// Of those pauses, how many held a partial tail after full-size
+    /// segments for the cork's ceiling.
+    cork_holds: [u32; 2],
 }
 
 impl IdleState {
@@ -115,19 +126,26 @@ impl IdleState {
             spoiled: false,
         };
         // The common case: data following data, or a pause TCP may explain.
+        // After full segments only a long pause counts: a shorter one can be
+        // pacing.
+        let gap = seg.ts.nanos() - prev.last_ns;
         if prev.last_ns == 0
             || prev.spoiled
-            || !prev.last_partial
+            || (!prev.last_partial && gap < MIN_FULL_PAUSE_NS)
             || prev.acked_ns == 0
             || prev.last_end != seg.seq
-            || seg.ts.nanos() - prev.last_ns < MIN_PAUSE_NS
+            || gap < MIN_PAUSE_NS
         {
             return;
         }
-        self.pause(conn, seg, &prev, claims);
+        let corked = !prev.last_partial && st.last_partial && CORK_HOLD_NS.contains(&gap);
+        if self.pause(conn, seg, &prev, claims) && corked {
+            self.cork_holds[d.index()] += 1;
+        }
     }
 
-    /// A pause after which the sender's data had all been acknowledged.
+    /// A pause after which the sender's data had all been acknowledged:
+    /// whether it was the application's.
     #[cold]
     #[inline(never)]
     fn pause(
@@ -136,10 +154,10 @@ impl IdleState {
         seg: &Segment<'_>,
         prev: &DirState,
         claims: &mut Claims,
-    ) {
+    ) -> bool {
         let d = seg.dir;
         let Some(ex) = conn.current_exchange() else {
-            return;
+            return false;
         };
         // Inside one message of the exchange in progress: the response, or
         // the request before any response.
@@ -149,20 +167,20 @@ impl IdleState {
             Dir::ClientToServer => None,
         };
         if started.is_none_or(|m| m.frame > prev.last_frame) {
-            return;
+            return false;
         }
         // Another rule explained this very pause (Nagle, a window, loss).
         if claims.ends_at(seg.ts) {
-            return;
+            return false;
         }
         let Some(to_sender) = conn.distance_to(d).or(conn.path_rtt_ns()) else {
-            return;
+            return false;
         };
         // Data released by the ACK of everything leaves as it reaches the sender.
         let released_by = prev.acked_ns + to_sender + REACT_SLACK_NS + to_sender / 4;
         let now = seg.ts.nanos();
         if now <= released_by {
-            return;
+            return false;
         }
         let part = match d {
             Dir::ServerToClient => Part::Server,
@@ -174,14 +192,17 @@ impl IdleState {
         if pause > self.longest[d.index()].0 {
             self.longest[d.index()] = (pause, prev.last_frame, seg.frame);
         }
+        true
     }
 
     /// The application time found inside the exchange that just ended, per
-    /// sending direction, and its longest pause; starts the next exchange.
-    pub fn take_exchange(&mut self) -> ([i64; 2], [Pause; 2]) {
-        let r = (self.inside_ns, self.longest);
+    /// sending direction, its longest pause and its cork holds; starts the
+    /// next exchange.
+    pub fn take_exchange(&mut self) -> ([i64; 2], [Pause; 2], [u32; 2]) {
+        let r = (self.inside_ns, self.longest, self.cork_holds);
         self.inside_ns = [0; 2];
         self.longest = [(0, 0, 0); 2];
+        self.cork_holds = [0; 2];
         r
     }
 }

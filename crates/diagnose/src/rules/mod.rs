@@ -56,6 +56,8 @@ pub(crate) struct ExchangeCx<'a> {
     /// Pauses inside the request and the response ([`idle`]), and the longest.
     pub inside: [i64; 2],
     pub longest: [idle::Pause; 2],
+    /// Of those pauses, the partial tails held for the cork's ceiling.
+    pub cork_holds: [u32; 2],
     /// The exchange's budget (zero before [`Rule::on_budget`]).
     pub split: Split,
     /// The TLS handshake this exchange opened with, if it did.

@@ -146,7 +146,11 @@ fn check(
     let after_ack = seg.ts.since(ack.ts);
     // How long the sender took to react to the ACK, without the trip to it and back.
     let reaction = (after_ack - to_sender).max(0);
+    // Data that left the sender before the ACK could have reached it was
+    // not released by that ACK.
+    let before_ack_arrived = after_ack + REACT_SLACK_NS + to_sender / 4 < to_sender;
     if ack_wait < MIN_ACK_WAIT_NS
+        || before_ack_arrived
         || reaction > REACT_SLACK_NS + to_sender / 4
         || reaction * 2 >= ack_wait
     {

@@ -61,6 +61,9 @@ struct DirState {
     relabel: Option<(u32, u32, u32)>,
     /// Found beyond the drop: no more of them on this connection.
     reported: bool,
+    /// This side is inside a message: it sent data and the peer has sent
+    /// none since.
+    mid_message: bool,
 }
 
 /// Per connection.
@@ -76,6 +79,9 @@ impl MtuState {
         {
             let other = &mut self.dirs[d.reverse().index()];
             other.peer_last = Some(seg.ts);
+            if seg.len > 0 {
+                other.mid_message = false;
+            }
             if seg.acked > 0 {
                 other.big = 0;
                 other.big_first = None;
@@ -89,6 +95,12 @@ impl MtuState {
         }
         let st = &mut self.dirs[d.index()];
         let full = conn.smss(d);
+        // Late data is a loss only if someone waited for it: the rest of a
+        // message under way, or a response. A client starting a new request
+        // after a quiet spell (a person typing into a form) kept nobody
+        // waiting.
+        let awaited = st.mid_message || d == Dir::ServerToClient;
+        st.mid_message = true;
         match seg.kind {
             SegKind::Retransmission if seg.len + SMALLER_BY > full => {
                 // Full size again: not (or no longer) a smaller size passing.
@@ -145,7 +157,8 @@ impl MtuState {
         let Some(from) = st.peer_last else {
             return;
         };
-        if seg.ts.since(from) >= MIN_UNSEEN_STALL_NS
+        if awaited
+            && seg.ts.since(from) >= MIN_UNSEEN_STALL_NS
             && conn.half(d.reverse()).mss.is_some()
             && seg.len >= MIN_PROBE_LEN
             && seg.len + SMALLER_BY <= full

@@ -231,6 +231,16 @@ impl DirState {
         if !mid_transfer || !resumed_in_place || self.episode.is_some() {
             return;
         }
+        // Loss is named only where the packets show it. Captured at the
+        // sender, a lost segment would be seen sent twice: a silence there
+        // is the sender holding data. The timer re-sends the first segment
+        // it lost, full-size mid-transfer; a partial tail after the silence
+        // is data the sender held with everything acknowledged (a corked
+        // socket, the application), not a retransmission.
+        let at_sender = crate::text::vantage(conn).0 == super::endpoint_of(conn, seg.dir).1;
+        if at_sender || seg.len < mss {
+            return;
+        }
         if let Some(prev) = self.last_send {
             claims.claim(Part::Retransmission, prev, seg.ts);
         }

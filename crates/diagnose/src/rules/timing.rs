@@ -36,6 +36,7 @@ pub fn server_delay(
     split: &Split,
     inside_ns: i64,
     longest: Pause,
+    cork_holds: u32,
 ) -> Option<Occurrence> {
     let (last, first) = (ex.request_last?, ex.response_first?);
     let think = split[index(Part::Server)];
@@ -88,6 +89,7 @@ pub fn server_delay(
         detail: Detail::Timing(Timing {
             rtt_ns: conn.path_rtt_ns(),
             inside_ns: inside,
+            cork_holds,
         }),
     })
 }
@@ -150,6 +152,7 @@ pub fn client_delay(
         detail: Detail::Timing(Timing {
             rtt_ns: conn.path_rtt_ns(),
             inside_ns: inside_ns.max(0),
+            cork_holds: 0,
         }),
     })
 }
@@ -276,6 +279,11 @@ pub(crate) fn server_words(s: &Said<'_>) -> Words {
     let rtt_text = rtt.map_or("unknown".to_string(), |r| format!("{r:.2} ms"));
     let (before, inside) = (a.total_ns - a.inside_ns, a.inside_ns);
     let place = where_(before, inside, "response");
+    // The same partial tail held ~200 ms after full segments in most
+    // exchanges, everything acknowledged: a socket left corked.
+    if a.stalls > 0 && a.stalls * 2 >= a.occurrences && inside * 2 >= a.total_ns {
+        return cork_words(s, place, before, inside);
+    }
     let how = match place {
         "inside_response" => format!(
             "started each response at once and then paused inside it, {typical:.1} ms per exchange \
@@ -323,6 +331,37 @@ pub(crate) fn server_words(s: &Said<'_>) -> Words {
         explanation,
         fix,
         json!({"think_ms": typical, "rtt_ms": rtt, "where": place,
+               "before_response_ms": ms(before), "inside_response_ms": ms(inside)}),
+    )
+}
+
+/// A server whose socket stays corked (`TCP_CORK`): the partial tail of
+/// each response leaves on the kernel's 200 ms ceiling.
+fn cork_words(s: &Said<'_>, place: &str, before: i64, inside: i64) -> Words {
+    let (a, typical, total, ep) = (s.a, s.typical, s.total, s.ep);
+    let rtt = a.rtt_ns_min.map(ms);
+    let explanation = format!(
+        "{ep} (server) held the last, partial segment of its responses for about 200 ms: {holds} \
+         time(s) on {conns} connection(s) the full-size segments of a response left at once and were \
+         acknowledged, the receive window was open and nothing was lost, and the short tail followed \
+         only {typical:.0} ms (median) later. TCP held it, not the application: a socket with \
+         TCP_CORK set sends only full segments and pushes a partial one when it is uncorked, or \
+         after a 200 ms ceiling (tcp(7)). The server corks its socket and does not uncork it at the \
+         end of each response. {total:.0} ms in all.",
+        holds = a.stalls,
+        conns = a.connections,
+    );
+    let fix = format!(
+        "At {ep}: clear TCP_CORK after writing each response (`setsockopt(fd, IPPROTO_TCP, \
+         TCP_CORK, 0)`, then set it again for the next one), or drop the cork and pass MSG_MORE on \
+         every write but the last; TCP_NODELAY alone does not release a corked tail. nginx does \
+         this itself with `tcp_nopush on` (it uncorks at the end of the response)."
+    );
+    (
+        explanation,
+        fix,
+        json!({"think_ms": typical, "rtt_ms": rtt, "where": place, "cause": "cork",
+               "cork_holds": a.stalls,
                "before_response_ms": ms(before), "inside_response_ms": ms(inside)}),
     )
 }
@@ -469,6 +508,8 @@ pub struct Timing {
     pub rtt_ns: Option<i64>,
     /// Of the delay, the pauses inside the message (the rest was before it).
     pub inside_ns: i64,
+    /// Of those pauses, partial tails held for the cork's ceiling (~200 ms).
+    pub cork_holds: u32,
 }
 
 /// What one occurrence measured.
@@ -492,6 +533,7 @@ impl super::Fold for Timing {
     fn fold(self, a: &mut crate::Aggregate) {
         a.rtt_ns_min = super::min_opt(a.rtt_ns_min, self.rtt_ns);
         a.inside_ns += self.inside_ns;
+        a.stalls += u64::from(self.cork_holds);
     }
 }
 
@@ -523,6 +565,7 @@ impl super::Rule for LatencyState {
             &cx.split,
             cx.inside[s],
             cx.longest[s],
+            cx.cork_holds[s],
         ));
         let tls = cx
             .tls
@@ -539,6 +582,12 @@ impl super::Rule for LatencyState {
 /// The verdict's sentence of a `server_delay` finding.
 pub(crate) fn server_cause(c: &super::Cause<'_>) -> String {
     let (ep, role, typ) = (c.ep, c.role, &c.typ);
+    if c.str("cause") == Some("cork") {
+        return format!(
+            "{ep} ({role}) leaves its socket corked (TCP_CORK): the partial tail of each response \
+             waits ~{typ}, the kernel's 200 ms ceiling"
+        );
+    }
     if c.str("where") == Some("inside_response") {
         return format!(
             "{ep} ({role}) sends the start of each response (the headers) at once and the rest ~{typ} \
