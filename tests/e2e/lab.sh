@@ -69,6 +69,14 @@ if exp:
 else:
     assert all(x["share_of_time"] < 0.05 for x in b["findings"]), f"{case}: healthy, got {top(b['findings'])}"
 assert doc["reproduced"] is True
+# "what if": the expected finding's prediction (from the capture before the fix) against the
+# exchanges the fixed run's capture measured: within 25% or 2 ms
+pred = doc.get("prediction")
+if exp and not failing:
+    assert pred, f"{case}: the expected finding predicts nothing"
+    assert pred["within_tolerance"], f"{case}: prediction off: {pred}"
+    print(f"prediction {case:<24} {pred['finding']:<24} predicted p50 {pred['predicted_p50_ms']:.2f} ms,"
+          f" measured {pred['measured_p50_ms']:.2f} ms")
 m0 = b["metrics"]
 if case in ("nagle-delayed-ack", "jdk-httpserver", "client-write-write"):
     assert m0["latency_p50_ms"] >= 30, m0       # the delayed-ACK timer: 40 ms on Linux

@@ -97,7 +97,17 @@ impl Default for WhatIfs {
 
 impl WhatIfs {
     /// Counts one complete exchange of `server` with its budget.
-    pub(crate) fn record(&mut self, server: SocketAddr, duration: i64, split: &Split) {
+    /// `slow_start_ns` is what its largest message would take on a new
+    /// connection's congestion window alone (0 when the window had grown):
+    /// a window wait taken away leaves at least that.
+    pub(crate) fn record(
+        &mut self,
+        server: SocketAddr,
+        duration: i64,
+        split: &Split,
+        slow_start_ns: i64,
+    ) {
+        let window = 1u16 << index(Part::Window);
         for (i, &m) in self.masks.iter().enumerate() {
             let removed: i64 = (0..split.len())
                 .filter(|b| m & (1 << b) != 0)
@@ -106,7 +116,16 @@ impl WhatIfs {
             if removed <= 0 {
                 continue;
             }
-            let after = (duration - removed).max(0);
+            let mut after = (duration - removed).max(0);
+            if m & window != 0 && slow_start_ns > 0 {
+                // The message's transfer becomes slow start's round trips;
+                // the rest of the exchange (setup, the wait for the response) stays.
+                let moving: i64 = [Part::Transfer, Part::Window, Part::CongestionWait]
+                    .iter()
+                    .map(|p| split[index(*p)])
+                    .sum();
+                after = after.max((duration - moving + slow_start_ns).min(duration));
+            }
             let t = &mut self.totals[i];
             t.before.record(duration);
             t.after.record(after);
@@ -167,6 +186,33 @@ impl WhatIfs {
             }),
         })
     }
+}
+
+/// Linux's initial congestion window (RFC 6928), in segments.
+const INITIAL_WINDOW: u64 = 10;
+
+/// The round trips slow start needs to send an exchange's largest message
+/// on a connection's first exchange (the window doubling from the initial
+/// one each round trip), in time; 0 on later exchanges or without a round trip.
+pub(crate) fn slow_start_ns(conn: &Connection, ex: &tcpdoctor_flow::Exchange) -> i64 {
+    let Some(rtt) = conn.path_rtt_ns() else {
+        return 0;
+    };
+    if ex.index != 0 {
+        return 0;
+    }
+    let (bytes, dir) = if ex.request_bytes >= ex.response_bytes {
+        (ex.request_bytes, tcpdoctor_flow::Dir::ClientToServer)
+    } else {
+        (ex.response_bytes, tcpdoctor_flow::Dir::ServerToClient)
+    };
+    let flight = INITIAL_WINDOW * u64::from(conn.smss(dir).max(1));
+    // Flights of 1, 2, 4… initial windows: after k rounds 2^k − 1 of them.
+    let mut rounds = 0;
+    while ((1u64 << rounds) - 1) * flight < bytes && rounds < 40 {
+        rounds += 1;
+    }
+    rtt * rounds
 }
 
 /// Client addresses whose largest transfers are kept, at most.

@@ -599,6 +599,10 @@ fn print(case: &Case, before: &Setup, o: &Outcome, a: &RunArgs) -> Result<bool> 
                 let (metric, b, f) = headline(case, &o.before, p);
                 json!({"metric": metric, "before": b, "after": f, "ratio": ratio(b, f)})
             }),
+            "prediction": o.after.as_ref().and_then(|p| prediction(case, &o.before, p)).map(|p| {
+                json!({"finding": p.kind, "parts": p.parts, "predicted_p50_ms": p.predicted,
+                       "measured_p50_ms": p.measured, "within_tolerance": p.within})
+            }),
             "expected_first": first,
             "expected_gone_after_fix": gone,
             "reproduced": ok,
@@ -654,6 +658,22 @@ fn print(case: &Case, before: &Setup, o: &Outcome, a: &RunArgs) -> Result<bool> 
             show(f),
             describe_ratio(b, f)
         )?;
+        if let Some(p) = prediction(case, &o.before, p) {
+            writeln!(
+                out,
+                "PREDICTED  exchanges p50 {} after the fix, from the first capture without {} \
+                 ({}); measured in the second: {} ({})",
+                fmt_ms(p.predicted),
+                p.parts.join(" + "),
+                p.kind,
+                fmt_ms(p.measured),
+                if p.within {
+                    "within 25% or 2 ms ✓"
+                } else {
+                    "off by more than 25% and 2 ms ✗"
+                }
+            )?;
+        }
     }
     check_text(out, case, first, gone)?;
     Ok(ok)
@@ -680,6 +700,36 @@ fn check_text(mut out: impl Write, case: &Case, first: bool, gone: Option<bool>)
         )?,
     }
     Ok(())
+}
+
+/// The expected finding's prediction from the run before the fix, beside
+/// what the run with the fix measured (its capture's exchanges: the same
+/// vantage and the same definition of an exchange).
+struct Predicted {
+    kind: &'static str,
+    parts: Vec<&'static str>,
+    predicted: f64,
+    measured: f64,
+    within: bool,
+}
+
+fn prediction(case: &Case, before: &Phase, after: &Phase) -> Option<Predicted> {
+    let f = before
+        .analysis
+        .findings
+        .iter()
+        .find(|f| is_expected(case, f))?;
+    let p = f.predicted_after_fix.as_ref()?;
+    let measured = after.analysis.capture.exchange_latency_ms?.p50;
+    let predicted = p.all.p50_ms;
+    let off = (predicted - measured).abs();
+    Some(Predicted {
+        kind: f.kind,
+        parts: p.parts.clone(),
+        predicted,
+        measured,
+        within: off <= 2.0 || off <= 0.25 * measured,
+    })
 }
 
 /// The headline metric of a case: (name, before, after).
