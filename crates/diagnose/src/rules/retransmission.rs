@@ -167,6 +167,12 @@ impl DirState {
         rtt: i64,
         claims: &mut Claims,
     ) {
+        // Data the receiver had already acknowledged, sent again: spurious
+        // (a timer that fired early, an ACK delayed or lost). The receiver
+        // had it: no loss, nothing waited for it.
+        if Seq(end) <= Seq(self.last_ack) {
+            return;
+        }
         let upstream = self
             .holes
             .iter()
