@@ -64,9 +64,83 @@ pub fn classify(payload: &[u8]) -> Option<Software> {
     None
 }
 
+/// The head's header section (without the start line), if the captured
+/// bytes hold all of it (up to the empty line).
+fn header_block(payload: &[u8]) -> Option<&[u8]> {
+    let head = &payload[..payload.len().min(HEAD_LIMIT)];
+    let end = memchr::memmem::find(head, b"\r\n\r\n")?;
+    let first = memchr::memmem::find(head, b"\r\n")?;
+    Some(&head[first..end + 2])
+}
+
+/// Whether a header line `name: …` (any case) holds `value` (any case).
+fn header_has(block: &[u8], name: &[u8], value: Option<&[u8]>) -> bool {
+    block.split(|&b| b == b'\n').any(|line| {
+        let line = line.strip_prefix(b"\r").unwrap_or(line);
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            return false;
+        };
+        line[..colon].trim_ascii().eq_ignore_ascii_case(name)
+            && value.is_none_or(|v| {
+                line[colon + 1..]
+                    .to_ascii_lowercase()
+                    .windows(v.len())
+                    .any(|w| w == v)
+            })
+    })
+}
+
+/// How a response head says its body ends: `Some(true)` when only the
+/// connection's close delimits it (RFC 9112 §6.3: no Content-Length, not
+/// chunked, a status that has a body), `Some(false)` when it is framed,
+/// `None` when the payload is not a whole response head.
+pub fn close_delimited(payload: &[u8]) -> Option<bool> {
+    if !payload.starts_with(b"HTTP/1.") {
+        return None;
+    }
+    let status = payload.get(9..12)?;
+    let block = header_block(payload)?;
+    let no_body = status.starts_with(b"1") || status == b"204" || status == b"304";
+    let framed = header_has(block, b"content-length", None)
+        || header_has(block, b"transfer-encoding", Some(b"chunked"));
+    Some(!no_body && !framed)
+}
+
+/// Whether a request head asks the server for `100 Continue` before its body.
+pub fn expects_continue(payload: &[u8]) -> bool {
+    METHODS.iter().any(|m| payload.starts_with(m))
+        && header_block(payload).is_some_and(|b| header_has(b, b"expect", Some(b"100-continue")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tells_how_a_body_ends() {
+        let h = |s: &str| close_delimited(s.as_bytes());
+        assert_eq!(h("HTTP/1.0 200 OK\r\nServer: x\r\n\r\nbody"), Some(true));
+        assert_eq!(
+            h("HTTP/1.1 200 OK\r\ncontent-LENGTH: 4\r\n\r\nbody"),
+            Some(false)
+        );
+        assert_eq!(
+            h("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, Chunked\r\n\r\n"),
+            Some(false)
+        );
+        assert_eq!(
+            h("HTTP/1.1 304 Not Modified\r\nETag: x\r\n\r\n"),
+            Some(false)
+        );
+        // Cut by the snaplen before the empty line: cannot tell.
+        assert_eq!(h("HTTP/1.1 200 OK\r\nServer: x\r\n"), None);
+        assert_eq!(h("\x00garbage"), None);
+        assert!(expects_continue(
+            b"POST /u HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n\r\n"
+        ));
+        assert!(!expects_continue(b"POST /u HTTP/1.1\r\nExpect:\r\n\r\n"));
+        assert!(!expects_continue(b"HTTP/1.1 100 Continue\r\n\r\n"));
+    }
 
     #[test]
     fn recognises_servers() {

@@ -972,6 +972,16 @@ impl Analyzer for Diagnoser {
             }
             rules::tls::Step::Plain => (ex, None),
         };
+        // A close-delimited response ends, for its client, at the server's FIN.
+        let extended;
+        let (ex, close_wait) = match h.rules.framing.extend(conn, ex, &mut h.claims) {
+            Some((e, wait)) => {
+                extended = e;
+                (&extended, wait)
+            }
+            None => (ex, 0),
+        };
+        let expect_unanswered = h.rules.framing.expect_unanswered();
         let mut cx = rules::ExchangeCx {
             out: &mut self.scratch,
             inside,
@@ -980,6 +990,8 @@ impl Analyzer for Diagnoser {
             split: [0; budget::PARTS],
             tls,
             base: budget::Base::default(),
+            close_wait,
+            expect_unanswered,
         };
         h.rules.on_exchange(&mut cx, conn, ex);
         if !self.scratch.is_empty() {
@@ -999,6 +1011,8 @@ impl Analyzer for Diagnoser {
             split,
             tls,
             base,
+            close_wait,
+            expect_unanswered,
         };
         h.rules.on_budget(&mut cx, conn, ex);
         if tls.is_some() {

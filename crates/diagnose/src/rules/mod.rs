@@ -12,6 +12,7 @@
 //! another's occurrences comes after it.
 
 pub mod congestion;
+pub mod framing;
 pub mod idle;
 pub mod listen_queue;
 pub mod nagle;
@@ -64,6 +65,11 @@ pub(crate) struct ExchangeCx<'a> {
     pub tls: Option<tls::Opened>,
     /// The base round trips of the connection's path.
     pub base: crate::budget::Base,
+    /// A close-delimited response: how long the server took to close after
+    /// its last byte (the exchange ends at its FIN).
+    pub close_wait: i64,
+    /// The request asked for `100 Continue` and none came.
+    pub expect_unanswered: bool,
 }
 
 /// What a rule sees when its connection closes.
@@ -232,6 +238,12 @@ pub(crate) enum Standing {
 }
 
 registry! {
+    /// How HTTP messages end (close-delimited) and `Expect: 100-continue`
+    /// (read by the engine and the timing rules).
+    framing: framing::FramingState {
+        details: [],
+        kinds: [],
+    },
     /// Nagle holding a small segment while the peer delays its ACK.
     nagle: nagle::NagleState {
         details: [Nagle],

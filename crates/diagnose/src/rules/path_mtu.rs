@@ -29,6 +29,10 @@ use serde_json::json;
 
 /// Full-size segments retransmitted this many times, unacknowledged.
 const MIN_BIG_RETRANSMISSIONS: u32 = 2;
+/// Without a fallback to smaller segments (Linux's default,
+/// `tcp_mtu_probing=0`): the same full-size segment sent again this many
+/// times, never acknowledged, while the peer kept sending.
+const MIN_NOFALLBACK_RETRANSMISSIONS: u32 = 3;
 /// A "smaller" segment is at least this much below the full size…
 const SMALLER_BY: u32 = 64;
 /// …and no smaller than the minimum MSS (RFC 9293 §3.7.1: 536).
@@ -64,6 +68,10 @@ struct DirState {
     /// This side is inside a message: it sent data and the peer has sent
     /// none since.
     mid_message: bool,
+    /// The peer sent something while the full-size segment went unanswered:
+    /// the path carries its packets (and this side's small ones it answers),
+    /// it is not down.
+    peer_alive: bool,
 }
 
 /// Per connection.
@@ -85,6 +93,9 @@ impl MtuState {
             if seg.acked > 0 {
                 other.big = 0;
                 other.big_first = None;
+                other.peer_alive = false;
+            } else if other.big > 0 {
+                other.peer_alive = true;
             }
             if other.relabel.is_some() {
                 relabel(other, d.reverse(), conn, out);
@@ -107,6 +118,7 @@ impl MtuState {
                 st.candidate = None;
                 if st.big == 0 || seg.seq != st.big_seq {
                     st.big = 0;
+                    st.peer_alive = false;
                     st.big_seq = seg.seq;
                     st.big_first = Some(Mark {
                         ts: seg.ts,
@@ -175,10 +187,17 @@ impl MtuState {
         }
     }
 
-    /// Renames the loss rule's occurrences found at close.
+    /// Renames the loss rule's occurrences found at close: a fallback seen,
+    /// or none — the same full-size segment sent again and again, never
+    /// acknowledged, while the peer kept talking (a path that is down would
+    /// carry nothing from it either).
     pub fn on_close(&mut self, conn: &Connection, out: &mut [Occurrence]) {
         for d in [Dir::ClientToServer, Dir::ServerToClient] {
-            relabel(&mut self.dirs[d.index()], d, conn, out);
+            let st = &mut self.dirs[d.index()];
+            if st.relabel.is_none() && st.big >= MIN_NOFALLBACK_RETRANSMISSIONS && st.peer_alive {
+                st.relabel = Some((st.big_len, 0, st.big));
+            }
+            relabel(st, d, conn, out);
         }
     }
 }
@@ -246,7 +265,17 @@ pub(crate) fn words(s: &Said<'_>) -> Words {
         return crate::text::no_words();
     };
     let rtt = a.rtt_ns_min.map(ms);
-    let how = if *seen {
+    let how = if *seen && *small_len == 0 {
+        format!(
+            "the sender sent {big_len}-byte segments and retransmitted the same one {n} time(s) on \
+             its retransmission timer (backing off), never acknowledged and never smaller, while the \
+             {peer}'s packets kept arriving — the path is up for small packets. Linux does not fall \
+             back to smaller segments by itself (`net.ipv4.tcp_mtu_probing=0`, the default): the \
+             transfer never completes. The small packets (the handshake, the request, ACKs) were",
+            n = a.count,
+            peer = if peer == "endpoints" { "client" } else { peer },
+        )
+    } else if *seen {
         format!(
             "the sender sent {big_len}-byte segments, retransmitted them {n} time(s) on its \
              retransmission timer (backing off) and never had them acknowledged, then sent the same data \

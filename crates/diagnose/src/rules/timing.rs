@@ -37,6 +37,7 @@ pub fn server_delay(
     inside_ns: i64,
     longest: Pause,
     cork_holds: u32,
+    close_wait: i64,
 ) -> Option<Occurrence> {
     let (last, first) = (ex.request_last?, ex.response_first?);
     let think = split[index(Part::Server)];
@@ -44,7 +45,10 @@ pub fn server_delay(
     if think < MIN_THINK_NS || (think as f64) < MIN_THINK_SHARE * dur as f64 {
         return None;
     }
-    let inside = inside_ns.clamp(0, think);
+    // The wait for a close-delimited response's FIN is the server's, after
+    // the response (counted with the pauses inside it).
+    let close = close_wait.clamp(0, think);
+    let inside = (inside_ns + close).clamp(0, think);
     let before = think - inside;
     let mut frames = Vec::with_capacity(5);
     let mut notes = Vec::with_capacity(3);
@@ -90,6 +94,8 @@ pub fn server_delay(
             rtt_ns: conn.path_rtt_ns(),
             inside_ns: inside,
             cork_holds,
+            close_ns: close,
+            expect: false,
         }),
     })
 }
@@ -102,6 +108,7 @@ pub fn client_delay(
     ex: &Exchange,
     inside_ns: i64,
     longest: Pause,
+    expect_unanswered: bool,
 ) -> Option<Occurrence> {
     // Both leave the client and travel the same path: no correction needed.
     let before = match (ex.index, conn.handshake.ack, ex.request_first) {
@@ -153,6 +160,8 @@ pub fn client_delay(
             rtt_ns: conn.path_rtt_ns(),
             inside_ns: inside_ns.max(0),
             cork_holds: 0,
+            close_ns: 0,
+            expect: expect_unanswered && inside_ns > 0,
         }),
     })
 }
@@ -284,6 +293,9 @@ pub(crate) fn server_words(s: &Said<'_>) -> Words {
     if a.stalls > 0 && a.stalls * 2 >= a.occurrences && inside * 2 >= a.total_ns {
         return cork_words(s, place, before, inside);
     }
+    if a.transfer_ns * 2 >= a.total_ns {
+        return close_words(s, before, inside);
+    }
     let how = match place {
         "inside_response" => format!(
             "started each response at once and then paused inside it, {typical:.1} ms per exchange \
@@ -366,11 +378,69 @@ fn cork_words(s: &Said<'_>, place: &str, before: i64, inside: i64) -> Words {
     )
 }
 
+/// A server whose responses end only at its close, and which closes late.
+fn close_words(s: &Said<'_>, before: i64, inside: i64) -> Words {
+    let (a, typical, total, ep) = (s.a, s.typical, s.total, s.ep);
+    let rtt = a.rtt_ns_min.map(ms);
+    let close = ms(a.transfer_ns);
+    let explanation = format!(
+        "{ep} (server) sends responses whose end is the connection's close — no Content-Length, not \
+         chunked (HTTP/1.0 style, RFC 9112 §6.3) — and closes {typical:.0} ms (median) after the last \
+         byte: until its FIN arrives the client cannot know the response is complete, so every such \
+         exchange waits for it. {occ} exchange(s) on {conns} connection(s), {close:.0} ms of waiting \
+         for the close, {total:.0} ms of server time in all.",
+        occ = a.occurrences,
+        conns = a.connections,
+    );
+    let fix = format!(
+        "At {ep}: frame the responses — send `Content-Length` (or `Transfer-Encoding: chunked` when \
+         the length is not known in advance), which also lets the connection be kept alive; or close \
+         the connection (shutdown) as soon as the last byte is written instead of lingering \
+         (a worker that closes only when it is recycled, a proxy waiting for its upstream's close)."
+    );
+    (
+        explanation,
+        fix,
+        json!({"think_ms": typical, "rtt_ms": rtt, "where": "close_delimited",
+               "close_wait_ms": close,
+               "before_response_ms": ms(before), "inside_response_ms": ms(inside)}),
+    )
+}
+
+/// A client waiting for a `100 Continue` the server never sends.
+fn expect_words(s: &Said<'_>, place: &str, before: i64, inside: i64) -> Words {
+    let (a, typical, total, ep) = (s.a, s.typical, s.total, s.ep);
+    let server = s.server;
+    let explanation = format!(
+        "The client {ep} sent its request headers with `Expect: 100-continue` and held the body back \
+         until the server said `100 Continue` (RFC 9110 §10.1.1); the server {server} never said it, so \
+         the client waited out its own timeout — {typical:.0} ms (median; curl waits 1 s) — before \
+         sending the body anyway. {n} request(s), {total:.0} ms in all. The time is the client's \
+         choice to wait, made long by a server that does not answer the expectation.",
+        n = a.flagged,
+    );
+    let fix = format!(
+        "Either side: the client can stop asking for small bodies (curl `-H 'Expect:'`, or a shorter \
+         `--expect100-timeout`; libcurl adds the header itself to POSTs over 1 MB), or the server \
+         ({server}) can answer `100 Continue` (most do; a handler reading the body does it in some \
+         frameworks, and proxies should pass it on)."
+    );
+    (
+        explanation,
+        fix,
+        json!({"idle_ms": typical, "where": place, "cause": "expect_100_continue",
+               "before_request_ms": ms(before), "inside_request_ms": ms(inside)}),
+    )
+}
+
 /// The words of a `client_delay` finding: why, the fix, its details.
 pub(crate) fn client_words(s: &Said<'_>) -> Words {
     let (a, typical, total, ep) = (s.a, s.typical, s.total, s.ep);
     let (before, inside) = (a.total_ns - a.inside_ns, a.inside_ns);
     let place = where_(before, inside, "request");
+    if a.flagged * 2 > a.occurrences {
+        return expect_words(s, place, before, inside);
+    }
     let explanation = match place {
         "inside_request" => format!(
             "The client {ep} paused inside its request{s}, {typical:.1} ms (median), {occ} time(s), \
@@ -510,6 +580,11 @@ pub struct Timing {
     pub inside_ns: i64,
     /// Of those pauses, partial tails held for the cork's ceiling (~200 ms).
     pub cork_holds: u32,
+    /// Of the delay, the wait for a close-delimited response's FIN.
+    pub close_ns: i64,
+    /// A client pause inside a request that asked for `100 Continue` and
+    /// got none: the wait for it.
+    pub expect: bool,
 }
 
 /// What one occurrence measured.
@@ -534,6 +609,8 @@ impl super::Fold for Timing {
         a.rtt_ns_min = super::min_opt(a.rtt_ns_min, self.rtt_ns);
         a.inside_ns += self.inside_ns;
         a.stalls += u64::from(self.cork_holds);
+        a.transfer_ns += self.close_ns;
+        a.flagged += u64::from(self.expect);
     }
 }
 
@@ -553,8 +630,13 @@ impl super::Fold for Latency {
 impl super::Rule for LatencyState {
     fn on_exchange(&mut self, cx: &mut super::ExchangeCx<'_>, conn: &Connection, ex: &Exchange) {
         let c = Dir::ClientToServer.index();
-        cx.out
-            .extend(client_delay(conn, ex, cx.inside[c], cx.longest[c]));
+        cx.out.extend(client_delay(
+            conn,
+            ex,
+            cx.inside[c],
+            cx.longest[c],
+            cx.expect_unanswered,
+        ));
     }
 
     fn on_budget(&mut self, cx: &mut super::ExchangeCx<'_>, conn: &Connection, ex: &Exchange) {
@@ -566,6 +648,7 @@ impl super::Rule for LatencyState {
             cx.inside[s],
             cx.longest[s],
             cx.cork_holds[s],
+            cx.close_wait,
         ));
         let tls = cx
             .tls
