@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # End to end for `tcpdoctor lab` (needs root): real Linux TCP in network namespaces.
 #   1. every case with --compare: its expected finding comes first, and is gone after the fix;
-#      the capture it wrote (--write) is diagnosed the same by `tcpdoctor analyze`
+#      the capture it wrote (--write) is diagnosed the same by `tcpdoctor analyze`. For a case
+#      whose mechanism the engine does not name yet ("pending"), the fix's effect on the
+#      symptom and the mechanism's own signature in the client's figures are checked instead
 #   2. the seed cases with the real nginx, JDK HttpServer and wrk (when installed)
 #   progress lines on stderr as the phases start (none with --format json unless -v)
 #   3. a run killed midway (SIGTERM, SIGINT) leaves no namespace and no process behind;
@@ -44,8 +46,10 @@ for name, p in (("before", b), ("after", a)):
         continue
     assert p["capture"]["kernel_drops"] == 0, (name, p["capture"])
     assert p["capture"]["packets"] > 0, (name, p["capture"])
-    # Cases of refused or reset connections fail requests before their fix, on purpose.
-    assert p["metrics"]["requests"] > 0, (name, p["metrics"])
+    # Cases of refused or reset connections fail requests before their fix, on purpose
+    # (all of them, when the path swallows every response).
+    if name == "after" or not failing:
+        assert p["metrics"]["requests"] > 0, (name, p["metrics"])
     if name == "after" or not failing:
         assert p["metrics"]["errors"] == 0, (name, p["metrics"])
     else:
@@ -102,6 +106,17 @@ if case == "tls-handshake":
     assert m0["tls_handshake_p50_ms"] > a["metrics"]["tls_handshake_p50_ms"], (m0, a["metrics"])
 if case == "many-connections":
     assert m0["requests"] == 300, m0
+a0 = a["metrics"] if a else None
+if case == "cork":                 # the cork's 200 ms ceiling on each response; uncorked: the RTT
+    assert 190 <= m0["latency_p50_ms"] <= 300 and a0["latency_p50_ms"] < 20, (m0, a0)
+if case == "close-delimited":      # the close 1.5 s after the last byte ends each response
+    assert m0["latency_p50_ms"] >= 1500 and a0["latency_p50_ms"] < 100, (m0, a0)
+if case == "expect-100-continue":  # curl's 1 s wait for a 100 Continue that never comes
+    assert m0["client"] == "curl" and m0["latency_p50_ms"] >= 1000 and a0["latency_p50_ms"] < 200, (m0, a0)
+if case == "bufferbloat":          # small requests behind a full queue, then behind fq_codel
+    assert m0["latency_p50_ms"] >= b["rtt_ms"] + 40 and a0["latency_p50_ms"] < b["rtt_ms"] + 20, (b["rtt_ms"], m0, a0)
+if case == "path-mtu-blackhole-nofallback":  # no response ever arrives; with the ICMP all do
+    assert m0["requests"] == 0 and m0["errors"] == 2 and a0["errors"] == 0, (m0, a0)
 # the capture written with --write tells the same story
 for name, p in (("before", b), ("after", a)):
     if p is None or not p["capture"]["written"]:
@@ -121,7 +136,8 @@ PY
 export TD
 
 # run_case CASE [ARGS...]: one lab run with --compare, checked; a case made of random
-# loss gets a second try (a retransmission timer can fire where a loss was meant).
+# loss gets a second try (a retransmission timer can fire where a loss was meant). A pending
+# case exits 1 (its finding is not named), which its JSON says.
 run_case() {
   local case=$1 out=$WORK/$1.json try
   shift
@@ -129,7 +145,8 @@ run_case() {
     local rc=0
     "$TD" lab run "$case" --compare --format json --write "$WORK/$case.pcap" --html "$WORK/$case.html" \
       "$@" >"$out" || rc=$?
-    if [ "$rc" -eq 0 ] && check_run "$out"; then return 0; fi
+    if { [ "$rc" -eq 0 ] || { [ "$rc" -eq 1 ] && grep -q '"pending":true' "$out"; }; } &&
+      check_run "$out"; then return 0; fi
     [ "$case" = packet-loss ] && [ "$try" -eq 1 ] || fail "$case $* (exit $rc): $(head -c 2000 "$out")"
     say "$case: not reproduced on try $try (random loss); once more"
   done
@@ -253,14 +270,17 @@ d = sys.argv[1]
 labels = {}
 for line in open("fixtures/ACCURACY.md"):
     cells = [c.strip() for c in line.split("|")]
-    if len(cells) > 4 and cells[1].startswith("`"):
-        labels[cells[1].strip("`")] = cells[3]
+    if len(cells) > 5 and cells[1].startswith("`"):
+        # A row marked "no": a case the engine does not name yet (made, not compared).
+        labels[cells[1].strip("`")] = cells[3] if cells[5] == "yes" else None
 # Behind the lab's router the TTL shows that this capture is at the server, which then is
 # blamed for the SYN it saw and did not answer (the committed file cannot tell).
 labels["syn-retransmit.server.pcap"] = "syn_retransmit/server"
 files = sorted(os.listdir(d))
 assert sorted(labels) == files, (sorted(labels), files)
 for f in files:
+    if labels[f] is None:
+        continue
     a = json.loads(subprocess.run([os.environ["TD"], "analyze", "--format", "json", os.path.join(d, f)],
                                   check=True, capture_output=True, text=True).stdout)
     fs = a["findings"]

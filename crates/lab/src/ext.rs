@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{bail, Context, Result};
 
-use crate::cases::{Setup, TlsKey};
+use crate::cases::{CurlPost, Setup, TlsKey};
 use crate::metrics::{round3, Metrics};
 use crate::ns;
 use crate::peers::ClientResult;
@@ -240,6 +240,72 @@ pub fn curl_https(client_ns: &str, e: &External, n: usize) -> Result<Metrics> {
         .map(round3);
     m.tls_handshake_max_ms = handshakes.last().copied().map(round3);
     Ok(m)
+}
+
+/// `p.requests` POSTs of `p.bytes` from the client namespace to the
+/// built-in server, one curl process (one connection) each, one after the
+/// other: with `Expect: 100-continue` and curl's wait for the `100 Continue`
+/// cut to 1 s (`--expect100-timeout 1`), or with the header removed.
+/// Latency: curl's `time_total`.
+pub fn curl_post(client_ns: &str, p: CurlPost) -> Result<Metrics> {
+    if !installed("curl") {
+        bail!("this case's client is curl, which is not installed (apt-get install curl)");
+    }
+    let dir = ns::work_dir("curl")?;
+    let result = (|| {
+        let body = dir.join("body.bin");
+        fs::write(
+            &body,
+            (0..p.bytes)
+                .map(|i| b'A' + (i % 26) as u8)
+                .collect::<Vec<u8>>(),
+        )?;
+        let url = format!("http://{}/upload", server_addr());
+        let expect = if p.expect {
+            "Expect: 100-continue"
+        } else {
+            "Expect:"
+        };
+        let mut r = ClientResult::default();
+        let start = Instant::now();
+        for _ in 0..p.requests.max(1) {
+            let mut cmd = Command::new("curl");
+            cmd.args(["-sS", "--max-time", "20", "--expect100-timeout", "1"])
+                .args(["-H", expect, "-H", "Content-Type: application/octet-stream"])
+                .arg("--data-binary")
+                .arg(format!("@{}", body.display()))
+                .args(["-o", "/dev/null", "-w"])
+                .arg("%{http_code} %{time_connect} %{time_appconnect} %{time_total} %{size_download}\n")
+                .arg(&url)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            let out = ns::wait_output(ns::spawn_process(client_ns, cmd)?, Duration::from_secs(30))?;
+            let line = String::from_utf8_lossy(&out.stdout).to_string();
+            match parse_curl(&line) {
+                Some(c) if out.status.success() && c.status == 200 => {
+                    r.latencies.push(Duration::from_secs_f64(c.total));
+                    r.bytes_up += p.bytes as u64;
+                    r.bytes_down += c.size;
+                }
+                _ => r.errors.push(format!(
+                    "curl: {}{}",
+                    line.trim(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )),
+            }
+        }
+        r.elapsed = start.elapsed();
+        if r.latencies.is_empty() {
+            bail!(
+                "curl completed no request: {}",
+                r.errors.first().map(String::as_str).unwrap_or("no error")
+            );
+        }
+        Ok(crate::metrics::metrics(&r, "curl"))
+    })();
+    ns::remove_dir(&dir);
+    result
 }
 
 /// One line of curl's `-w` report.

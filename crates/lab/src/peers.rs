@@ -47,6 +47,20 @@ pub struct ServerSpec {
     /// Reset the connection (SO_LINGER 0, close) instead of answering the
     /// request with this number on each connection (1-based); 0: never.
     pub reset_on: usize,
+    /// TCP_CORK on accepted connections, set once and left on: a response's
+    /// last partial segment waits for the kernel's cork ceiling (200 ms).
+    pub cork: bool,
+    /// With `cork`: TCP_CORK off and on again after each response, which
+    /// sends the partial tail at once.
+    pub uncork_each: bool,
+    /// No Content-Length (and not chunked), `Connection: close`: the body
+    /// ends when the server closes the connection.
+    pub close_delimited: bool,
+    /// Close each connection this long after its first response (one
+    /// response per connection).
+    pub close_after: Option<Duration>,
+    /// The body of `GET /bulk` (a large download), in bytes.
+    pub bulk_bytes: usize,
 }
 
 impl Default for ServerSpec {
@@ -62,6 +76,11 @@ impl Default for ServerSpec {
             backlog: 128,
             accept_every: Duration::ZERO,
             reset_on: 0,
+            cork: false,
+            uncork_each: false,
+            close_delimited: false,
+            close_after: None,
+            bulk_bytes: 0,
         }
     }
 }
@@ -133,20 +152,43 @@ struct Response {
     think: Duration,
     think_inside: Duration,
     reset_on: usize,
+    cork: bool,
+    uncork_each: bool,
+    close_after: Option<Duration>,
+    /// The whole reply to `GET /bulk`.
+    bulk: Vec<u8>,
 }
 
 impl Response {
     fn new(spec: &ServerSpec) -> Response {
         let framing = if spec.chunked {
-            "Transfer-Encoding: chunked".to_string()
+            "Transfer-Encoding: chunked\r\n".to_string()
+        } else if spec.close_delimited {
+            String::new()
         } else {
-            format!("Content-Length: {}", spec.body_bytes)
+            format!("Content-Length: {}\r\n", spec.body_bytes)
+        };
+        let connection = if spec.close_delimited || spec.close_after.is_some() {
+            "close"
+        } else {
+            "keep-alive"
         };
         let head = format!(
             "HTTP/1.1 200 OK\r\nServer: tcpdoctor-lab\r\nContent-Type: text/html\r\n\
-             {framing}\r\nConnection: keep-alive\r\n\r\n"
+             {framing}Connection: {connection}\r\n\r\n"
         )
         .into_bytes();
+        let mut bulk = Vec::new();
+        if spec.bulk_bytes > 0 {
+            bulk = format!(
+                "HTTP/1.1 200 OK\r\nServer: tcpdoctor-lab\r\n\
+                 Content-Type: application/octet-stream\r\nContent-Length: {}\r\n\
+                 Connection: keep-alive\r\n\r\n",
+                spec.bulk_bytes
+            )
+            .into_bytes();
+            bulk.extend((0..spec.bulk_bytes).map(|i| b'a' + (i % 26) as u8));
+        }
         let mut body: Vec<u8> = (0..spec.body_bytes)
             .map(|i| b'a' + (i % 26) as u8)
             .collect();
@@ -164,6 +206,10 @@ impl Response {
             think: spec.think,
             think_inside: spec.think_inside,
             reset_on: spec.reset_on,
+            cork: spec.cork,
+            uncork_each: spec.uncork_each,
+            close_after: spec.close_after,
+            bulk,
         }
     }
 }
@@ -204,6 +250,9 @@ fn accept_loop(
 fn serve(mut s: TcpStream, resp: &Response, stop: &AtomicBool) -> io::Result<()> {
     s.set_nonblocking(false)?;
     s.set_nodelay(resp.nodelay)?;
+    if resp.cork {
+        crate::sys::set_cork(&s, true)?;
+    }
     s.set_read_timeout(Some(Duration::from_millis(100)))?;
     let mut buf = vec![0u8; 65536];
     let mut have = 0usize;
@@ -230,6 +279,7 @@ fn serve(mut s: TcpStream, resp: &Response, stop: &AtomicBool) -> io::Result<()>
                 Err(e) => return Err(e),
             }
         };
+        let bulk = !resp.bulk.is_empty() && buf.starts_with(b"GET /bulk ");
         let mut body_left = content_length(&buf[..head_end]).unwrap_or(0);
         let extra = have - head_end;
         let used = extra.min(body_left);
@@ -273,7 +323,9 @@ fn serve(mut s: TcpStream, resp: &Response, stop: &AtomicBool) -> io::Result<()>
         if !resp.think.is_zero() {
             thread::sleep(resp.think);
         }
-        if !resp.think_inside.is_zero() {
+        if bulk {
+            s.write_all(&resp.bulk)?;
+        } else if !resp.think_inside.is_zero() {
             s.write_all(&resp.head)?;
             thread::sleep(resp.think_inside);
             s.write_all(&resp.body)?;
@@ -282,6 +334,18 @@ fn serve(mut s: TcpStream, resp: &Response, stop: &AtomicBool) -> io::Result<()>
             s.write_all(&resp.body)?;
         } else {
             s.write_all(&reply)?;
+        }
+        if resp.cork && resp.uncork_each {
+            // What a server that corks on purpose does once a response is
+            // written: uncork (which sends the partial tail) and cork again.
+            crate::sys::set_cork(&s, false)?;
+            crate::sys::set_cork(&s, true)?;
+        }
+        if let Some(after) = resp.close_after {
+            // The response is over only when the connection closes (when it
+            // has no Content-Length): a server that closes late.
+            thread::sleep(after);
+            return Ok(());
         }
     }
 }
@@ -341,6 +405,14 @@ pub struct ClientSpec {
     /// (keep-alive pauses; the first request leaves at once).
     pub pause_between: Duration,
     pub slow_read: Option<SlowRead>,
+    /// Give a request up when no byte of its response came for this long
+    /// (a response that may never come): it counts as failed and the run
+    /// goes on. None: 15 s, and a run where no request completes is an error.
+    pub timeout: Option<Duration>,
+    /// A download of `GET /bulk` on a connection of its own, started this
+    /// long before the requests and running while they are made (not
+    /// counted in the latencies).
+    pub bulk_first: Option<Duration>,
 }
 
 impl Default for ClientSpec {
@@ -357,6 +429,8 @@ impl Default for ClientSpec {
             idle_before_request: Duration::ZERO,
             pause_between: Duration::ZERO,
             slow_read: None,
+            timeout: None,
+            bulk_first: None,
         }
     }
 }
@@ -378,6 +452,17 @@ pub fn run_client(ns_name: &str, server: SocketAddrV4, spec: &ClientSpec) -> Res
     let start = Instant::now();
     let total = Arc::new(Mutex::new(ClientResult::default()));
     let mut handles = Vec::new();
+    let bulk = match spec.bulk_first {
+        Some(lead) => {
+            let spec = spec.clone();
+            let h = ns::spawn_in(ns_name, "lab-client-bulk", move || {
+                bulk_download(server, &spec)
+            })?;
+            thread::sleep(lead);
+            Some(h)
+        }
+        None => None,
+    };
     for i in 0..spec.workers.max(1) {
         let (spec, total) = (spec.clone(), total.clone());
         handles.push(ns::spawn_in(
@@ -397,15 +482,30 @@ pub fn run_client(ns_name: &str, server: SocketAddrV4, spec: &ClientSpec) -> Res
     for h in handles {
         ns::join(h)?;
     }
+    let bulk = bulk.map(ns::join).transpose()?;
     let mut r = std::mem::take(&mut *total.lock().unwrap_or_else(|e| e.into_inner()));
     r.elapsed = start.elapsed();
-    if r.latencies.is_empty() {
+    r.bytes_down += bulk.unwrap_or(0);
+    if r.latencies.is_empty() && spec.timeout.is_none() {
         bail!(
             "the client completed no request: {}",
             r.errors.first().map(String::as_str).unwrap_or("no error")
         );
     }
     Ok(r)
+}
+
+/// The background download: one `GET /bulk`, read to its end; its size.
+fn bulk_download(server: SocketAddrV4, spec: &ClientSpec) -> Result<u64> {
+    let mut s = open(server, spec).context("connecting for the background download")?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    s.write_all(
+        format!("GET /bulk HTTP/1.1\r\nHost: {server}\r\nUser-Agent: tcpdoctor-lab\r\n\r\n")
+            .as_bytes(),
+    )?;
+    let mut buf = vec![0u8; 65536];
+    let (n, _) = read_response(&mut s, &mut buf, None).context("the background download")?;
+    Ok(n)
 }
 
 fn worker(server: SocketAddrV4, spec: &ClientSpec, start: Instant) -> ClientResult {
@@ -441,7 +541,7 @@ fn worker(server: SocketAddrV4, spec: &ClientSpec, start: Instant) -> ClientResu
                 thread::sleep(spec.pause_between);
                 due = Instant::now();
             }
-            let res = (|| -> io::Result<u64> {
+            let res = (|| -> io::Result<(u64, bool)> {
                 if spec.split_write && !body.is_empty() {
                     s.write_all(&head)?;
                     s.write_all(&body)?;
@@ -451,12 +551,16 @@ fn worker(server: SocketAddrV4, spec: &ClientSpec, start: Instant) -> ClientResu
                 read_response(&mut s, &mut buf, spec.slow_read)
             })();
             match res {
-                Ok(down) => {
+                Ok((down, closed)) => {
                     let now = Instant::now();
                     r.latencies.push(now - due);
                     r.bytes_up += whole.len() as u64;
                     r.bytes_down += down;
                     due = now;
+                    if closed {
+                        // A response delimited by the close: the connection is over.
+                        break;
+                    }
                 }
                 Err(e) => {
                     r.errors.push(format!("request: {e}"));
@@ -520,13 +624,19 @@ fn open(server: SocketAddrV4, spec: &ClientSpec) -> io::Result<TcpStream> {
     let s = TcpStream::from(fd);
     s.set_nonblocking(false)?;
     s.set_nodelay(spec.nodelay)?;
-    s.set_read_timeout(Some(Duration::from_secs(15)))?;
+    s.set_read_timeout(Some(spec.timeout.unwrap_or(Duration::from_secs(15))))?;
     s.set_write_timeout(Some(Duration::from_secs(15)))?;
     Ok(s)
 }
 
-/// Reads one response; returns its size in bytes.
-fn read_response(s: &mut TcpStream, buf: &mut [u8], slow: Option<SlowRead>) -> io::Result<u64> {
+/// Reads one response; returns its size in bytes, and whether the server
+/// closed the connection to end it (a body without Content-Length or chunks
+/// lasts until the close: RFC 9112 §6.3).
+fn read_response(
+    s: &mut TcpStream,
+    buf: &mut [u8],
+    slow: Option<SlowRead>,
+) -> io::Result<(u64, bool)> {
     let started = Instant::now();
     let mut have = 0usize;
     let head_end = loop {
@@ -547,10 +657,17 @@ fn read_response(s: &mut TcpStream, buf: &mut [u8], slow: Option<SlowRead>) -> i
     };
     if is_chunked(&buf[..head_end]) {
         let mut rest = buf[head_end..have].to_vec();
-        return Ok(head_end as u64 + read_chunked(s, &mut rest)?);
+        return Ok((head_end as u64 + read_chunked(s, &mut rest)?, false));
     }
-    let len = content_length(&buf[..head_end])
-        .ok_or_else(|| io::Error::other("response without Content-Length"))?;
+    let Some(len) = content_length(&buf[..head_end]) else {
+        let mut total = have as u64;
+        loop {
+            match s.read(buf)? {
+                0 => return Ok((total, true)),
+                n => total += n as u64,
+            }
+        }
+    };
     let mut left = len.saturating_sub(have - head_end);
     while left > 0 {
         let slow_now = slow.filter(|sr| started.elapsed() < sr.span);
@@ -570,7 +687,7 @@ fn read_response(s: &mut TcpStream, buf: &mut [u8], slow: Option<SlowRead>) -> i
             thread::sleep(sr.interval);
         }
     }
-    Ok((head_end + len) as u64)
+    Ok(((head_end + len) as u64, false))
 }
 
 fn is_chunked(head: &[u8]) -> bool {

@@ -118,6 +118,7 @@ fn prepare(t: &mut Topology, s: &Setup, peer: Peer) -> Result<(Running, Duration
     t.set_one_way(s.one_way);
     t.set_loss(0.0)?;
     t.set_rate(s.rate.as_deref())?;
+    t.set_bottleneck(s.bottleneck)?;
     ns::sysctl(
         &t.server,
         "net.ipv4.tcp_congestion_control",
@@ -257,7 +258,11 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
             let (c, secs) = o.wrk.unwrap_or((4, 2));
             ext::wrk(&t.client, e, c, secs)
         }
-        _ => peers::run_client(&t.client, server_addr(), &s.client).map(|r| metrics(&r, "builtin")),
+        _ => match s.curl_post {
+            Some(p) => ext::curl_post(&t.client, p),
+            None => peers::run_client(&t.client, server_addr(), &s.client)
+                .map(|r| metrics(&r, "builtin")),
+        },
     };
     if let Some(b) = blackout {
         ns::join(b)?;

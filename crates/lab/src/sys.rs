@@ -1,10 +1,11 @@
-//! The one system call the lab makes without a safe wrapper: creating a TUN
-//! device (`TUNSETIFF` on `/dev/net/tun`).
+//! The system calls the lab makes without a safe wrapper: creating a TUN
+//! device (`TUNSETIFF` on `/dev/net/tun`), and TCP_CORK (which nix does not
+//! wrap).
 #![allow(unsafe_code)]
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::OpenOptionsExt;
 
 /// `_IOW('T', 202, int)`
@@ -42,4 +43,25 @@ pub fn open_tun(name: &str) -> io::Result<File> {
         ));
     }
     Ok(file)
+}
+
+/// Sets or clears TCP_CORK on a TCP socket (tcp(7)): while set, partial
+/// segments are held (for 200 ms at most); clearing it sends them.
+pub fn set_cork(fd: impl AsFd, on: bool) -> io::Result<()> {
+    let v: libc::c_int = on.into();
+    // SAFETY: the option value is one c_int that lives across the call, and
+    // its size is passed with it; the descriptor is borrowed, so open.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_fd().as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CORK,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }

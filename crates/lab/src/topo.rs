@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use crate::error::Result;
 
+use crate::cases::Bottleneck;
 use crate::delay::DelayLine;
 use crate::ns;
 
@@ -245,6 +246,24 @@ impl Topology {
             }
         }
         Ok(())
+    }
+
+    /// The router's client-facing link (`ethc`) as a bottleneck: a TBF at
+    /// `b.rate` with a FIFO of `b.limit_bytes`; `None` removes it.
+    pub fn set_bottleneck(&self, b: Option<Bottleneck>) -> Result<()> {
+        let r = self.router.as_str();
+        let _ = ns::run("tc", &["-n", r, "qdisc", "del", "dev", "ethc", "root"]);
+        let Some(b) = b else {
+            return Ok(());
+        };
+        let limit = b.limit_bytes.to_string();
+        ns::run(
+            "tc",
+            &[
+                "-n", r, "qdisc", "add", "dev", "ethc", "root", "tbf", "rate", b.rate, "burst",
+                "16kb", "limit", &limit,
+            ],
+        )
     }
 
     /// Deletes the namespaces (their interfaces, rules and qdiscs go with them).

@@ -1,7 +1,10 @@
 //! fixtures/ACCURACY.md is the project's published accuracy: every labelled
 //! capture, the cause it was made to show, and what tcpdoctor reports first.
 //! This test re-runs every row: the "reported" column must be what the binary
-//! says today, "match" must be right, and the expected cause must come first.
+//! says today, "match" must be right, and the expected cause must come first —
+//! but for the captures of the lab's cases whose mechanism the engine does not
+//! name yet (`tcpdoctor_lab::cases::PENDING`), whose rows say `no`, and the
+//! table's count of matches says how many.
 
 #![allow(clippy::unwrap_used)]
 
@@ -42,7 +45,13 @@ fn reported(path: &Path) -> String {
 fn published_accuracy_table_is_current_and_every_cause_comes_first() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
     let table = std::fs::read_to_string(dir.join("ACCURACY.md")).unwrap();
+    let pending: std::collections::BTreeSet<&str> = tcpdoctor_lab::fixtures::all()
+        .iter()
+        .filter(|f| f.pending())
+        .map(|f| f.file)
+        .collect();
     let mut rows = 0;
+    let mut matches = 0;
     let mut vantages = std::collections::BTreeSet::new();
     let mut kinds = std::collections::BTreeMap::<String, u32>::new();
     for line in table.lines().filter(|l| l.starts_with("| `")) {
@@ -64,13 +73,23 @@ fn published_accuracy_table_is_current_and_every_cause_comes_first() {
             if expected == now { "yes" } else { "no" },
             "{file}"
         );
-        assert_eq!(expected, now, "{file}: expected {expected} first");
+        if expected == now {
+            matches += 1;
+        } else {
+            assert!(
+                pending.contains(file),
+                "{file}: expected {expected} first (only the captures of cases the engine does \
+                 not name yet may differ)"
+            );
+        }
         rows += 1;
         vantages.insert(vantage.to_string());
         *kinds
             .entry(expected.split('/').next().unwrap().to_string())
             .or_default() += 1;
     }
+    let count = format!("{matches} of {rows} captures: the expected cause is reported first");
+    assert!(table.contains(&count), "the table should say {count:?}");
     // The corpus: at least 20 captures, three vantage points.
     assert!(rows >= 20, "{rows} rows");
     assert_eq!(
