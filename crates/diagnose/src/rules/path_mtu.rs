@@ -35,8 +35,12 @@ const MIN_BIG_RETRANSMISSIONS: u32 = 2;
 const MIN_NOFALLBACK_RETRANSMISSIONS: u32 = 3;
 /// A "smaller" segment is at least this much below the full size…
 const SMALLER_BY: u32 = 64;
-/// …and no smaller than the minimum MSS (RFC 9293 §3.7.1: 536).
+/// …and no smaller than the minimum MSS (RFC 9293 §3.7.1: 536)…
 const MIN_PROBE_LEN: u32 = 536;
+/// …nor larger than a jumbo frame's segment: what fits a smaller link. (On
+/// loopback or with segmentation offload, segments of any size below a
+/// 64 KB MSS are the stack's batching, not a fallback.)
+const MAX_PROBE_LEN: u32 = 8960;
 /// Beyond the drop: the delay before the smaller segments, and how many.
 const MIN_UNSEEN_STALL_NS: i64 = 1_000_000_000;
 const MIN_UNITS: u32 = 3;
@@ -68,6 +72,8 @@ struct DirState {
     /// This side is inside a message: it sent data and the peer has sent
     /// none since.
     mid_message: bool,
+    /// The peer sent data since this side's last: this side owes an answer.
+    owes: bool,
     /// The peer sent something while the full-size segment went unanswered:
     /// the path carries its packets (and this side's small ones it answers),
     /// it is not down.
@@ -89,6 +95,7 @@ impl MtuState {
             other.peer_last = Some(seg.ts);
             if seg.len > 0 {
                 other.mid_message = false;
+                other.owes = true;
             }
             if seg.acked > 0 {
                 other.big = 0;
@@ -107,11 +114,12 @@ impl MtuState {
         let st = &mut self.dirs[d.index()];
         let full = conn.smss(d);
         // Late data is a loss only if someone waited for it: the rest of a
-        // message under way, or a response. A client starting a new request
-        // after a quiet spell (a person typing into a form) kept nobody
-        // waiting.
-        let awaited = st.mid_message || d == Dir::ServerToClient;
+        // message under way, or a server's answer to the client's. A client
+        // starting a new message after a quiet spell (a person typing into
+        // a form, a publisher's next message) kept nobody waiting.
+        let awaited = st.mid_message || (d == Dir::ServerToClient && st.owes);
         st.mid_message = true;
+        st.owes = false;
         match seg.kind {
             SegKind::Retransmission if seg.len + SMALLER_BY > full => {
                 // Full size again: not (or no longer) a smaller size passing.
@@ -173,6 +181,7 @@ impl MtuState {
             && seg.ts.since(from) >= MIN_UNSEEN_STALL_NS
             && conn.half(d.reverse()).mss.is_some()
             && seg.len >= MIN_PROBE_LEN
+            && seg.len <= MAX_PROBE_LEN
             && seg.len + SMALLER_BY <= full
         {
             st.candidate = Some(Candidate {
