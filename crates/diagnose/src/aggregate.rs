@@ -59,6 +59,9 @@ pub(crate) struct Aggregate {
     /// and whether there were more than are kept.
     pub(crate) servers: Vec<SocketAddr>,
     pub(crate) servers_overflow: bool,
+    /// Connections the culprit (a client) opened and never sent a request
+    /// on: it opens connections ahead of use (filled in at the report).
+    pub(crate) preconnects: u64,
 }
 
 impl Aggregate {
@@ -105,6 +108,7 @@ impl Aggregate {
             flights: 0,
             servers: Vec::new(),
             servers_overflow: false,
+            preconnects: 0,
         }
     }
 }

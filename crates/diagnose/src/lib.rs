@@ -429,6 +429,11 @@ fn findings(d: &mut Diagnoser, denominator: f64) -> (Vec<Finding>, Vec<Finding>)
     fold_listen_queue(&mut d.aggregates, d.options.max_evidence);
     fold_syn_floods(&mut d.aggregates, &d.floods, d.options.max_evidence);
     d.bulks.name_fillers(&mut d.aggregates);
+    for a in d.aggregates.values_mut() {
+        if a.kind == Kind::ClientDelay {
+            a.preconnects = d.preconnects.get(&a.culprit_addr.ip()).copied().unwrap_or(0);
+        }
+    }
     for (key, agg) in d.aggregates.iter_mut() {
         if key.kind == Kind::TlsHandshake {
             agg.flagged = d.tls_handshakes.get(&key.endpoint).copied().unwrap_or(0);
@@ -460,7 +465,9 @@ fn findings(d: &mut Diagnoser, denominator: f64) -> (Vec<Finding>, Vec<Finding>)
         findings
             .into_iter()
             .partition(|(f, standing)| match standing {
-                rules::Standing::ByShare => f.share_of_time >= d.options.min_share,
+                rules::Standing::ByShare => {
+                    f.share_of_time >= d.options.min_share && f.total_delay_ms >= MIN_MAJOR_MS
+                }
                 rules::Standing::Major => true,
                 rules::Standing::Minor => false,
             });
@@ -514,6 +521,10 @@ fn latency_bins(d: &Diagnoser) -> Vec<LatencyBin> {
     }
     bins
 }
+
+/// A finding that cost less than this in all is not why anything was slow,
+/// whatever share of a sub-millisecond exchange it is (loopback).
+const MIN_MAJOR_MS: f64 = 1.0;
 
 /// Exchanges held for [`Engine::drain_exchanges`] between two calls.
 pub const LIVE_EXCHANGES: usize = 1 << 20;
@@ -735,6 +746,9 @@ pub(crate) struct Diagnoser {
     bulks: whatif::Bulks,
     /// The capture's first packet (ns): start times are relative to it.
     t0_ns: i64,
+    /// Per client address: connections it completed a handshake on and
+    /// never sent a request (pre-connects, pools opening ahead of use).
+    preconnects: FxHashMap<std::net::IpAddr, u64>,
 }
 
 impl Diagnoser {
@@ -766,6 +780,7 @@ impl Diagnoser {
             whatifs: Default::default(),
             bulks: Default::default(),
             t0_ns: 0,
+            preconnects: FxHashMap::default(),
         }
     }
 
@@ -1073,6 +1088,12 @@ impl Analyzer for Diagnoser {
         }
         self.floods.on_close(conn);
         self.bulks.on_close(conn);
+        if conn.handshake.ack.is_some() && conn.client.data_packets == 0 {
+            let ip = conn.client.addr.ip();
+            if self.preconnects.len() < MAX_TLS_ENDPOINTS || self.preconnects.contains_key(&ip) {
+                *self.preconnects.entry(ip).or_default() += 1;
+            }
+        }
         let mut cx = rules::CloseCx {
             out: &mut self.scratch,
             restart_lost_ns: 0,

@@ -58,6 +58,16 @@ impl Handshake {
         Some(self.synack?.ts.since(self.syn?.ts))
     }
 
+    /// [`Handshake::server_side_ns`] as a round-trip sample: none after a
+    /// SYN was sent again, whose SYN-ACK may answer either (Karn's rule,
+    /// RFC 6298 §3).
+    fn server_side_sample(&self) -> Option<i64> {
+        if self.syn_count > 1 {
+            return None;
+        }
+        self.server_side_ns()
+    }
+
     /// Capture point → client → capture point (SYN-ACK to ACK).
     pub fn client_side_ns(&self) -> Option<i64> {
         // From the SYN-ACK that was answered: a retried one restarts it, one
@@ -476,8 +486,9 @@ impl Connection {
     }
 
     fn compute_path_rtt(&self) -> Option<i64> {
-        self.handshake
-            .rtt_ns()
+        let hs = &self.handshake;
+        hs.server_side_sample()
+            .and_then(|s| Some(s + hs.client_side_ns()?))
             .or_else(|| Some(self.client.rtt_to_peer_ns? + self.server.rtt_to_peer_ns?))
     }
 
@@ -501,7 +512,7 @@ impl Connection {
                 .or(self.server.rtt_to_peer_ns),
             Dir::ServerToClient => self
                 .handshake
-                .server_side_ns()
+                .server_side_sample()
                 .or(self.client.rtt_to_peer_ns),
         }
     }

@@ -296,7 +296,7 @@ registry! {
         details: [Timing, Latency],
         kinds: [
             ServerDelay = 6 "server_delay" [[Server]] (timing::server_words, timing::server_cause),
-            ClientDelay = 7 "client_delay" [[ClientIdle]] (timing::client_words, timing::client_cause),
+            ClientDelay = 7 "client_delay" [[ClientIdle]] (timing::client_words, timing::client_cause, timing::client_standing),
             NetworkLatency = 8 "network_latency" [[Setup], [Setup, Network]] (timing::latency_words, timing::latency_cause),
         ],
     },

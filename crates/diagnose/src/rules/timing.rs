@@ -407,6 +407,46 @@ fn close_words(s: &Said<'_>, before: i64, inside: i64) -> Words {
     )
 }
 
+/// A client that opens connections ahead of its requests (some carried
+/// none at all): the idle before a first request is a pre-connect's, and no
+/// request waited on it.
+fn preconnected(a: &crate::Aggregate) -> bool {
+    let before = a.total_ns - a.inside_ns;
+    a.preconnects > 0 && before * 2 >= a.total_ns
+}
+
+/// Pre-connects are reported apart (nobody waited), the rest by share.
+pub(crate) fn client_standing(a: &crate::Aggregate) -> super::Standing {
+    if preconnected(a) {
+        super::Standing::Minor
+    } else {
+        super::Standing::ByShare
+    }
+}
+
+fn preconnect_words(s: &Said<'_>, before: i64, inside: i64) -> Words {
+    let (a, typical, total, ep) = (s.a, s.typical, s.total, s.ep);
+    let explanation = format!(
+        "The client {ep} opens connections ahead of its requests: {n} of its connections completed \
+         a handshake and never carried a request at all, and on {occ} others the first request came \
+         {typical:.0} ms (median) after the handshake, {total:.0} ms in all. That is a browser's \
+         pre-connect or a pool opening connections before use: no request waited on that idle, so \
+         it is nobody's loss (the requests' own time starts when they are sent).",
+        n = a.preconnects,
+        occ = a.occurrences,
+    );
+    let fix = "Nothing to fix for latency. Idle pre-connected connections cost the server a socket \
+               each until they are used or closed; a pool can open fewer."
+        .to_string();
+    (
+        explanation,
+        fix,
+        json!({"idle_ms": typical, "where": "before_request", "cause": "preconnect",
+               "preconnects": a.preconnects,
+               "before_request_ms": ms(before), "inside_request_ms": ms(inside)}),
+    )
+}
+
 /// A client waiting for a `100 Continue` the server never sends.
 fn expect_words(s: &Said<'_>, place: &str, before: i64, inside: i64) -> Words {
     let (a, typical, total, ep) = (s.a, s.typical, s.total, s.ep);
@@ -440,6 +480,9 @@ pub(crate) fn client_words(s: &Said<'_>) -> Words {
     let place = where_(before, inside, "request");
     if a.flagged * 2 > a.occurrences {
         return expect_words(s, place, before, inside);
+    }
+    if preconnected(a) {
+        return preconnect_words(s, before, inside);
     }
     let explanation = match place {
         "inside_request" => format!(
