@@ -791,6 +791,51 @@ mod tests {
     }
 
     #[test]
+    fn a_body_without_length_is_read_until_the_close() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let writer = thread::spawn(move || {
+            let (mut s, _) = listener.accept().expect("accept");
+            s.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nhello")
+                .expect("write");
+            thread::sleep(Duration::from_millis(50));
+            s.write_all(b" world").expect("write");
+            thread::sleep(Duration::from_millis(150));
+        });
+        let mut c = TcpStream::connect(addr).expect("connect");
+        let mut buf = vec![0u8; 65536];
+        let t = Instant::now();
+        let (n, closed) = read_response(&mut c, &mut buf, None).expect("read");
+        // The head (38 bytes) and both writes, and only at the close.
+        assert_eq!((n, closed), (38 + 11, true));
+        assert!(
+            t.elapsed() >= Duration::from_millis(190),
+            "{:?}",
+            t.elapsed()
+        );
+        writer.join().expect("writer");
+        // With a Content-Length the response ends at its last byte.
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let writer = thread::spawn(move || {
+            let (mut s, _) = listener.accept().expect("accept");
+            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+                .expect("write");
+            thread::sleep(Duration::from_millis(300));
+        });
+        let mut c = TcpStream::connect(addr).expect("connect");
+        let t = Instant::now();
+        let (n, closed) = read_response(&mut c, &mut buf, None).expect("read");
+        assert_eq!((n, closed), (38 + 5, false));
+        assert!(
+            t.elapsed() < Duration::from_millis(250),
+            "{:?}",
+            t.elapsed()
+        );
+        writer.join().expect("writer");
+    }
+
+    #[test]
     fn chunked_bodies_are_read_to_their_last_chunk() {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = listener.local_addr().expect("addr");

@@ -1053,10 +1053,16 @@ fn fixtures(a: &FixturesArgs) -> Result<u8> {
         }
     }
     if failed.is_empty() {
+        let pending = chosen.iter().filter(|f| f.pending()).count();
         println!(
-            "{} captures written to {}, each diagnosed as labelled",
+            "{} captures written to {}, each diagnosed as labelled{}",
             chosen.len(),
-            a.dir.display()
+            a.dir.display(),
+            if pending > 0 {
+                format!(" ({pending} of mechanisms the engine does not name yet: not checked)")
+            } else {
+                String::new()
+            }
         );
         Ok(EXIT_OK)
     } else {
