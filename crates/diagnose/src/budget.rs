@@ -199,16 +199,17 @@ impl Claims {
             let rest = to - from - claimed;
             match part {
                 Part::Server => {
-                    // The wait for the response: first the round trip
-                    // (queueing above the path's base), then the server.
+                    // The wait for the response: first the round trip (the
+                    // path's base, then queueing above it), then the server.
                     let net = rest.min(to_server);
-                    let queue = excess.to_server.min(net);
+                    let queue = excess.queueing(net, to_server);
                     split[index(Part::Queueing)] += queue;
                     split[index(Part::Network)] += net - queue;
                     split[index(Part::Server)] += rest - net;
                 }
                 Part::Setup => {
-                    let queue = excess.round_trip.min(rest);
+                    let rtt = conn.path_rtt_ns().unwrap_or(0);
+                    let queue = Excess::above_base(rest, rtt, excess.round_trip);
                     split[index(Part::Queueing)] += queue;
                     split[index(Part::Setup)] += rest - queue;
                 }
@@ -230,8 +231,9 @@ impl Claims {
         let req_last = t(ex.request_last, start).clamp(start, end);
         let resp_first = t(ex.response_first, end).clamp(req_last, end);
         let wait = resp_first - req_last;
-        let net = wait.min(conn.distance_to(Dir::ServerToClient).unwrap_or(0));
-        let queue = excess.to_server.min(net);
+        let to_server = conn.distance_to(Dir::ServerToClient).unwrap_or(0);
+        let net = wait.min(to_server);
+        let queue = excess.queueing(net, to_server);
         let mut split: Split = [0; PARTS];
         split[index(Part::Transfer)] = (req_last - start) + (end - resp_first);
         split[index(Part::Queueing)] = queue;
@@ -257,6 +259,24 @@ pub struct Base {
 pub struct Excess {
     pub round_trip: i64,
     pub to_server: i64,
+}
+
+impl Excess {
+    /// Of `spent` waiting on a round trip that takes `loaded`, `excess` above
+    /// its base: what lies beyond the base (the base is propagation, and is
+    /// spent first).
+    fn above_base(spent: i64, loaded: i64, excess: i64) -> i64 {
+        if excess <= 0 {
+            return 0;
+        }
+        (spent - (loaded - excess)).clamp(0, excess)
+    }
+
+    /// The queueing in `net` of a wait for the response (`to_server` the
+    /// connection's distance to the server).
+    fn queueing(&self, net: i64, to_server: i64) -> i64 {
+        Self::above_base(net, to_server, self.to_server)
+    }
 }
 
 /// Round trips within this of the base (or a quarter of it, whichever is

@@ -214,7 +214,8 @@ impl Histogram {
                 break;
             }
         }
-        value(last) / 1e3
+        let top = self.max_ns.max(plus.max_ns) as f64 / 1e6;
+        (value(last) / 1e3).min(top)
     }
 
     /// The value at quantile `q` (0..=1), in milliseconds; exact at the extremes.

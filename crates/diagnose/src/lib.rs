@@ -431,7 +431,11 @@ fn findings(d: &mut Diagnoser, denominator: f64) -> (Vec<Finding>, Vec<Finding>)
     d.bulks.name_fillers(&mut d.aggregates);
     for a in d.aggregates.values_mut() {
         if a.kind == Kind::ClientDelay {
-            a.preconnects = d.preconnects.get(&a.culprit_addr.ip()).copied().unwrap_or(0);
+            a.preconnects = d
+                .preconnects
+                .get(&a.culprit_addr.ip())
+                .copied()
+                .unwrap_or(0);
         }
     }
     for (key, agg) in d.aggregates.iter_mut() {

@@ -62,7 +62,12 @@ impl Handshake {
     /// SYN was sent again, whose SYN-ACK may answer either (Karn's rule,
     /// RFC 6298 §3).
     fn server_side_sample(&self) -> Option<i64> {
-        if self.syn_count > 1 {
+        // (A SYN seen twice at once is one SYN captured twice, not a retry.)
+        let retried = match (self.first_syn, self.syn) {
+            (Some(a), Some(b)) => b.ts.since(a.ts) >= 1_000_000,
+            _ => false,
+        };
+        if retried {
             return None;
         }
         self.server_side_ns()

@@ -654,7 +654,9 @@ pub fn all() -> Vec<Case> {
                 },
                 ..Setup::default()
             },
-            fix: Some(("a server 2 ms away", |s| s.one_way = MS(1))),
+            fix: Some(("a server next to the client (same LAN)", |s| {
+                s.one_way = Duration::ZERO
+            })),
             peers: &[Peer::Builtin],
             wrk_connections: 4,
         },
@@ -995,21 +997,6 @@ pub fn all() -> Vec<Case> {
             wrk_connections: 4,
         },
     ]
-}
-
-/// The cases whose mechanism the engine does not name yet: `lab run` and
-/// `lab fixtures` measure and capture them, and report what the engine says
-/// instead of requiring their expected finding.
-pub const PENDING: [&str; 4] = [
-    "cork",
-    "close-delimited",
-    "bufferbloat",
-    "path-mtu-blackhole-nofallback",
-];
-
-/// Whether the engine does not name case `name`'s mechanism yet ([`PENDING`]).
-pub fn pending(name: &str) -> bool {
-    PENDING.contains(&name)
 }
 
 /// The case named `name`.

@@ -725,14 +725,6 @@ pub fn all() -> Vec<Fixture> {
     ]
 }
 
-impl Fixture {
-    /// Whether the capture is of a mechanism the engine does not name yet
-    /// ([`cases::PENDING`]): made and reported, its label not required.
-    pub fn pending(&self) -> bool {
-        !self.fixed && cases::pending(self.case)
-    }
-}
-
 /// The setup of a fixture: its case's, with the fix if it is the fixed twin,
 /// and its own changes.
 pub fn setup(fx: &Fixture) -> Option<Setup> {

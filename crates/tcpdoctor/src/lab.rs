@@ -77,9 +77,8 @@ Makes the project's test captures again (fixtures/ACCURACY.md lists them): one l
 file, at the vantage point the file is named after, with real nginx / JDK HttpServer and wrk
 where the file was made with them (the built-in peers stand in when they are not
 installed). Each capture is checked against its label (the cause reported first, or
-nothing costing 5% of the time), but for the cases whose mechanism the engine does not name
-yet (`lab list` marks them): those are made and what the engine says is shown. Exit status 1
-if any is not diagnosed as labelled or the kernel dropped packets.";
+nothing costing 5% of the time). Exit status 1 if any is not diagnosed as labelled or the
+kernel dropped packets.";
 
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -239,7 +238,6 @@ fn list(format: Format) -> Result<u8> {
                     "vantage": c.vantage,
                     "rtt_ms": c.setup.one_way.as_secs_f64() * 2e3,
                     "peers": c.peers,
-                    "pending": cases::pending(c.name),
                 })
             })
             .collect();
@@ -249,10 +247,7 @@ fn list(format: Format) -> Result<u8> {
         return Ok(EXIT_OK);
     }
     for c in &cases {
-        let mut exp = expected_text(c);
-        if cases::pending(c.name) {
-            exp.push_str(" (not named by the engine yet)");
-        }
+        let exp = expected_text(c);
         writeln!(out, "{:<30} {}", c.name, c.summary)?;
         writeln!(
             out,
@@ -609,8 +604,6 @@ fn print(case: &Case, before: &Setup, o: &Outcome, a: &RunArgs) -> Result<bool> 
                        "measured_p50_ms": p.measured, "within_tolerance": p.within})
             }),
             "expected_first": first,
-            // The engine does not name this case's mechanism yet.
-            "pending": cases::pending(case.name),
             "expected_gone_after_fix": gone,
             "reproduced": ok,
         });
@@ -698,10 +691,6 @@ fn check_text(mut out: impl Write, case: &Case, first: bool, gone: Option<bool>)
         (Some(_), true, Some(false)) => writeln!(
             out,
             "check      {exp} found first, but still found after the fix ✗"
-        )?,
-        (Some(_), false, _) if cases::pending(case.name) => writeln!(
-            out,
-            "check      expected {exp} first: the engine does not name this mechanism yet ✗"
         )?,
         (Some(_), false, _) => writeln!(out, "check      expected {exp} first: not reproduced ✗")?,
         (None, true, _) => writeln!(out, "check      healthy: nothing costing 5% of the time ✓")?,
@@ -1013,11 +1002,10 @@ fn fixtures(a: &FixturesArgs) -> Result<u8> {
                 }
             };
             let first = phase.analysis.findings.first();
-            let ok = fx.pending()
-                || match fx.expected {
-                    Some((k, r)) => first.is_some_and(|f| f.kind == k && f.culprit.role == r),
-                    None => phase.analysis.findings.iter().all(|f| !notable(f)),
-                };
+            let ok = match fx.expected {
+                Some((k, r)) => first.is_some_and(|f| f.kind == k && f.culprit.role == r),
+                None => phase.analysis.findings.iter().all(|f| !notable(f)),
+            };
             let got = first
                 .filter(|f| fx.expected.is_some() || notable(f))
                 .map(|f| format!("{}/{}", f.kind, f.culprit.role))
@@ -1042,27 +1030,17 @@ fn fixtures(a: &FixturesArgs) -> Result<u8> {
             } else {
                 " (built-in server: the real one is not installed)"
             },
-            match (ok, fx.pending()) {
-                (_, true) => "(not checked: the engine does not name this mechanism yet)",
-                (true, false) => "✓",
-                (false, false) => "✗ NOT AS LABELLED",
-            }
+            if ok { "✓" } else { "✗ NOT AS LABELLED" }
         );
         if !ok || phase.capture.kernel_drops > 0 {
             failed.push(fx.file);
         }
     }
     if failed.is_empty() {
-        let pending = chosen.iter().filter(|f| f.pending()).count();
         println!(
-            "{} captures written to {}, each diagnosed as labelled{}",
+            "{} captures written to {}, each diagnosed as labelled",
             chosen.len(),
             a.dir.display(),
-            if pending > 0 {
-                format!(" ({pending} of mechanisms the engine does not name yet: not checked)")
-            } else {
-                String::new()
-            }
         );
         Ok(EXIT_OK)
     } else {

@@ -1,10 +1,7 @@
 //! fixtures/ACCURACY.md is the project's published accuracy: every labelled
 //! capture, the cause it was made to show, and what tcpdoctor reports first.
 //! This test re-runs every row: the "reported" column must be what the binary
-//! says today, "match" must be right, and the expected cause must come first —
-//! but for the captures of the lab's cases whose mechanism the engine does not
-//! name yet (`tcpdoctor_lab::cases::PENDING`), whose rows say `no`, and the
-//! table's count of matches says how many.
+//! says today, "match" must be right, and the expected cause must come first.
 
 #![allow(clippy::unwrap_used)]
 
@@ -45,11 +42,6 @@ fn reported(path: &Path) -> String {
 fn published_accuracy_table_is_current_and_every_cause_comes_first() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
     let table = std::fs::read_to_string(dir.join("ACCURACY.md")).unwrap();
-    let pending: std::collections::BTreeSet<&str> = tcpdoctor_lab::fixtures::all()
-        .iter()
-        .filter(|f| f.pending())
-        .map(|f| f.file)
-        .collect();
     let mut rows = 0;
     let mut matches = 0;
     let mut vantages = std::collections::BTreeSet::new();
@@ -73,15 +65,8 @@ fn published_accuracy_table_is_current_and_every_cause_comes_first() {
             if expected == now { "yes" } else { "no" },
             "{file}"
         );
-        if expected == now {
-            matches += 1;
-        } else {
-            assert!(
-                pending.contains(file),
-                "{file}: expected {expected} first (only the captures of cases the engine does \
-                 not name yet may differ)"
-            );
-        }
+        assert_eq!(now, expected, "{file}: expected {expected} first");
+        matches += 1;
         rows += 1;
         vantages.insert(vantage.to_string());
         *kinds

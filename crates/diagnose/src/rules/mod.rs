@@ -321,7 +321,7 @@ registry! {
     /// A full accept queue (after `loss` and `setup`: it renames their occurrences).
     listen: listen_queue::ListenState {
         details: [Listen],
-        kinds: [ListenQueueOverflow = 12 "listen_queue_overflow" [[SynRetry, Retransmission]] (listen_queue::words, listen_queue::cause)],
+        kinds: [ListenQueueOverflow = 12 "listen_queue_overflow" [[SynRetry, Retransmission, Server]] (listen_queue::words, listen_queue::cause)],
     },
     /// Pauses inside messages, left for the timing rules (last: it leaves
     /// alone the pauses the rules above explained).

@@ -435,9 +435,10 @@ fn preconnect_words(s: &Said<'_>, before: i64, inside: i64) -> Words {
         n = a.preconnects,
         occ = a.occurrences,
     );
-    let fix = "Nothing to fix for latency. Idle pre-connected connections cost the server a socket \
+    let fix =
+        "Nothing to fix for latency. Idle pre-connected connections cost the server a socket \
                each until they are used or closed; a pool can open fewer."
-        .to_string();
+            .to_string();
     (
         explanation,
         fix,
