@@ -74,6 +74,7 @@ fn header_block(payload: &[u8]) -> Option<&[u8]> {
 }
 
 /// Whether a header line `name: …` (any case) holds `value` (any case).
+/// Allocation-free: heads are read on the hot path.
 fn header_has(block: &[u8], name: &[u8], value: Option<&[u8]>) -> bool {
     block.split(|&b| b == b'\n').any(|line| {
         let line = line.strip_prefix(b"\r").unwrap_or(line);
@@ -83,9 +84,8 @@ fn header_has(block: &[u8], name: &[u8], value: Option<&[u8]>) -> bool {
         line[..colon].trim_ascii().eq_ignore_ascii_case(name)
             && value.is_none_or(|v| {
                 line[colon + 1..]
-                    .to_ascii_lowercase()
                     .windows(v.len())
-                    .any(|w| w == v)
+                    .any(|w| w.eq_ignore_ascii_case(v))
             })
     })
 }
@@ -106,9 +106,12 @@ pub fn close_delimited(payload: &[u8]) -> Option<bool> {
     Some(!no_body && !framed)
 }
 
-/// Whether a request head asks the server for `100 Continue` before its body.
+/// Whether a request head asks the server for `100 Continue` before its body
+/// (only requests that carry one: POST, PUT, PATCH).
 pub fn expects_continue(payload: &[u8]) -> bool {
-    METHODS.iter().any(|m| payload.starts_with(m))
+    [b"POST ".as_slice(), b"PUT ", b"PATCH "]
+        .iter()
+        .any(|m| payload.starts_with(m))
         && header_block(payload).is_some_and(|b| header_has(b, b"expect", Some(b"100-continue")))
 }
 
