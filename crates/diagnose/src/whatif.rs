@@ -4,7 +4,7 @@
 //! Every finding names the parts of the budget its fix removes
 //! ([`crate::rules::fix_parts`]: a Nagle hold, a window wait, the server's
 //! time…). For each distinct set of parts, every complete exchange whose
-//! budget holds some of it is counted twice, per server endpoint: as it took,
+//! budget holds 1 ms or more of it is counted twice, per server endpoint: as it took,
 //! and with those parts taken out. A finding's prediction is then read from
 //! the servers its connections talked to: the latency of those exchanges
 //! after its fix, and of every exchange in the capture (the ones it did not
@@ -26,6 +26,9 @@ use crate::rules::{self, Kind};
 const MAX_PATHS: usize = 65_536;
 /// Servers counted apart per set of parts, at most (the rest in the totals only).
 const MAX_SERVERS: usize = 1024;
+/// An exchange whose budget holds less than this of a fix's parts is not
+/// counted as touched by it (left as it took: at most this much off).
+const MIN_TOUCH_NS: i64 = 1_000_000;
 /// Servers an aggregate remembers; past that its prediction is the capture's.
 pub(crate) const MAX_AGG_SERVERS: usize = 16;
 
@@ -109,11 +112,14 @@ impl WhatIfs {
     ) {
         let window = 1u16 << index(Part::Window);
         for (i, &m) in self.masks.iter().enumerate() {
-            let removed: i64 = (0..split.len())
-                .filter(|b| m & (1 << b) != 0)
-                .map(|b| split[b])
-                .sum();
-            if removed <= 0 {
+            let mut removed = 0;
+            let mut bits = m;
+            while bits != 0 {
+                removed += split[bits.trailing_zeros() as usize];
+                bits &= bits - 1;
+            }
+            // A part worth less than this touched nothing a fix would show.
+            if removed < MIN_TOUCH_NS {
                 continue;
             }
             let mut after = (duration - removed).max(0);
