@@ -64,30 +64,32 @@ pub fn classify(payload: &[u8]) -> Option<Software> {
     None
 }
 
+/// The end of a head: the empty line.
+static HEAD_END: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\r\n\r\n"));
+
 /// The head's header section (without the start line), if the captured
 /// bytes hold all of it (up to the empty line).
 fn header_block(payload: &[u8]) -> Option<&[u8]> {
     let head = &payload[..payload.len().min(HEAD_LIMIT)];
-    let end = memchr::memmem::find(head, b"\r\n\r\n")?;
-    let first = memchr::memmem::find(head, b"\r\n")?;
-    Some(&head[first..end + 2])
+    let end = HEAD_END.find(head)?;
+    let first = memchr::memchr(b'\n', head)?;
+    head.get(first + 1..end + 2)
 }
 
-/// Whether a header line `name: …` (any case) holds `value` (any case).
-/// Allocation-free: heads are read on the hot path.
-fn header_has(block: &[u8], name: &[u8], value: Option<&[u8]>) -> bool {
-    block.split(|&b| b == b'\n').any(|line| {
-        let line = line.strip_prefix(b"\r").unwrap_or(line);
-        let Some(colon) = line.iter().position(|&b| b == b':') else {
-            return false;
-        };
-        line[..colon].trim_ascii().eq_ignore_ascii_case(name)
-            && value.is_none_or(|v| {
-                line[colon + 1..]
-                    .windows(v.len())
-                    .any(|w| w.eq_ignore_ascii_case(v))
-            })
+/// Each header line of a block as (name, value), names trimmed. One pass,
+/// no allocation: heads are read on the hot path.
+fn headers(block: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    block.split(|&b| b == b'\n').filter_map(|line| {
+        let colon = memchr::memchr(b':', line)?;
+        Some((line[..colon].trim_ascii(), &line[colon + 1..]))
     })
+}
+
+/// Whether `value` holds `word`, in any case.
+fn holds(value: &[u8], word: &[u8]) -> bool {
+    value
+        .windows(word.len())
+        .any(|w| w.eq_ignore_ascii_case(word))
 }
 
 /// How a response head says its body ends: `Some(true)` when only the
@@ -101,8 +103,10 @@ pub fn close_delimited(payload: &[u8]) -> Option<bool> {
     let status = payload.get(9..12)?;
     let block = header_block(payload)?;
     let no_body = status.starts_with(b"1") || status == b"204" || status == b"304";
-    let framed = header_has(block, b"content-length", None)
-        || header_has(block, b"transfer-encoding", Some(b"chunked"));
+    let framed = headers(block).any(|(name, value)| {
+        name.eq_ignore_ascii_case(b"content-length")
+            || (name.eq_ignore_ascii_case(b"transfer-encoding") && holds(value, b"chunked"))
+    });
     Some(!no_body && !framed)
 }
 
@@ -112,7 +116,11 @@ pub fn expects_continue(payload: &[u8]) -> bool {
     [b"POST ".as_slice(), b"PUT ", b"PATCH "]
         .iter()
         .any(|m| payload.starts_with(m))
-        && header_block(payload).is_some_and(|b| header_has(b, b"expect", Some(b"100-continue")))
+        && header_block(payload).is_some_and(|b| {
+            headers(b).any(|(name, value)| {
+                name.eq_ignore_ascii_case(b"expect") && holds(value, b"100-continue")
+            })
+        })
 }
 
 #[cfg(test)]
