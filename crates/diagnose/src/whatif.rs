@@ -36,17 +36,29 @@ pub(crate) const MAX_AGG_SERVERS: usize = 16;
 #[derive(Default)]
 pub(crate) struct Bases {
     map: FxHashMap<(IpAddr, IpAddr), Base>,
+    /// The path last asked about, and its base (kept in the map too):
+    /// connections come in runs on one path.
+    last: Option<((IpAddr, IpAddr), Base)>,
 }
 
 impl Bases {
     /// Takes in the connection's round trips and gives its path's base.
     pub(crate) fn learn(&mut self, conn: &Connection) -> Base {
         let key = (conn.client.addr.ip(), conn.server.addr.ip());
+        if let Some((k, b)) = self.last.as_mut().filter(|(k, _)| *k == key) {
+            let before = *b;
+            b.learn(conn);
+            if (b.round_trip, b.to_server) != (before.round_trip, before.to_server) {
+                self.map.insert(*k, *b);
+            }
+            return *b;
+        }
         if self.map.len() >= MAX_PATHS && !self.map.contains_key(&key) {
             return Base::default();
         }
         let b = self.map.entry(key).or_default();
         b.learn(conn);
+        self.last = Some((key, *b));
         *b
     }
 }
@@ -66,12 +78,15 @@ impl Pair {
 }
 
 /// Every set of parts some finding's fix removes, each as a bit mask of
-/// [`Part::ALL`] indices; and the exchanges counted for each.
+/// [`Part::ALL`] indices; and the exchanges counted for each, per server.
 pub(crate) struct WhatIfs {
     masks: Vec<u16>,
-    totals: Vec<Pair>,
-    per_server: FxHashMap<(u8, SocketAddr), Pair>,
-    servers: usize,
+    /// Per server (the first [`MAX_SERVERS`]; row 0 holds the rest): a pair
+    /// per mask.
+    rows: Vec<Vec<Pair>>,
+    slots: FxHashMap<SocketAddr, usize>,
+    /// The server last counted and its row: exchanges come in runs per server.
+    last: Option<(SocketAddr, usize)>,
 }
 
 fn mask(parts: &[Part]) -> u16 {
@@ -90,15 +105,34 @@ impl Default for WhatIfs {
             }
         }
         WhatIfs {
-            totals: vec![Pair::default(); masks.len()],
+            rows: vec![vec![Pair::default(); masks.len()]],
             masks,
-            per_server: FxHashMap::default(),
-            servers: 0,
+            slots: FxHashMap::default(),
+            last: None,
         }
     }
 }
 
 impl WhatIfs {
+    /// The row of `server`'s counts.
+    fn row(&mut self, server: SocketAddr) -> usize {
+        if let Some((_, r)) = self.last.filter(|(s, _)| *s == server) {
+            return r;
+        }
+        let r = match self.slots.get(&server) {
+            Some(&r) => r,
+            None if self.slots.len() < MAX_SERVERS => {
+                self.rows.push(vec![Pair::default(); self.masks.len()]);
+                let r = self.rows.len() - 1;
+                self.slots.insert(server, r);
+                r
+            }
+            None => 0,
+        };
+        self.last = Some((server, r));
+        r
+    }
+
     /// Counts one complete exchange of `server` with its budget.
     /// `slow_start_ns` is what its largest message would take on a new
     /// connection's congestion window alone (0 when the window had grown):
@@ -110,8 +144,15 @@ impl WhatIfs {
         split: &Split,
         slow_start_ns: i64,
     ) {
+        // Most exchanges hold nothing a fix would show: one sum tells.
+        let held: i64 = split.iter().sum::<i64>() - split[index(Part::Transfer)];
+        if held < MIN_TOUCH_NS {
+            return;
+        }
         let window = 1u16 << index(Part::Window);
-        for (i, &m) in self.masks.iter().enumerate() {
+        let mut row = None;
+        for i in 0..self.masks.len() {
+            let m = self.masks[i];
             let mut removed = 0;
             let mut bits = m;
             while bits != 0 {
@@ -132,18 +173,8 @@ impl WhatIfs {
                     .sum();
                 after = after.max((duration - moving + slow_start_ns).min(duration));
             }
-            let t = &mut self.totals[i];
-            t.before.record(duration);
-            t.after.record(after);
-            let key = (i as u8, server);
-            let pair = match self.per_server.get_mut(&key) {
-                Some(p) => p,
-                None if self.servers < MAX_SERVERS * self.masks.len() => {
-                    self.servers += 1;
-                    self.per_server.entry(key).or_default()
-                }
-                None => continue,
-            };
+            let r = *row.get_or_insert_with(|| self.row(server));
+            let pair = &mut self.rows[r][i];
             pair.before.record(duration);
             pair.after.record(after);
         }
@@ -160,18 +191,21 @@ impl WhatIfs {
     ) -> Option<Prediction> {
         let m = mask(parts);
         let i = self.masks.iter().position(|&x| x == m)?;
-        let pair = match servers {
-            None => self.totals[i].clone(),
+        let mut pair = Pair::default();
+        match servers {
+            None => {
+                for row in &self.rows {
+                    pair.merge(&row[i]);
+                }
+            }
             Some(list) => {
-                let mut p = Pair::default();
                 for s in list {
-                    if let Some(q) = self.per_server.get(&(i as u8, *s)) {
-                        p.merge(q);
+                    if let Some(&r) = self.slots.get(s) {
+                        pair.merge(&self.rows[r][i]);
                     }
                 }
-                p
             }
-        };
+        }
         if pair.before.count() == 0 {
             return None;
         }
