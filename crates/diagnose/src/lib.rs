@@ -413,9 +413,9 @@ impl Engine {
     }
 }
 
-/// Start times made relative to the capture's first packet, as
-/// [`Engine::finish`] makes them; the summaries' exchange lists emptied (the
-/// exchanges have rows of their own).
+/// Rows as [`Engine::drain_rows`] gives them: the summaries' exchange lists
+/// emptied (the exchanges have rows of their own). Start times are relative
+/// to the capture's first packet already (the diagnoser knows it).
 fn relative_rows(mut rows: Rows) -> Rows {
     for c in &mut rows.connections {
         c.slowest_exchanges = Vec::new();
