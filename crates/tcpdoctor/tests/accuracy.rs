@@ -10,33 +10,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
-/// A healthy capture may have no finding at or above this share of the time.
-const HEALTHY_MAX_SHARE: f64 = 0.05;
-
-fn reported(path: &Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
-        .args(["analyze", "--format", "json", path.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", path.display());
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| {
-            // Failed requests count whatever time they took.
-            f["share_of_time"].as_f64().unwrap() >= HEALTHY_MAX_SHARE
-                || f["details"].get("requests_lost").is_some()
-        })
-        .map_or("none".to_string(), |f| {
-            format!(
-                "{}/{}",
-                f["kind"].as_str().unwrap(),
-                f["culprit"]["role"].as_str().unwrap()
-            )
-        })
-}
+mod common;
+use common::reported;
 
 #[test]
 fn published_accuracy_table_is_current_and_every_cause_comes_first() {

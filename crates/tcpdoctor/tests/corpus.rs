@@ -8,43 +8,9 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
-use std::process::Command;
 
-use serde_json::Value;
-
-/// A healthy capture may have no finding at or above this share of the time.
-const HEALTHY_MAX_SHARE: f64 = 0.05;
-
-/// What tcpdoctor reports first: `kind/role`, or `none`.
-fn reported(path: &Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
-        .args(["analyze", "--format", "json", path.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}: {}",
-        path.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| {
-            // Failed requests count whatever time they took.
-            f["share_of_time"].as_f64().unwrap() >= HEALTHY_MAX_SHARE
-                || f["details"].get("requests_lost").is_some()
-        })
-        .map_or("none".to_string(), |f| {
-            format!(
-                "{}/{}",
-                f["kind"].as_str().unwrap(),
-                f["culprit"]["role"].as_str().unwrap()
-            )
-        })
-}
+mod common;
+use common::reported;
 
 /// A verdict cell: `none`, or `kind/role` with a role tcpdoctor can name.
 fn well_formed(verdict: &str) -> bool {
