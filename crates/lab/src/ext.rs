@@ -191,38 +191,22 @@ pub fn curl_https(client_ns: &str, e: &External, n: usize) -> Result<Metrics> {
     let start = Instant::now();
     for _ in 0..n.max(1) {
         let mut cmd = Command::new("curl");
-        cmd.arg("--cacert")
-            .arg(e.dir.join("cert.pem"))
-            .args([
-                "-sS",
-                "--tlsv1.2",
-                "--tls-max",
-                "1.2",
-                "--max-time",
-                "20",
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{http_code} %{time_connect} %{time_appconnect} %{time_total} %{size_download}\n",
-                &url,
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let child = ns::spawn_process(client_ns, cmd)?;
-        let out = ns::wait_output(child, Duration::from_secs(30))?;
-        let line = String::from_utf8_lossy(&out.stdout).to_string();
-        match parse_curl(&line) {
-            Some(c) if out.status.success() && c.status == 200 => {
+        cmd.arg("--cacert").arg(e.dir.join("cert.pem")).args([
+            "-sS",
+            "--tlsv1.2",
+            "--tls-max",
+            "1.2",
+            "--max-time",
+            "20",
+            &url,
+        ]);
+        match curl_once(client_ns, cmd)? {
+            Ok(c) => {
                 r.latencies.push(Duration::from_secs_f64(c.total));
                 handshakes.push((c.appconnect - c.connect) * 1e3);
                 r.bytes_down += c.size;
             }
-            _ => r.errors.push(format!(
-                "curl: {}{}",
-                line.trim(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            )),
+            Err(e) => r.errors.push(e),
         }
     }
     r.elapsed = start.elapsed();
@@ -274,25 +258,14 @@ pub fn curl_post(client_ns: &str, p: CurlPost) -> Result<Metrics> {
                 .args(["-H", expect, "-H", "Content-Type: application/octet-stream"])
                 .arg("--data-binary")
                 .arg(format!("@{}", body.display()))
-                .args(["-o", "/dev/null", "-w"])
-                .arg("%{http_code} %{time_connect} %{time_appconnect} %{time_total} %{size_download}\n")
-                .arg(&url)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
-            let out = ns::wait_output(ns::spawn_process(client_ns, cmd)?, Duration::from_secs(30))?;
-            let line = String::from_utf8_lossy(&out.stdout).to_string();
-            match parse_curl(&line) {
-                Some(c) if out.status.success() && c.status == 200 => {
+                .arg(&url);
+            match curl_once(client_ns, cmd)? {
+                Ok(c) => {
                     r.latencies.push(Duration::from_secs_f64(c.total));
                     r.bytes_up += p.bytes as u64;
                     r.bytes_down += c.size;
                 }
-                _ => r.errors.push(format!(
-                    "curl: {}{}",
-                    line.trim(),
-                    String::from_utf8_lossy(&out.stderr).trim()
-                )),
+                Err(e) => r.errors.push(e),
             }
         }
         r.elapsed = start.elapsed();
@@ -315,6 +288,27 @@ struct CurlTimes {
     appconnect: f64,
     total: f64,
     size: u64,
+}
+
+/// Runs one curl (`cmd`, its URL and options given) in `client_ns` and
+/// reads its `-w` line: the request's times, or what curl said when it
+/// failed or was not answered 200.
+fn curl_once(client_ns: &str, mut cmd: Command) -> Result<std::result::Result<CurlTimes, String>> {
+    cmd.args(["-o", "/dev/null", "-w"])
+        .arg("%{http_code} %{time_connect} %{time_appconnect} %{time_total} %{size_download}\n")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = ns::wait_output(ns::spawn_process(client_ns, cmd)?, Duration::from_secs(30))?;
+    let line = String::from_utf8_lossy(&out.stdout).to_string();
+    Ok(match parse_curl(&line) {
+        Some(c) if out.status.success() && c.status == 200 => Ok(c),
+        _ => Err(format!(
+            "curl: {}{}",
+            line.trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+    })
 }
 
 fn parse_curl(line: &str) -> Option<CurlTimes> {
