@@ -1,0 +1,42 @@
+//! What the capture tables (fixtures/ACCURACY.md, fixtures/corpus/CORPUS.md)
+//! record of a capture: what tcpdoctor reports first.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+/// A healthy capture may have no finding at or above this share of the time.
+pub const HEALTHY_MAX_SHARE: f64 = 0.05;
+
+/// What tcpdoctor reports first: `kind/role` of the first finding costing
+/// [`HEALTHY_MAX_SHARE`] of the time or failing requests, or `none`.
+pub fn reported(path: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
+        .args(["analyze", "--format", "json", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| {
+            // Failed requests count whatever time they took.
+            f["share_of_time"].as_f64().unwrap() >= HEALTHY_MAX_SHARE
+                || f["details"].get("requests_lost").is_some()
+        })
+        .map_or("none".to_string(), |f| {
+            format!(
+                "{}/{}",
+                f["kind"].as_str().unwrap(),
+                f["culprit"]["role"].as_str().unwrap()
+            )
+        })
+}
