@@ -1043,8 +1043,9 @@ impl Analyzer for Diagnoser {
         let state = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
         let d = ex.duration_ns();
         self.exchange_hist.record(d);
-        let slow_start = whatif::slow_start_ns(conn, ex);
-        self.whatifs.record(conn.server.addr, d, &split, slow_start);
+        self.whatifs.record(conn.server.addr, d, &split, || {
+            whatif::slow_start_ns(conn, ex)
+        });
         if self.options.live {
             if self.live_exchanges.len() < LIVE_EXCHANGES {
                 self.live_exchanges.push((conn.server.addr, d));

@@ -142,17 +142,27 @@ impl WhatIfs {
         server: SocketAddr,
         duration: i64,
         split: &Split,
-        slow_start_ns: i64,
+        slow_start_ns: impl Fn() -> i64,
     ) {
         // Most exchanges hold nothing a fix would show: one sum tells.
         let held: i64 = split.iter().sum::<i64>() - split[index(Part::Transfer)];
         if held < MIN_TOUCH_NS {
             return;
         }
+        // The parts this exchange holds: a set of parts none of them is in
+        // touched nothing (most sets, on most exchanges).
+        let present = split
+            .iter()
+            .enumerate()
+            .fold(0u16, |m, (i, &v)| m | (u16::from(v > 0) << i));
         let window = 1u16 << index(Part::Window);
         let mut row = None;
+        let mut slow_start = None;
         for i in 0..self.masks.len() {
             let m = self.masks[i];
+            if m & present == 0 {
+                continue;
+            }
             let mut removed = 0;
             let mut bits = m;
             while bits != 0 {
@@ -164,7 +174,12 @@ impl WhatIfs {
                 continue;
             }
             let mut after = (duration - removed).max(0);
-            if m & window != 0 && slow_start_ns > 0 {
+            let slow_start_ns = if m & window != 0 {
+                *slow_start.get_or_insert_with(&slow_start_ns)
+            } else {
+                0
+            };
+            if slow_start_ns > 0 {
                 // The message's transfer becomes slow start's round trips;
                 // the rest of the exchange (setup, the wait for the response) stays.
                 let moving: i64 = [Part::Transfer, Part::Window, Part::CongestionWait]
