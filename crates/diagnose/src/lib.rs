@@ -1044,7 +1044,9 @@ impl Analyzer for Diagnoser {
         let d = ex.duration_ns();
         self.exchange_hist.record(d);
         let slow_start = whatif::slow_start_ns(conn, ex);
-        self.whatifs.record(conn.server.addr, d, &split, slow_start);
+        let policed = state.rules.policer.policed_ns(ex);
+        self.whatifs
+            .record(conn.server.addr, d, &split, slow_start, policed);
         if self.options.live {
             if self.live_exchanges.len() < LIVE_EXCHANGES {
                 self.live_exchanges.push((conn.server.addr, d));

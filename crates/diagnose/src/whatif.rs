@@ -143,6 +143,7 @@ impl WhatIfs {
         duration: i64,
         split: &Split,
         slow_start_ns: i64,
+        policed_ns: i64,
     ) {
         // Most exchanges hold nothing a fix would show: one sum tells.
         let held: i64 = split.iter().sum::<i64>() - split[index(Part::Transfer)];
@@ -150,6 +151,7 @@ impl WhatIfs {
             return;
         }
         let window = 1u16 << index(Part::Window);
+        let transfer = 1u16 << index(Part::Transfer);
         let mut row = None;
         for i in 0..self.masks.len() {
             let m = self.masks[i];
@@ -164,6 +166,14 @@ impl WhatIfs {
                 continue;
             }
             let mut after = (duration - removed).max(0);
+            if m & transfer != 0 {
+                // A policer shaping instead: the message's transfer, with its
+                // losses and window waits, becomes the message at its rate.
+                if policed_ns <= 0 {
+                    continue;
+                }
+                after = (after + policed_ns).min(duration);
+            }
             if m & window != 0 && slow_start_ns > 0 {
                 // The message's transfer becomes slow start's round trips;
                 // the rest of the exchange (setup, the wait for the response) stays.
