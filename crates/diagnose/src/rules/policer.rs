@@ -113,8 +113,10 @@ struct Lossy {
 struct DirState {
     /// Relative sequence just past the highest data seen.
     next: Option<u32>,
-    /// Bytes acknowledged (of this direction's data), in all.
+    /// Bytes acknowledged (of this direction's data), in all, and when the
+    /// transfer began.
     acked: u64,
+    acked_start: u64,
     first_data: Option<Timestamp>,
     last_data: Option<Timestamp>,
     bin_start: i64,
@@ -122,6 +124,11 @@ struct DirState {
     /// The last complete round trip's delivery rate.
     last_rate: f64,
     last_event: i64,
+    /// The receiver's cumulative ACK (relative), and where the last loss
+    /// event's recovery ends (the highest data sent then): losses before
+    /// that are the same event.
+    una: u32,
+    recover: Option<u32>,
     lossy: Option<Box<Lossy>>,
 }
 
@@ -160,6 +167,9 @@ pub struct PolicerState {
     legs: [Leg; 2],
     /// The policer's rate found in each direction by the last verdict (0: none).
     policed_rate: [f64; 2],
+    /// Policed transfers, reported when the connection closes (with the
+    /// congestion-window waits the policer's losses caused).
+    pending: Vec<Occurrence>,
 }
 
 /// A policed transfer, as measured.
@@ -249,8 +259,14 @@ impl PolicerState {
         self.timestamps(conn, seg);
         let round = self.round(conn);
         let now = seg.ts.nanos();
-        if seg.acked > 0 {
-            self.dirs[seg.dir.reverse().index()].ack(seg.acked, now, round);
+        if seg.flags.ack() {
+            let peer = &mut self.dirs[seg.dir.reverse().index()];
+            if Seq(seg.ack) > Seq(peer.una) {
+                peer.una = seg.ack;
+            }
+            if seg.acked > 0 {
+                peer.ack(seg.acked, now, round);
+            }
         }
         if !out.is_empty() {
             self.hold(out, Some(ring));
@@ -270,10 +286,13 @@ impl PolicerState {
             st.next = Some(end);
         }
         let lost = seg.kind == SegKind::Retransmission || gap;
-        if !lost || !timed || round <= 0 || now - st.last_event < round {
+        let recovering = st.recover.is_some_and(|r| Seq(st.una) < Seq(r));
+        if !lost || !timed || round <= 0 || recovering || now - st.last_event < round {
             return;
         }
         st.last_event = now;
+        // The data sent before this loss was noticed: its recovery is this event's.
+        st.recover = st.next;
         let l = st.lossy.get_or_insert_with(Default::default);
         if l.events.len() < MAX_EVENTS {
             l.events.push(Event {
@@ -314,7 +333,7 @@ impl PolicerState {
 
     /// The verdicts of the transfers so far: a policed one's held losses
     /// become one `policer` occurrence, the others' go out as they were.
-    pub fn conclude(&mut self, out: &mut Vec<Occurrence>) {
+    pub(crate) fn conclude(&mut self, out: &mut Vec<Occurrence>) {
         let rtt = self.legs[0].min + self.legs[1].min;
         for d in [Dir::ClientToServer, Dir::ServerToClient] {
             self.policed_rate[d.index()] = 0.0;
@@ -325,6 +344,8 @@ impl PolicerState {
             };
             st.first_data = None;
             st.last_data = None;
+            let moved = st.acked - st.acked_start;
+            st.acked_start = st.acked;
             let Some(mut l) = st.lossy.take() else {
                 continue;
             };
@@ -348,11 +369,15 @@ impl PolicerState {
                 }
             }
             p.retransmissions = retransmissions;
+            // What the policer cost: the transfer beyond the time it takes
+            // at the policed rate (a shaper's), at least the loss stalls.
+            let at_rate = (moved as f64 * 1e9 / p.rate) as i64;
+            let delay = (transfer - at_rate).max(delay);
             frames.extend(l.held.first().and_then(|o| o.frames.first().copied()));
             frames.extend(l.held.last().and_then(|o| o.frames.last().copied()));
             frames.dedup();
             let first = l.held.swap_remove(0);
-            out.push(Occurrence {
+            self.pending.push(Occurrence {
                 kind: Kind::Policer,
                 culprit: Blame::Network(d),
                 delay_ns: delay,
@@ -367,15 +392,28 @@ impl PolicerState {
     }
 }
 
+fn debug(why: &str) {
+    if std::env::var_os("TD_POLICER_DEBUG").is_some() {
+        eprintln!("  not policed: {why}");
+    }
+}
+
 /// Whether a transfer's losses are a policer's (see the module's words).
 fn judge(l: &mut Lossy, rtt: i64) -> Option<Policed> {
     let ev = &l.events;
+    if std::env::var_os("TD_POLICER_DEBUG").is_some() {
+        eprintln!("rtt {rtt} events {} bins {}", ev.len(), l.bins.len());
+        for e in ev { eprintln!("  ev ts {} rate {:.0} rise {} acked {} bins {}", e.ts, e.rate, e.rise, e.acked, e.bins); }
+        let b: Vec<String> = l.bins.iter().map(|r| format!("{:.0}", r / 1e3)).collect();
+        eprintln!("  bins kB/s {}", b.join(" "));
+    }
     if ev.len() < MIN_EVENTS || rtt <= 0 {
         return None;
     }
     let threshold = MIN_RISE_NS.max(rtt / 4);
     let risen = ev.iter().filter(|e| e.rise >= threshold).count();
     if risen as f64 > MAX_RISEN_SHARE * ev.len() as f64 {
+        debug("round trip rose");
         return None;
     }
     let mut rates: Vec<f64> = ev.iter().map(|e| e.rate).filter(|&r| r > 0.0).collect();
@@ -388,6 +426,7 @@ fn judge(l: &mut Lossy, rtt: i64) -> Option<Policed> {
         .filter(|&&r| (r - ceiling).abs() <= CEILING_SPREAD * ceiling)
         .count();
     if (near as f64) < MIN_AT_CEILING * ev.len() as f64 {
+        debug("not at one ceiling");
         return None;
     }
     let (first, last) = (ev[0], ev[ev.len() - 1]);
@@ -397,8 +436,11 @@ fn judge(l: &mut Lossy, rtt: i64) -> Option<Policed> {
     }
     let below = bins.iter().filter(|&&r| r < 0.75 * ceiling).count();
     bins.sort_by(f64::total_cmp);
-    let p90 = bins[(bins.len() * 9 / 10).min(bins.len() - 1)];
-    if ceiling < 0.9 * p90 || below == 0 {
+    // Not the 90th: the round trip after a recovery acknowledges what
+    // arrived behind the hole at once (a spike of the delivery rate).
+    let p80 = bins[(bins.len() * 4 / 5).min(bins.len() - 1)];
+    if ceiling < 0.9 * p80 || below == 0 {
+        debug("losses below the peak rate, or no back-off");
         return None;
     }
     let span = last.ts - first.ts;
@@ -435,6 +477,31 @@ impl super::Rule for PolicerState {
         // is made when they are recorded.
         self.hold(cx.out, None);
         self.conclude(cx.out);
+        if self.pending.is_empty() {
+            return;
+        }
+        // A policed transfer's congestion window was cut by the policer's
+        // drops: its waits for the window to regrow are the policer's.
+        let mut i = 0;
+        while i < cx.out.len() {
+            let o = &cx.out[i];
+            let into = match (o.kind, o.culprit) {
+                (Kind::CongestionLimited, Blame::Network(d)) => self
+                    .pending
+                    .iter()
+                    .position(|p| p.culprit == Blame::Network(d)),
+                _ => None,
+            };
+            match into {
+                Some(_) => {
+                    // Counted in the policer's time (the transfer beyond
+                    // what it takes at the policed rate).
+                    cx.out.remove(i);
+                }
+                None => i += 1,
+            }
+        }
+        cx.out.append(&mut self.pending);
     }
 }
 
