@@ -392,28 +392,15 @@ impl PolicerState {
     }
 }
 
-fn debug(why: &str) {
-    if std::env::var_os("TD_POLICER_DEBUG").is_some() {
-        eprintln!("  not policed: {why}");
-    }
-}
-
 /// Whether a transfer's losses are a policer's (see the module's words).
 fn judge(l: &mut Lossy, rtt: i64) -> Option<Policed> {
     let ev = &l.events;
-    if std::env::var_os("TD_POLICER_DEBUG").is_some() {
-        eprintln!("rtt {rtt} events {} bins {}", ev.len(), l.bins.len());
-        for e in ev { eprintln!("  ev ts {} rate {:.0} rise {} acked {} bins {}", e.ts, e.rate, e.rise, e.acked, e.bins); }
-        let b: Vec<String> = l.bins.iter().map(|r| format!("{:.0}", r / 1e3)).collect();
-        eprintln!("  bins kB/s {}", b.join(" "));
-    }
     if ev.len() < MIN_EVENTS || rtt <= 0 {
         return None;
     }
     let threshold = MIN_RISE_NS.max(rtt / 4);
     let risen = ev.iter().filter(|e| e.rise >= threshold).count();
     if risen as f64 > MAX_RISEN_SHARE * ev.len() as f64 {
-        debug("round trip rose");
         return None;
     }
     let mut rates: Vec<f64> = ev.iter().map(|e| e.rate).filter(|&r| r > 0.0).collect();
@@ -426,7 +413,6 @@ fn judge(l: &mut Lossy, rtt: i64) -> Option<Policed> {
         .filter(|&&r| (r - ceiling).abs() <= CEILING_SPREAD * ceiling)
         .count();
     if (near as f64) < MIN_AT_CEILING * ev.len() as f64 {
-        debug("not at one ceiling");
         return None;
     }
     let (first, last) = (ev[0], ev[ev.len() - 1]);
@@ -440,7 +426,6 @@ fn judge(l: &mut Lossy, rtt: i64) -> Option<Policed> {
     // arrived behind the hole at once (a spike of the delivery rate).
     let p80 = bins[(bins.len() * 4 / 5).min(bins.len() - 1)];
     if ceiling < 0.9 * p80 || below == 0 {
-        debug("losses below the peak rate, or no back-off");
         return None;
     }
     let span = last.ts - first.ts;
