@@ -559,3 +559,47 @@ pub(crate) fn cause(c: &super::Cause<'_>) -> String {
         c.typ
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Reno sawtooth under a ceiling of 1 MB/s: the rate climbs from half
+    /// of it each round trip and a loss comes at the ceiling.
+    fn sawtooth(rise: i64, at_loss: impl Fn(usize) -> f64) -> Lossy {
+        let mut l = Lossy::default();
+        for i in 0..6 {
+            for k in 0..10 {
+                l.bins.push(500_000.0 + 50_000.0 * k as f64);
+            }
+            l.events.push(Event {
+                ts: i as i64 * 400_000_000,
+                rate: at_loss(i),
+                rise,
+                acked: i as u64 * 400_000,
+                bins: l.bins.len(),
+            });
+        }
+        l
+    }
+
+    #[test]
+    fn losses_at_one_ceiling_without_a_queue_are_a_policer() {
+        let p = judge(&mut sawtooth(0, |_| 950_000.0), 40_000_000).expect("policed");
+        assert!((p.rate - 950_000.0).abs() < 1.0);
+        assert_eq!(p.events, 6);
+    }
+
+    #[test]
+    fn a_round_trip_rising_before_the_losses_is_a_queue() {
+        assert!(judge(&mut sawtooth(30_000_000, |_| 950_000.0), 40_000_000).is_none());
+    }
+
+    #[test]
+    fn losses_at_any_rate_are_not_a_policer() {
+        let rates = [
+            300_000.0, 950_000.0, 600_000.0, 450_000.0, 800_000.0, 700_000.0,
+        ];
+        assert!(judge(&mut sawtooth(0, |i| rates[i]), 40_000_000).is_none());
+    }
+}
