@@ -132,6 +132,9 @@ if case == "expect-100-continue":  # curl's 1 s wait for a 100 Continue that nev
     assert m0["client"] == "curl" and m0["latency_p50_ms"] >= 1000 and a0["latency_p50_ms"] < 200, (m0, a0)
 if case == "bufferbloat":          # small requests behind a full queue, then behind fq_codel
     assert m0["latency_p50_ms"] >= b["rtt_ms"] + 40 and a0["latency_p50_ms"] < b["rtt_ms"] + 20, (b["rtt_ms"], m0, a0)
+if case == "policer":              # dropped at the rate, then the same rate shaped: faster, no policer
+    assert a0["duration_s"] < m0["duration_s"], (m0, a0)
+    assert "policer" not in [f["kind"] for f in a["findings"]], a["findings"]
 if case == "path-mtu-blackhole-nofallback":  # no response ever arrives; with the ICMP all do
     assert m0["requests"] == 0 and m0["errors"] == 2 and a0["errors"] == 0, (m0, a0)
 # the capture written with --write tells the same story

@@ -1043,9 +1043,14 @@ impl Analyzer for Diagnoser {
         let state = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
         let d = ex.duration_ns();
         self.exchange_hist.record(d);
-        self.whatifs.record(conn.server.addr, d, &split, || {
-            whatif::slow_start_ns(conn, ex)
-        });
+        let policer = &state.rules.policer;
+        self.whatifs.record(
+            conn.server.addr,
+            d,
+            &split,
+            || whatif::slow_start_ns(conn, ex),
+            || policer.policed_ns(ex),
+        );
         if self.options.live {
             if self.live_exchanges.len() < LIVE_EXCHANGES {
                 self.live_exchanges.push((conn.server.addr, d));

@@ -143,6 +143,7 @@ impl WhatIfs {
         duration: i64,
         split: &Split,
         slow_start_ns: impl Fn() -> i64,
+        policed_ns: impl Fn() -> i64,
     ) {
         // Most exchanges hold nothing a fix would show: one sum tells.
         let held: i64 = split.iter().sum::<i64>() - split[index(Part::Transfer)];
@@ -156,6 +157,7 @@ impl WhatIfs {
             .enumerate()
             .fold(0u16, |m, (i, &v)| m | (u16::from(v > 0) << i));
         let window = 1u16 << index(Part::Window);
+        let transfer = 1u16 << index(Part::Transfer);
         let mut row = None;
         let mut slow_start = None;
         for i in 0..self.masks.len() {
@@ -174,6 +176,15 @@ impl WhatIfs {
                 continue;
             }
             let mut after = (duration - removed).max(0);
+            if m & transfer != 0 {
+                // A policer shaping instead: the message's transfer, with its
+                // losses and window waits, becomes the message at its rate.
+                let policed_ns = policed_ns();
+                if policed_ns <= 0 {
+                    continue;
+                }
+                after = (after + policed_ns).min(duration);
+            }
             let slow_start_ns = if m & window != 0 {
                 *slow_start.get_or_insert_with(&slow_start_ns)
             } else {

@@ -103,6 +103,7 @@ impl Replayed {
             in_flight: 0,
             peer_window: self.peer_window,
             payload: &[],
+            options: &[],
         }
     }
 }

@@ -621,6 +621,7 @@ impl Connection {
             in_flight,
             peer_window,
             payload: seg.payload,
+            options: seg.options_raw,
         };
         emit(self, Event::Segment(&event));
     }

@@ -101,6 +101,9 @@ pub struct Segment<'a> {
     pub peer_window: u32,
     /// The captured payload bytes (possibly truncated by the snaplen).
     pub payload: &'a [u8],
+    /// The raw TCP option bytes (parse them only when needed:
+    /// [`tcpdoctor_wire::TcpOptions::parse`]).
+    pub options: &'a [u8],
 }
 
 /// Receives what the tracker sees. `Conn` is per-connection analyzer state.

@@ -115,6 +115,17 @@ pub struct Bottleneck {
     pub limit_bytes: u32,
 }
 
+/// A token-bucket policer on the router's client-facing link: packets
+/// towards the client beyond `packets_per_sec` (after a burst of
+/// `burst_packets`) are dropped, none queued (iptables `hashlimit`; this
+/// kernel has no `act_police`). The lab's packets are full-size after the
+/// delay line, so a rate in packets is one in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policer {
+    pub packets_per_sec: u32,
+    pub burst_packets: u32,
+}
+
 /// POSTs made by curl (one process, one connection each) instead of the
 /// built-in client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,6 +175,8 @@ pub struct Setup {
     pub tls: Option<TlsKey>,
     /// A bottleneck queue towards the client, in the router.
     pub bottleneck: Option<Bottleneck>,
+    /// A policer towards the client, in the router.
+    pub policer: Option<Policer>,
     /// curl's POSTs instead of the built-in client.
     pub curl_post: Option<CurlPost>,
     pub server: ServerSpec,
@@ -192,6 +205,7 @@ impl Default for Setup {
             syn_flood: None,
             tls: None,
             bottleneck: None,
+            policer: None,
             curl_post: None,
             server: ServerSpec::default(),
             client: ClientSpec::default(),
@@ -889,6 +903,41 @@ pub fn all() -> Vec<Case> {
                     if let Some(b) = &mut s.bottleneck {
                         b.limit_bytes = 15_000;
                     }
+                },
+            )),
+            peers: &[Peer::Builtin],
+            wrk_connections: 4,
+        },
+        Case {
+            name: "policer",
+            summary: "a 3 MB download (Reno) through a token-bucket policer towards the client \
+                      (iptables hashlimit: 800 full-size packets/s, 9.3 Mbit/s, burst 40 \
+                      packets), 40 ms RTT: the excess is dropped, not queued",
+            expected: Some(("policer", "network")),
+            detail: None,
+            headline: Headline::Duration,
+            vantage: Vantage::Client,
+            setup: Setup {
+                one_way: MS(20),
+                server_cc: Some("reno"),
+                policer: Some(Policer {
+                    packets_per_sec: 800,
+                    burst_packets: 40,
+                }),
+                server: ServerSpec {
+                    body_bytes: 3_000_000,
+                    ..ServerSpec::default()
+                },
+                ..Setup::default()
+            },
+            fix: Some((
+                "the same rate shaped: a 9.3 Mbit/s TBF with a 100 KB queue instead of the policer",
+                |s| {
+                    s.policer = None;
+                    s.bottleneck = Some(Bottleneck {
+                        rate: "9300kbit",
+                        limit_bytes: 100_000,
+                    });
                 },
             )),
             peers: &[Peer::Builtin],

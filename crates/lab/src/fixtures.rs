@@ -50,6 +50,7 @@ const REFUSED: Option<(&str, &str)> = Some(("connection_refused", "server"));
 const RESET: Option<(&str, &str)> = Some(("connection_reset", "server"));
 const RESET_PATH: Option<(&str, &str)> = Some(("connection_reset", "network"));
 const QUEUE: Option<(&str, &str)> = Some(("queueing_delay", "network"));
+const POLICER: Option<(&str, &str)> = Some(("policer", "network"));
 
 /// Every fixture, in the order of fixtures/ACCURACY.md.
 pub fn all() -> Vec<Fixture> {
@@ -83,6 +84,25 @@ pub fn all() -> Vec<Fixture> {
             Client,
             same,
             QUEUE,
+        ),
+        // A download through a token-bucket policer: drops at its rate, no
+        // queue before them; the twin shapes the same rate with a queue
+        // (losses at the queue's tail, after its round trip rose).
+        f(
+            "policer.client.pcap",
+            "policer",
+            false,
+            Client,
+            same,
+            POLICER,
+        ),
+        f(
+            "policer-shaped.client.pcap",
+            "policer",
+            true,
+            Client,
+            same,
+            LOSS,
         ),
         f(
             "bulk-healthy.client.pcap",

@@ -119,6 +119,7 @@ fn prepare(t: &mut Topology, s: &Setup, peer: Peer) -> Result<(Running, Duration
     t.set_loss(0.0)?;
     t.set_rate(s.rate.as_deref())?;
     t.set_bottleneck(s.bottleneck)?;
+    t.set_policer(s.policer)?;
     ns::sysctl(
         &t.server,
         "net.ipv4.tcp_congestion_control",

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use crate::error::Result;
 
-use crate::cases::Bottleneck;
+use crate::cases::{Bottleneck, Policer};
 use crate::delay::DelayLine;
 use crate::ns;
 
@@ -69,6 +69,7 @@ pub struct Topology {
     pub server: String,
     pub delay: Option<DelayLine>,
     loss_rules: Vec<Vec<String>>,
+    policer_rule: Option<Vec<String>>,
 }
 
 impl Topology {
@@ -81,6 +82,7 @@ impl Topology {
             server: ns::name("s"),
             delay: None,
             loss_rules: Vec::new(),
+            policer_rule: None,
         };
         let (c, r, s) = (t.client.clone(), t.router.clone(), t.server.clone());
         for n in [&c, &r, &s] {
@@ -264,6 +266,45 @@ impl Topology {
                 "16kb", "limit", &limit,
             ],
         )
+    }
+
+    /// A token-bucket policer on the router's client-facing link (`ethc`):
+    /// forwarded TCP packets beyond the rate and burst are dropped; `None`
+    /// removes it.
+    pub fn set_policer(&mut self, p: Option<Policer>) -> Result<()> {
+        if let Some(rule) = self.policer_rule.take() {
+            self.iptables("-D", &rule)?;
+        }
+        let Some(p) = p else {
+            return Ok(());
+        };
+        let mut rule: Vec<String> = vec!["FORWARD".into(), "-o".into(), "ethc".into()];
+        if self.delay.is_some() {
+            rule.extend(["-i".to_string(), DELAY_DEV.to_string()]);
+        }
+        let rate = format!("{}/sec", p.packets_per_sec);
+        let burst = p.burst_packets.to_string();
+        rule.extend(
+            [
+                "-p",
+                "tcp",
+                "-m",
+                "hashlimit",
+                "--hashlimit-name",
+                "tdlabpolicer",
+                "--hashlimit-above",
+                &rate,
+                "--hashlimit-burst",
+                &burst,
+                "-j",
+                "DROP",
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        );
+        self.iptables("-A", &rule)?;
+        self.policer_rule = Some(rule);
+        Ok(())
     }
 
     /// Deletes the namespaces (their interfaces, rules and qdiscs go with them).

@@ -153,6 +153,7 @@ What it reports (largest cost first; causes under 1% of the time are listed as m
   connection_refused       a SYN answered by an RST: nothing listens there, or a firewall rejects
   connection_reset         an RST while the client waits for its response (TTL tells the path's)
   connection_unanswered    SYNs retried and never answered (no SYN-ACK, no RST): host down, dropped
+  policer                  losses at one delivery rate with no queue before them: a token bucket
 
 With --parquet DIR, every capture (files, directories searched for *.pcap, *.pcapng, *.cap,
 globs) is analysed on its own into DIR/connections.parquet, exchanges.parquet,

@@ -17,6 +17,7 @@ pub mod idle;
 pub mod listen_queue;
 pub mod nagle;
 pub mod path_mtu;
+pub mod policer;
 pub mod queueing;
 pub mod receive_window;
 pub mod refused_reset;
@@ -322,6 +323,13 @@ registry! {
     listen: listen_queue::ListenState {
         details: [Listen],
         kinds: [ListenQueueOverflow = 12 "listen_queue_overflow" [[SynRetry, Retransmission, Server]] (listen_queue::words, listen_queue::cause)],
+    },
+    /// A token-bucket policer: losses at a fixed delivery rate without a
+    /// queue before them (after `loss`, `mtu` and `listen`: it takes the
+    /// loss occurrences they leave, and folds a policed transfer's into one).
+    policer: policer::PolicerState {
+        details: [Policed],
+        kinds: [Policer = 19 "policer" [[Retransmission, CongestionWait, Transfer]] (policer::words, policer::cause)],
     },
     /// Pauses inside messages, left for the timing rules (last: it leaves
     /// alone the pauses the rules above explained).
