@@ -32,19 +32,33 @@ const MIN_TOUCH_NS: i64 = 1_000_000;
 /// Servers an aggregate remembers; past that its prediction is the capture's.
 pub(crate) const MAX_AGG_SERVERS: usize = 16;
 
+/// A path: its client and server addresses, as 128-bit numbers (IPv4 as
+/// mapped IPv6): compared in two instructions.
+type Path = (u128, u128);
+
+fn path(conn: &Connection) -> Path {
+    fn bits(ip: IpAddr) -> u128 {
+        match ip {
+            IpAddr::V4(v4) => v4.to_ipv6_mapped().to_bits(),
+            IpAddr::V6(v6) => v6.to_bits(),
+        }
+    }
+    (bits(conn.client.addr.ip()), bits(conn.server.addr.ip()))
+}
+
 /// The base round trips of every path seen.
 #[derive(Default)]
 pub(crate) struct Bases {
-    map: FxHashMap<(IpAddr, IpAddr), Base>,
+    map: FxHashMap<Path, Base>,
     /// The path last asked about, and its base (kept in the map too):
     /// connections come in runs on one path.
-    last: Option<((IpAddr, IpAddr), Base)>,
+    last: Option<(Path, Base)>,
 }
 
 impl Bases {
     /// Takes in the connection's round trips and gives its path's base.
     pub(crate) fn learn(&mut self, conn: &Connection) -> Base {
-        let key = (conn.client.addr.ip(), conn.server.addr.ip());
+        let key = path(conn);
         if let Some((k, b)) = self.last.as_mut().filter(|(k, _)| *k == key) {
             let before = *b;
             b.learn(conn);

@@ -143,6 +143,20 @@ pub struct TcpOptions {
 }
 
 impl TcpOptions {
+    /// The timestamps option alone (TSval, TSecr), read straight from the
+    /// layout every common stack sends on data segments (NOP, NOP,
+    /// timestamps: RFC 7323 Appendix A) and parsed in full otherwise.
+    #[inline]
+    pub fn timestamps(b: &[u8]) -> Option<(u32, u32)> {
+        if b.len() >= 12 && b[..4] == [1, 1, 8, 10] {
+            return Some((be32(b, 4), be32(b, 8)));
+        }
+        if b.is_empty() {
+            return None;
+        }
+        TcpOptions::parse(b).timestamps
+    }
+
     pub fn parse(mut b: &[u8]) -> TcpOptions {
         let mut o = TcpOptions::default();
         while let Some(&kind) = b.first() {

@@ -145,6 +145,11 @@ fn sack_and_timestamps() {
     assert_eq!(o.timestamps, Some((5, 6)));
     assert_eq!(o.sack.as_slice(), &[(100, 200)]);
     assert!(!o.malformed);
+    assert_eq!(TcpOptions::timestamps(&opts), Some((5, 6)));
+    let aligned = [1, 1, 8, 10, 0, 0, 1, 0, 0, 0, 0, 7];
+    assert_eq!(TcpOptions::timestamps(&aligned), Some((256, 7)));
+    assert_eq!(TcpOptions::timestamps(&[]), None);
+    assert_eq!(TcpOptions::timestamps(&[1, 1, 8, 10, 0]), None);
     let bad = TcpOptions::parse(&[2, 9, 0]);
     assert!(bad.malformed);
 }

@@ -160,8 +160,26 @@ impl DirState {
     }
 }
 
+/// A message this large in one direction is a transfer a policer could
+/// bound: from then on the connection's round trips, rates and losses are
+/// measured. (A policer's first drops come once its burst is spent, and a
+/// verdict needs [`MIN_EVENTS`] loss events, one per round trip at most:
+/// smaller messages never show one. Most connections carry none this large
+/// and cost the rule nothing more than this count.)
+const BULK_BYTES: u64 = 64 * 1024;
+
 #[derive(Debug, Default)]
 pub struct PolicerState {
+    /// Bytes of the message in progress, and the direction sending it.
+    message: u64,
+    message_dir: Option<Dir>,
+    /// From the first bulk message on: what the rule measures (apart, so
+    /// that connections without one stay small).
+    bulk: Option<Box<Measure>>,
+}
+
+#[derive(Debug, Default)]
+struct Measure {
     dirs: [DirState; 2],
     /// Legs to the endpoint that sends in each direction.
     legs: [Leg; 2],
@@ -207,7 +225,7 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-impl PolicerState {
+impl Measure {
     fn round(&self, conn: &Connection) -> i64 {
         let loop_min = self.legs[0].min + self.legs[1].min;
         if self.legs[0].min > 0 && self.legs[1].min > 0 {
@@ -221,7 +239,7 @@ impl PolicerState {
         if !(conn.client.timestamps && conn.server.timestamps) || seg.options.is_empty() {
             return;
         }
-        let Some((val, ecr)) = TcpOptions::parse(seg.options).timestamps else {
+        let Some((val, ecr)) = TcpOptions::timestamps(seg.options) else {
             return;
         };
         let now = seg.ts.nanos();
@@ -450,14 +468,38 @@ fn judge(l: &mut Lossy, rtt: i64) -> Option<Policed> {
 impl super::Rule for PolicerState {
     #[inline]
     fn on_segment(&mut self, cx: &mut super::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
-        PolicerState::on_segment(self, conn, seg, cx.out, cx.ring);
+        if self.bulk.is_none() {
+            if seg.len == 0 {
+                return;
+            }
+            if self.message_dir != Some(seg.dir) {
+                self.message_dir = Some(seg.dir);
+                self.message = 0;
+            }
+            self.message += u64::from(seg.len);
+            if self.message < BULK_BYTES {
+                return;
+            }
+        }
+        let m = self.bulk.get_or_insert_with(Default::default);
+        m.on_segment(conn, seg, cx.out, cx.ring);
     }
 
     fn on_exchange(&mut self, cx: &mut super::ExchangeCx<'_>, _conn: &Connection, _ex: &Exchange) {
-        self.conclude(cx.out);
+        if let Some(m) = self.bulk.as_mut() {
+            m.conclude(cx.out);
+        }
     }
 
     fn on_close(&mut self, cx: &mut super::CloseCx<'_>, _conn: &Connection) {
+        if let Some(m) = self.bulk.as_mut() {
+            m.on_close(cx);
+        }
+    }
+}
+
+impl Measure {
+    fn on_close(&mut self, cx: &mut super::CloseCx<'_>) {
         // The loss rule's last episodes, ended by the close: their ladder
         // is made when they are recorded.
         self.hold(cx.out, None);
@@ -495,12 +537,15 @@ impl PolicerState {
     /// found on this connection (0: none found): what its transfer becomes
     /// when the policer shapes instead.
     pub(crate) fn policed_ns(&self, ex: &Exchange) -> i64 {
+        let Some(m) = self.bulk.as_deref() else {
+            return 0;
+        };
         let (bytes, d) = if ex.request_bytes >= ex.response_bytes {
             (ex.request_bytes, Dir::ClientToServer)
         } else {
             (ex.response_bytes, Dir::ServerToClient)
         };
-        let rate = self.policed_rate[d.index()];
+        let rate = m.policed_rate[d.index()];
         if rate <= 0.0 {
             return 0;
         }
