@@ -429,6 +429,14 @@ impl Connection {
         done(&self.client) && done(&self.server)
     }
 
+    /// Nothing but copies and retransmissions can follow: it was reset, or
+    /// both FINs were acknowledged ([`Connection::is_finished`]). A
+    /// connection closed by FINs one of which is not acknowledged yet is not
+    /// over: that FIN is sent again, backing off like any timeout.
+    pub fn is_over(&self) -> bool {
+        self.client.rst.is_some() || self.server.rst.is_some() || self.is_finished()
+    }
+
     /// Whether the connection carried a handshake or data (not just stray ACKs or RSTs).
     pub fn is_substantial(&self) -> bool {
         self.handshake.syn_count + self.handshake.synack_count > 0
@@ -605,7 +613,10 @@ impl Connection {
                 self.compute_smss(Dir::ServerToClient),
             ];
         }
-        self.exchange_milestones(dir, mark, kind, new_bytes, end, acked, peer_una, &mut emit);
+        // Bytes missed before a segment without data open no exchange: when
+        // they were sent is unknown.
+        let new_data = if kind == SegKind::Ack { 0 } else { new_bytes };
+        self.exchange_milestones(dir, mark, kind, new_data, end, acked, peer_una, &mut emit);
 
         let event = Segment {
             frame,
@@ -809,7 +820,9 @@ impl Half {
     /// new data (beyond the highest sequence sent; a jump past it is data the
     /// capture missed), a retransmission (below it), or a keep-alive or window
     /// probe (one byte or none just below it with everything acknowledged,
-    /// RFC 1122 §4.2.3.6). Returns the kind and the bytes sent for the first time.
+    /// RFC 1122 §4.2.3.6). Returns the kind and the bytes sent for the first
+    /// time (for a segment without data past the highest sequence sent, the
+    /// bytes the capture missed before it).
     #[inline]
     fn classify(&mut self, seg: &TcpSegment<'_>, end: Seq) -> (SegKind, u32) {
         let seq = Seq(seg.seq);
@@ -821,13 +834,22 @@ impl Half {
             }
             (SegKind::Syn, 0)
         } else if len == 0 {
+            let mut missed = 0;
             if !self.snd_init {
                 self.snd_max = end;
                 self.snd_init = true;
             } else if end > self.snd_max {
+                // A segment without data (an ACK, a FIN) past the highest
+                // sequence sent: the bytes before it were sent, and the capture
+                // missed them, as for data past a gap. (An RST's sequence
+                // number is not always the sender's: it proves nothing.)
+                if seq > self.snd_max && !seg.flags.rst() {
+                    self.gaps += 1;
+                    missed = seq.distance_from(self.snd_max);
+                }
                 self.snd_max = end;
             }
-            (SegKind::Ack, 0)
+            (SegKind::Ack, missed)
         } else if !self.snd_init || seq >= self.snd_max {
             // Past a gap, the bytes the capture skipped were sent too (the
             // segment that fills it later is a retransmission): counted here.
@@ -875,9 +897,9 @@ impl Half {
         let len = seg.payload_len;
         let flags = seg.flags;
         let mut larger = false;
+        self.bytes += u64::from(new_bytes);
         if len > 0 {
             self.data_packets += 1;
-            self.bytes += u64::from(new_bytes);
             if len > self.largest_segment {
                 self.largest_segment = len;
                 larger = true;
@@ -1088,6 +1110,23 @@ mod steps {
             (SegKind::KeepAliveOrProbe, 0)
         );
         assert_eq!(cls(&mut h, &seg(351, 1, ACK, 0, &[])), (SegKind::Ack, 0));
+        // An ACK past the highest sequence: 100 bytes the capture missed,
+        // counted as sent like those before data past a gap.
+        assert_eq!(
+            cls(&mut h, &seg(451, 1, ACK, 0, &[])),
+            (SegKind::Ack, 100)
+        );
+        assert_eq!(h.gaps, 2);
+        // A FIN's own sequence number is not a gap; an RST's proves nothing.
+        assert_eq!(
+            cls(&mut h, &seg(451, 1, ACK | TcpFlags::FIN, 0, &[])),
+            (SegKind::Ack, 0)
+        );
+        assert_eq!(
+            cls(&mut h, &seg(9999, 0, TcpFlags::RST, 0, &[])),
+            (SegKind::Ack, 0)
+        );
+        assert_eq!(h.gaps, 2);
     }
 
     #[test]
