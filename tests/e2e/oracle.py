@@ -362,9 +362,11 @@ class Stream:
         self.syns = []  # SYN without ACK
         self.synacks = []
         self.syn_retrans = []
+        self.handshake_copies = set()  # SYNs and SYN-ACKs that are capture copies
         self.initial_rtt = None
         self.initial_rtt_frame = None
-        self.ack_lost = defaultdict(list)  # sender -> frames tshark flagged `ACKed segment that wasn't captured`
+        # Sender -> its frames tshark flagged `ACKed segment that wasn't captured`.
+        self.ack_lost = defaultdict(list)
 
     @property
     def endpoints(self):
@@ -389,7 +391,7 @@ def streams_of(frames):
         st.frames.append(fr)
         side = st.sides[fr.src]
         side.packets += 1
-        add_handshake(st, side, fr)
+        add_handshake(st, side, fr, is_copy(side, fr))
         if st.initial_rtt is None and fr.initial_rtt is not None:
             st.initial_rtt = fr.initial_rtt
             st.initial_rtt_frame = fr
@@ -414,9 +416,11 @@ def streams_of(frames):
     return streams, bogus
 
 
-def add_handshake(st, side, fr):
+def add_handshake(st, side, fr, copy):
     if not fr.flags & SYN:
         return
+    if copy:
+        st.handshake_copies.add(fr.no)
     if fr.flags & ACK:
         st.synacks.append(fr.no)
     else:
@@ -447,13 +451,21 @@ def add_data(side, fr):
         side.ooo.append(fr.no)
     if fr.retrans or fr.fast or fr.spurious or fr.ooo:
         side.first_seen_in_resent += new
-    # The same segment again within 200 us (same raw sequence and
-    # acknowledgment numbers, length, flags and window): a copy the capture
-    # made (a mirror port, two interfaces), not one the sender sent.
+
+
+def is_copy(side, fr):
+    """The same data segment or SYN again within 200 us (same raw sequence and
+    acknowledgment numbers, length, flags and window): a copy the capture made
+    (a mirror port, two interfaces), not one the sender sent."""
+    if fr.len == 0 and not fr.flags & SYN:
+        return False
     sig = (fr.seq_raw, fr.ack_raw, fr.len, fr.flags, fr.win_raw)
-    if side.last_data and side.last_data[0] == sig and fr.ts - side.last_data[1] <= 200_000:
+    copy = bool(side.last_data and side.last_data[0] == sig
+                and fr.ts - side.last_data[1] <= 200_000)
+    if copy:
         side.copies.append(fr.no)
     side.last_data = (sig, fr.ts)
+    return copy
 
 
 def span(side):
@@ -548,10 +560,11 @@ DEFINITIONS = {
         "`spurious retransmission`, not a retransmission; tcpdoctor counts it as one.",
     ),
     "capture_copy": (
-        "retransmissions",
+        "retransmissions, syn_retransmissions",
         "segments",
-        "the same segment captured twice within 200 µs (a mirror port, two interfaces): tshark "
-        "flags the copy as a retransmission, tcpdoctor drops it and counts it in `duplicates`.",
+        "the same segment (data, or a SYN) captured twice within 200 µs (a mirror port, two "
+        "interfaces): tshark flags the copy as a retransmission, tcpdoctor drops it and counts "
+        "it in `duplicates`.",
     ),
     "acked_before_seen": (
         "retransmissions",
@@ -578,10 +591,11 @@ DEFINITIONS = {
         "handshake_rtt_ms",
         "connections",
         "a SYN or SYN-ACK came more than once (sent again, or captured twice): tshark's "
-        "initial_rtt runs from the last SYN to the ACK; tcpdoctor's handshake_rtt_ms adds the "
-        "SYN-to-SYN-ACK leg (the last SYN before the first SYN-ACK) and the SYN-ACK-to-ACK leg "
-        "(the SYN-ACK the ACK answered), each its own round trip: recomputed from tshark's "
-        "frames, it is tcpdoctor's value.",
+        "initial_rtt runs from the last SYN, a capture's copy included, to the ACK; "
+        "tcpdoctor's handshake_rtt_ms adds the SYN-to-SYN-ACK leg (the last SYN before the "
+        "first SYN-ACK) and the SYN-ACK-to-ACK leg (the SYN-ACK the ACK answered), each its own "
+        "round trip, capture copies left out: recomputed from tshark's frames, it is "
+        "tcpdoctor's value.",
     ),
     "never_captured": (
         "bytes",
@@ -645,6 +659,10 @@ def by_definition(field, a, b, st, side, c):
             parts = [("out_of_order", len(side.ooo)), ("spurious", len(side.spurious)),
                      ("capture_copy", len(copies)), ("acked_before_seen", len(unseen))]
             return [p for p in parts if p[1]]
+    if field == "syn_retransmissions":
+        copies = [n for n in st.syn_retrans if n in st.handshake_copies]
+        if copies and b == a - len(copies):
+            return [("capture_copy", len(copies))]
     if field == "handshake_rtt_ms" and a is not None:
         fr = st.initial_rtt_frame
         if b is None and fr is not None and fr.flags & RST and not st.synacks:
@@ -683,13 +701,14 @@ def handshake_legs(st, ack):
     the last SYN before `ack` (tshark's initial_rtt starts there) and
     tcpdoctor's handshake RTT from tshark's frames (the last SYN before the
     first SYN-ACK to that SYN-ACK, plus the last SYN-ACK before `ack` to
-    `ack`), in ns; None otherwise."""
+    `ack`; capture copies left out), in ns; None otherwise."""
     if len(st.syns) + len(st.synacks) < 3 or not st.synacks:
         return None
     at = {f.no: f.ts for f in st.frames}
-    first_synack = st.synacks[0]
-    syn = [n for n in st.syns if n < first_synack]
-    synack = [n for n in st.synacks if n < ack.no]
+    synacks = [n for n in st.synacks if n not in st.handshake_copies]
+    first_synack = synacks[0]
+    syn = [n for n in st.syns if n < first_synack and n not in st.handshake_copies]
+    synack = [n for n in synacks if n < ack.no]
     before_ack = [n for n in st.syns if n < ack.no]
     if not syn or not synack or not before_ack:
         return None

@@ -150,8 +150,8 @@ pub struct Half {
     pub rtt_samples: u32,
     /// The IP TTL (hop limit) of this endpoint's first segment seen.
     pub ttl: u8,
-    /// Data segments seen twice within [`DUPLICATE_NS`]: a mirror port or a
-    /// capture on two interfaces, not retransmissions. Dropped.
+    /// Data segments (and SYNs) seen twice within [`DUPLICATE_NS`]: a mirror
+    /// port or a capture on two interfaces, not retransmissions. Dropped.
     pub duplicates: u64,
     /// Sequence, acknowledgment, length, flags and window of the last data
     /// segment, packed; 0 before any.
@@ -762,6 +762,17 @@ fn handshake_options(
     }
 }
 
+/// What tells a segment from a capture's copy of it: sequence and
+/// acknowledgment numbers, length, flags and window, packed.
+#[inline]
+pub(crate) fn copy_sig(seq: u32, ack: u32, len: u32, flags: u16, window: u16) -> u128 {
+    u128::from(seq)
+        | u128::from(ack) << 32
+        | u128::from(len) << 64
+        | u128::from(flags) << 96
+        | u128::from(window) << 112
+}
+
 /// Whether the client's `seg` is the ACK of the SYN-ACK that completes the
 /// three-way handshake (RFC 9293 §3.5).
 #[inline]
@@ -776,19 +787,17 @@ fn completes_handshake(hs: &Handshake, server: &Half, seg: &TcpSegment<'_>) -> b
 }
 
 impl Half {
-    /// The same data segment again within [`DUPLICATE_NS`] is a copy made by
-    /// the capture setup (a SPAN port sees both ingress and egress), not
-    /// something the sender did: no TCP stack retransmits that fast. Counted.
+    /// The same data segment (or SYN, or SYN-ACK) again within
+    /// [`DUPLICATE_NS`] is a copy made by the capture setup (a SPAN port sees
+    /// both ingress and egress), not something the sender did: no TCP stack
+    /// retransmits that fast. Counted. (Pure ACKs legitimately repeat: never
+    /// copies.)
     #[inline]
     fn is_capture_copy(&mut self, seg: &TcpSegment<'_>, ts: Timestamp) -> bool {
-        if seg.payload_len == 0 {
+        if seg.payload_len == 0 && !seg.flags.syn() {
             return false;
         }
-        let sig = u128::from(seg.seq)
-            | u128::from(seg.ack) << 32
-            | u128::from(seg.payload_len) << 64
-            | u128::from(seg.flags.0) << 96
-            | u128::from(seg.window) << 112;
+        let sig = copy_sig(seg.seq, seg.ack, seg.payload_len, seg.flags.0, seg.window);
         if self.last_data_sig == sig && ts.since(self.last_data_ts) <= DUPLICATE_NS {
             self.duplicates += 1;
             return true;
@@ -796,6 +805,13 @@ impl Half {
         self.last_data_sig = sig;
         self.last_data_ts = ts;
         false
+    }
+
+    /// Notes a segment sent as [`Half::is_capture_copy`] would have (for a
+    /// handshake rebuilt from its compact form).
+    pub(crate) fn sent_once(&mut self, sig: u128, ts: Timestamp) {
+        self.last_data_sig = sig;
+        self.last_data_ts = ts;
     }
 
     /// The window `seg` advertises, scaled (RFC 7323 §2.2: never on SYNs);
@@ -1045,7 +1061,13 @@ mod steps {
         assert!(!h.is_capture_copy(&s, at(300)));
         // Pure ACKs are never copies.
         assert!(!h.is_capture_copy(&seg(1, 1, ACK, 0, &[]), at(300)));
-        assert_eq!(h.duplicates, 1);
+        assert!(!h.is_capture_copy(&seg(1, 1, ACK, 0, &[]), at(300)));
+        // A SYN captured twice 1 µs apart is one SYN; again after 1 s, a retry.
+        let syn = seg(7, 0, SYN, 0, &[]);
+        assert!(!h.is_capture_copy(&syn, at(400)));
+        assert!(h.is_capture_copy(&syn, Timestamp::from_nanos(400_001_000)));
+        assert!(!h.is_capture_copy(&syn, at(1400)));
+        assert_eq!(h.duplicates, 2);
     }
 
     /// A client SYN with `syn_options`, then the server's SYN-ACK with

@@ -262,3 +262,41 @@ fn both_ends_the_same_count_as_the_client() {
     assert!(log.segments.iter().all(|s| s.1 == Dir::ClientToServer));
     assert_eq!(log.closed[0].client.packets, p.len() as u64);
 }
+
+/// Keeps the connections closed, nothing else.
+#[derive(Default)]
+struct Closed(Vec<Connection>);
+
+impl Analyzer for Closed {
+    type Conn = ();
+    fn segment(&mut self, _c: &Connection, _s: &mut (), _seg: &Segment<'_>) {}
+    fn exchange(&mut self, _c: &Connection, _s: &mut (), _e: &Exchange) {}
+    fn close(&mut self, c: &Connection, _s: &mut ()) {
+        self.0.push(c.clone());
+    }
+}
+
+#[test]
+fn a_handshake_captured_twice_is_one_handshake() {
+    // A mirror port: the SYN and the SYN-ACK each captured twice, 1 µs apart.
+    let mut p: Vec<(i64, TcpSegment<'static>)> = Vec::new();
+    for (i, (ms, s)) in conversation().into_iter().enumerate() {
+        p.push((ms * 1_000_000, s.clone()));
+        if i < 2 {
+            p.push((ms * 1_000_000 + 1_000, s));
+        }
+    }
+    let mut t = Tracker::new(Closed::default(), Config::default());
+    for (i, (ns, s)) in p.iter().enumerate() {
+        t.push(i as u64 + 1, Timestamp::from_nanos(*ns), s);
+    }
+    let c = &t.finish().0[0];
+    let hs = &c.handshake;
+    assert_eq!((hs.syn_count, hs.synack_count), (1, 1));
+    assert_eq!(c.client.duplicates + c.server.duplicates, 2);
+    assert_eq!(c.packets, 12);
+    // Both legs from the first copies: the round trip at one capture point.
+    assert_eq!(hs.syn.unwrap().frame, 1);
+    assert_eq!(hs.synack_before_ack.unwrap().frame, 3);
+    assert_eq!(hs.rtt_ns(), Some(20_000_000));
+}
