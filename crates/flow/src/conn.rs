@@ -1134,10 +1134,7 @@ mod steps {
         assert_eq!(cls(&mut h, &seg(351, 1, ACK, 0, &[])), (SegKind::Ack, 0));
         // An ACK past the highest sequence: 100 bytes the capture missed,
         // counted as sent like those before data past a gap.
-        assert_eq!(
-            cls(&mut h, &seg(451, 1, ACK, 0, &[])),
-            (SegKind::Ack, 100)
-        );
+        assert_eq!(cls(&mut h, &seg(451, 1, ACK, 0, &[])), (SegKind::Ack, 100));
         assert_eq!(h.gaps, 2);
         // A FIN's own sequence number is not a gap; an RST's proves nothing.
         assert_eq!(
