@@ -6,7 +6,9 @@ compressed), `tcpdoctor analyze --format json` is compared, connection by
 connection, with what tshark's own TCP analysis says about the same packets:
 packets, payload bytes and retransmissions each way, SYN retransmissions,
 zero windows and the smallest window each way, the handshake RTT
-(tcp.analysis.initial_rtt), the duration, the endpoints and the first frame.
+(tcp.analysis.initial_rtt), the duration, the endpoints and the first frame;
+per capture, frames, TCP frames, connections and the TCP frames of no
+connection. The public corpus (fixtures/corpus/) is compared too.
 Every finding's evidence is checked by tshark too: the frames exist, belong to
 the tcp.stream the evidence names, and the finding's wireshark_filter matches
 them. One tshark pass per capture gives all of it (fields, plus an io,stat
@@ -68,6 +70,7 @@ FIELDS = [
     "tcp.analysis.spurious_retransmission",
     "tcp.analysis.out_of_order",
     "tcp.analysis.lost_segment",
+    "tcp.analysis.ack_lost_segment",
     "tcp.analysis.keep_alive",
     "tcp.analysis.zero_window",
     "tcp.analysis.zero_window_probe",
@@ -90,7 +93,6 @@ TSHARK_PREFS = [
 ]
 
 SYN, RST, ACK, FIN = 0x002, 0x004, 0x010, 0x001
-CORPUS = "fixtures/corpus/"
 
 
 def committed_captures():
@@ -109,12 +111,6 @@ def committed_captures():
             names += [os.path.relpath(os.path.join(d, f), ROOT) for f in files]
     found = []
     for n in sorted(names):
-        # The public corpus (captures made elsewhere: carved streams, frames
-        # captured twice, snippets without handshakes) is judged by its own
-        # table (fixtures/corpus/CORPUS.md); its differences from tshark are
-        # not yet sorted into definitions and bugs.
-        if n.startswith(CORPUS):
-            continue
         p = os.path.join(ROOT, n)
         try:
             with open(p, "rb") as fh:
@@ -155,7 +151,7 @@ def ms_close(a, b, tol=0.0005 + 1e-9):
 class Frame:
     __slots__ = (
         "no", "ts", "stream", "src", "dst", "flags", "len", "seq", "seq_raw", "ack_raw",
-        "win_raw", "win", "retrans", "fast", "spurious", "ooo", "lost", "keepalive",
+        "win_raw", "win", "retrans", "fast", "spurious", "ooo", "lost", "ack_lost", "keepalive",
         "zero_window", "zwp", "initial_rtt", "bogus", "icmp", "mss", "wscale", "scalefactor",
     )
 
@@ -188,6 +184,7 @@ def parse_frames(lines):
         fr.spurious = bool(v[F["tcp.analysis.spurious_retransmission"]])
         fr.ooo = bool(v[F["tcp.analysis.out_of_order"]])
         fr.lost = bool(v[F["tcp.analysis.lost_segment"]])
+        fr.ack_lost = bool(v[F["tcp.analysis.ack_lost_segment"]])
         fr.keepalive = bool(v[F["tcp.analysis.keep_alive"]])
         fr.zero_window = bool(v[F["tcp.analysis.zero_window"]])
         fr.zwp = bool(v[F["tcp.analysis.zero_window_probe"]])
@@ -334,6 +331,7 @@ class Side:
     __slots__ = (
         "packets", "data", "seq_lo", "seq_hi", "ranges", "first_seen_in_resent", "retrans",
         "spurious", "ooo", "lost", "keepalive", "zwp", "zero_window", "min_window", "copies",
+        "acked_unseen",
         "last_data", "syn", "fin", "rst", "mss", "wscale", "scalefactor",
     )
 
@@ -347,6 +345,9 @@ class Side:
         # keep-alive, zero window probe, zero window; capture copies.
         self.retrans, self.spurious, self.ooo, self.lost = [], [], [], []
         self.keepalive, self.zwp, self.zero_window, self.copies = [], [], [], []
+        # tshark's (spurious) retransmissions whose bytes the capture had never
+        # seen: the peer's ACK of them was captured first.
+        self.acked_unseen = []
         self.syn = self.fin = self.rst = False
 
     def covered(self):
@@ -361,8 +362,11 @@ class Stream:
         self.syns = []  # SYN without ACK
         self.synacks = []
         self.syn_retrans = []
+        self.handshake_copies = set()  # SYNs and SYN-ACKs that are capture copies
         self.initial_rtt = None
         self.initial_rtt_frame = None
+        # Sender -> its frames tshark flagged `ACKed segment that wasn't captured`.
+        self.ack_lost = defaultdict(list)
 
     @property
     def endpoints(self):
@@ -387,7 +391,7 @@ def streams_of(frames):
         st.frames.append(fr)
         side = st.sides[fr.src]
         side.packets += 1
-        add_handshake(st, side, fr)
+        add_handshake(st, side, fr, is_copy(side, fr))
         if st.initial_rtt is None and fr.initial_rtt is not None:
             st.initial_rtt = fr.initial_rtt
             st.initial_rtt_frame = fr
@@ -397,6 +401,8 @@ def streams_of(frames):
         side.rst |= bool(fr.flags & RST)
         if fr.lost:
             side.lost.append(fr.no)
+        if fr.ack_lost:
+            st.ack_lost[fr.src].append(fr.no)
         if fr.keepalive:
             side.keepalive.append(fr.no)
         if fr.zwp:
@@ -410,9 +416,11 @@ def streams_of(frames):
     return streams, bogus
 
 
-def add_handshake(st, side, fr):
+def add_handshake(st, side, fr, copy):
     if not fr.flags & SYN:
         return
+    if copy:
+        st.handshake_copies.add(fr.no)
     if fr.flags & ACK:
         st.synacks.append(fr.no)
     else:
@@ -435,19 +443,29 @@ def add_data(side, fr):
     new = side.ranges.add(fr.seq, end)
     if fr.retrans or fr.fast:
         side.retrans.append(fr.no)
+        if fr.spurious and new == fr.len:
+            side.acked_unseen.append(fr.no)
     elif fr.spurious:
         side.spurious.append(fr.no)
     elif fr.ooo:
         side.ooo.append(fr.no)
     if fr.retrans or fr.fast or fr.spurious or fr.ooo:
         side.first_seen_in_resent += new
-    # The same segment again within 200 us (same raw sequence and
-    # acknowledgment numbers, length, flags and window): a copy the capture
-    # made (a mirror port, two interfaces), not one the sender sent.
+
+
+def is_copy(side, fr):
+    """The same data segment or SYN again within 200 us (same raw sequence and
+    acknowledgment numbers, length, flags and window): a copy the capture made
+    (a mirror port, two interfaces), not one the sender sent."""
+    if fr.len == 0 and not fr.flags & SYN:
+        return False
     sig = (fr.seq_raw, fr.ack_raw, fr.len, fr.flags, fr.win_raw)
-    if side.last_data and side.last_data[0] == sig and fr.ts - side.last_data[1] <= 200_000:
+    copy = bool(side.last_data and side.last_data[0] == sig
+                and fr.ts - side.last_data[1] <= 200_000)
+    if copy:
         side.copies.append(fr.no)
     side.last_data = (sig, fr.ts)
+    return copy
 
 
 def span(side):
@@ -542,10 +560,19 @@ DEFINITIONS = {
         "`spurious retransmission`, not a retransmission; tcpdoctor counts it as one.",
     ),
     "capture_copy": (
+        "retransmissions, syn_retransmissions",
+        "segments",
+        "the same segment (data, or a SYN) captured twice within 200 µs (a mirror port, two "
+        "interfaces): tshark flags the copy as a retransmission, tcpdoctor drops it and counts "
+        "it in `duplicates`.",
+    ),
+    "acked_before_seen": (
         "retransmissions",
         "segments",
-        "the same segment captured twice within 200 µs (a mirror port, two interfaces): tshark "
-        "flags the copy as a retransmission, tcpdoctor drops it and counts it in `duplicates`.",
+        "the capture saw the receiver's ACK of a segment before the segment itself (two capture "
+        "points merged, or a capture that reorders: tshark flagged the ACK `ACKed segment that "
+        "wasn't captured`); tshark then calls the segment a (spurious) retransmission though its "
+        "bytes were never seen before, tcpdoctor counts the first time bytes are seen as new data.",
     ),
     "refused_rtt": (
         "handshake_rtt_ms",
@@ -553,11 +580,36 @@ DEFINITIONS = {
         "tshark sets tcp.analysis.initial_rtt on the RST-ACK that refuses a SYN; tcpdoctor's "
         "handshake_rtt_ms is the SYN, SYN-ACK, ACK round trip and is null when no SYN-ACK came.",
     ),
+    "reordered_handshake": (
+        "handshake_rtt_ms",
+        "connections",
+        "the capture put the client's ACK before the SYN-ACK it acknowledges; tshark's "
+        "initial_rtt runs from the SYN to that ACK, tcpdoctor's handshake_rtt_ms would need a "
+        "negative SYN-ACK-to-ACK leg and is null.",
+    ),
+    "handshake_legs": (
+        "handshake_rtt_ms",
+        "connections",
+        "a SYN or SYN-ACK came more than once (sent again, or captured twice): tshark's "
+        "initial_rtt runs from the last SYN, a capture's copy included, to the ACK; "
+        "tcpdoctor's handshake_rtt_ms adds the SYN-to-SYN-ACK leg (the last SYN before the "
+        "first SYN-ACK) and the SYN-ACK-to-ACK leg (the SYN-ACK the ACK answered), each its own "
+        "round trip, capture copies left out: recomputed from tshark's frames, it is "
+        "tcpdoctor's value.",
+    ),
     "never_captured": (
         "bytes",
         "bytes",
         "tshark's sequence span includes bytes the capture never saw (a hole after `previous "
         "segment not captured` that no later segment fills); tcpdoctor counts the bytes it saw.",
+    ),
+    "no_handshake_no_data": (
+        "connections",
+        "frames",
+        "tshark gives a tcp.stream to every tuple, also to one whose only segments are without "
+        "data and without SYN (a keep-alive and its ACK on a connection that opened before the "
+        "capture); tcpdoctor makes connections of a handshake or data and counts these frames "
+        "in `stray_tcp_packets` (its tcp_stream numbers still count them, as tshark's do).",
     ),
     "bogus_header": (
         "connections",
@@ -594,25 +646,74 @@ class Result:
         self.failures.append(f"{self.name}: {msg}")
 
 
-def by_definition(field, a, b, st, side):
+def by_definition(field, a, b, st, side, c):
     """[(reason, count)] explaining tshark's `a` against tcpdoctor's `b`,
     from tshark's flags, or None."""
     if field.startswith("retransmissions.") and side is not None:
         flagged = set(side.retrans) | set(side.spurious) | set(side.ooo)
         copies = [n for n in side.copies if n in flagged]
-        if b == a + len(side.spurious) + len(side.ooo) - len(copies):
+        peer = c["server"] if field.endswith("client_to_server") else c["client"]
+        acks = st.ack_lost.get(peer, [])
+        unseen = [n for n in side.acked_unseen if any(k < n for k in acks)]
+        if b == a + len(side.spurious) + len(side.ooo) - len(copies) - len(unseen):
             parts = [("out_of_order", len(side.ooo)), ("spurious", len(side.spurious)),
-                     ("capture_copy", len(copies))]
+                     ("capture_copy", len(copies)), ("acked_before_seen", len(unseen))]
             return [p for p in parts if p[1]]
-    if field == "handshake_rtt_ms" and b is None and a is not None:
+    if field == "syn_retransmissions":
+        copies = [n for n in st.syn_retrans if n in st.handshake_copies]
+        if copies and b == a - len(copies):
+            return [("capture_copy", len(copies))]
+    if field == "handshake_rtt_ms" and a is not None:
         fr = st.initial_rtt_frame
-        if fr is not None and fr.flags & RST and not st.synacks:
+        if b is None and fr is not None and fr.flags & RST and not st.synacks:
             return [("refused_rtt", 1)]
+        early = early_ack(st)
+        if b is None and early is not None and ms_close(a, early / 1e6):
+            return [("reordered_handshake", 1)]
+        if b is not None and fr is not None and handshake_legs(st, fr) is not None:
+            last_syn, legs = handshake_legs(st, fr)
+            if ms_close(a, (fr.ts - last_syn) / 1e6) and ms_close(b, legs / 1e6):
+                return [("handshake_legs", 1)]
     if field.startswith("bytes.") and side is not None:
         covered = side.covered()
         if b == covered and covered < a and side.lost:
             return [("never_captured", a - covered)]
     return None
+
+
+def early_ack(st):
+    """The time from the last SYN to the SYN sender's first ACK when the
+    capture has that ACK before the first SYN-ACK, in ns; else None."""
+    if not st.syns or not st.synacks:
+        return None
+    at = {f.no: f for f in st.frames}
+    client = at[st.syns[0]].src
+    ack = next((f for f in st.frames if f.no > st.syns[0] and f.src == client
+                and f.flags & ACK and not f.flags & (SYN | RST)), None)
+    if ack is None or ack.no > st.synacks[0]:
+        return None
+    last_syn = max(n for n in st.syns if n < ack.no)
+    return ack.ts - at[last_syn].ts
+
+
+def handshake_legs(st, ack):
+    """For a handshake whose SYN or SYN-ACK came more than once: the time of
+    the last SYN before `ack` (tshark's initial_rtt starts there) and
+    tcpdoctor's handshake RTT from tshark's frames (the last SYN before the
+    first SYN-ACK to that SYN-ACK, plus the last SYN-ACK before `ack` to
+    `ack`; capture copies left out), in ns; None otherwise."""
+    if len(st.syns) + len(st.synacks) < 3 or not st.synacks:
+        return None
+    at = {f.no: f.ts for f in st.frames}
+    synacks = [n for n in st.synacks if n not in st.handshake_copies]
+    first_synack = synacks[0]
+    syn = [n for n in st.syns if n < first_synack and n not in st.handshake_copies]
+    synack = [n for n in synacks if n < ack.no]
+    before_ack = [n for n in st.syns if n < ack.no]
+    if not syn or not synack or not before_ack:
+        return None
+    legs = at[first_synack] - at[syn[-1]] + ack.ts - at[synack[-1]]
+    return at[before_ack[-1]], legs
 
 
 def compare_connection(res, st, c):
@@ -623,7 +724,7 @@ def compare_connection(res, st, c):
             res.equal += 1
             continue
         key = (res.name, st.number, field)
-        why = by_definition(field, a, b, st, side)
+        why = by_definition(field, a, b, st, side, c)
         if why:
             for reason, count in why:
                 res.definitions[reason][0] += 1
@@ -643,17 +744,29 @@ def compare_connection(res, st, c):
                  f"tshark {a!r}, tcpdoctor {b!r}{note}")
 
 
-def compare_capture(res, doc, frames, streams, bogus):
+def is_bare(st):
+    """A tcp.stream without SYN and without data (a keep-alive and its ACK)."""
+    return not st.syns and not st.synacks and all(f.len == 0 for f in st.frames)
+
+
+def compare_capture(res, doc, frames, streams, bogus, bare):
+    """`bare`: the tcp.streams without SYN and data that tcpdoctor has no
+    connection for (no_handshake_no_data)."""
     cap = doc["capture"]
     undecodable = sum(u["count"] for u in cap.get("undecodable", [])
                       if "data offset below 5" in u["reason"])
     tcp_frames = sum(len(st.frames) for st in streams.values())
+    bare_frames = sum(len(streams[n].frames) for n in bare)
     rows = [
         ("capture.packets", len(frames), cap["packets"]),
         ("capture.tcp_packets", tcp_frames, cap["tcp_packets"]),
-        ("capture.connections", len(streams), cap["connections"]),
-        ("capture.connections_listed", len(streams), len(doc["connections"])),
+        ("capture.connections", len(streams) - len(bare), cap["connections"]),
+        ("capture.connections_listed", len(streams) - len(bare), len(doc["connections"])),
+        ("capture.stray_tcp_packets", bare_frames, cap["stray_tcp_packets"]),
     ]
+    if bare:
+        res.definitions["no_handshake_no_data"][0] += 2
+        res.definitions["no_handshake_no_data"][1] += bare_frames
     if bogus:
         rows.append(("capture.undecodable_tcp_headers", len(bogus), undecodable))
         res.definitions["bogus_header"][0] += 1
@@ -699,14 +812,17 @@ def analyse(binary, name, tmpdir):
         res.fail(str(e))
         return res
     streams, bogus = streams_of(frames)
-    compare_capture(res, doc, frames, streams, bogus)
     conns = {}
     for c in doc["connections"]:
         if c["tcp_stream"] in conns:
             res.fail(f"tcp.stream {c['tcp_stream']} given to two connections")
         conns[c["tcp_stream"]] = c
+    bare = {n for n, st in streams.items() if n not in conns and is_bare(st)}
+    compare_capture(res, doc, frames, streams, bogus, bare)
     for number in sorted(set(streams) | set(conns)):
         st, c = streams.get(number), conns.get(number)
+        if number in bare:
+            continue
         if st is None:
             res.fail(f"tcpdoctor's connection {c['id']} ({c['client']} -> {c['server']}) has "
                      f"tcp.stream {number}, which tshark does not have")
@@ -741,7 +857,9 @@ def table(results):
         "capture copies, and each way: payload bytes (the sequence span of the data), retransmissions",
         "(`tcp.analysis.retransmission`), zero windows (`tcp.analysis.zero_window`), the smallest",
         "window advertised (`tcp.window_size`), the MSS and window scale of the SYNs; per capture:",
-        "frames, TCP frames and connections. Every finding's evidence frames must exist and lie in the",
+        "frames, TCP frames, connections and stray TCP frames (of no connection). The public corpus",
+        "(`fixtures/corpus/`, captures made elsewhere) is compared like the project's own captures.",
+        "Every finding's evidence frames must exist and lie in the",
         "`tcp.stream` the evidence names, and its `wireshark_filter` must match them in tshark.",
         "",
         "A difference is either one of definition (below: recognised from tshark's own flags on the",

@@ -68,7 +68,7 @@ pub struct CaptureSummary {
     pub delayed_ack: Vec<DelayedAck>,
     /// Where the capture was taken, as most connections tell it.
     pub vantage: Option<Vantage>,
-    /// Data segments captured twice within 200 µs (mirror ports), dropped.
+    /// Data segments and SYNs captured twice within 200 µs (mirror ports), dropped.
     pub duplicates: u64,
     /// Problems with the capture itself (truncation, corruption), in plain words.
     pub warnings: Vec<String>,
@@ -215,7 +215,7 @@ pub struct ConnectionSummary {
     pub vantage: &'static str,
     /// How that was told: `ttl`, `handshake`, or why it could not be.
     pub vantage_from: &'static str,
-    /// Data segments captured twice (mirror ports) and dropped.
+    /// Data segments and SYNs captured twice (mirror ports) and dropped.
     pub duplicates: u64,
     /// Time lost to the findings on this connection.
     pub time_lost_ms: f64,

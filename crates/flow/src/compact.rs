@@ -20,7 +20,7 @@ use std::hash::Hasher;
 
 use rustc_hash::FxHasher;
 
-use crate::conn::{Connection, Half, Handshake, Mark, RoleSource};
+use crate::conn::{copy_sig, Connection, Half, Handshake, Mark, RoleSource};
 use crate::ConnBox;
 use crate::{Dir, SegKind, Segment, Seq};
 
@@ -452,6 +452,14 @@ impl Compact {
         half.packets = 1;
         half.ttl = self.ttl[side];
         half.remember(half.snd_max, syn.ts, false);
+        // The SYN-ACK acknowledges the SYN; the SYN acknowledges nothing.
+        let ack = if side == 1 {
+            self.isn[0].wrapping_add(1)
+        } else {
+            0
+        };
+        let sig = copy_sig(self.isn[side], ack, 0, self.flags[side], self.window[side]);
+        half.sent_once(sig, syn.ts);
     }
 
     fn shifts(&self) -> [Option<u8>; 2] {

@@ -150,8 +150,8 @@ pub struct Half {
     pub rtt_samples: u32,
     /// The IP TTL (hop limit) of this endpoint's first segment seen.
     pub ttl: u8,
-    /// Data segments seen twice within [`DUPLICATE_NS`]: a mirror port or a
-    /// capture on two interfaces, not retransmissions. Dropped.
+    /// Data segments (and SYNs) seen twice within [`DUPLICATE_NS`]: a mirror
+    /// port or a capture on two interfaces, not retransmissions. Dropped.
     pub duplicates: u64,
     /// Sequence, acknowledgment, length, flags and window of the last data
     /// segment, packed; 0 before any.
@@ -429,6 +429,14 @@ impl Connection {
         done(&self.client) && done(&self.server)
     }
 
+    /// Nothing but copies and retransmissions can follow: it was reset, or
+    /// both FINs were acknowledged ([`Connection::is_finished`]). A
+    /// connection closed by FINs one of which is not acknowledged yet is not
+    /// over: that FIN is sent again, backing off like any timeout.
+    pub fn is_over(&self) -> bool {
+        self.client.rst.is_some() || self.server.rst.is_some() || self.is_finished()
+    }
+
     /// Whether the connection carried a handshake or data (not just stray ACKs or RSTs).
     pub fn is_substantial(&self) -> bool {
         self.handshake.syn_count + self.handshake.synack_count > 0
@@ -605,7 +613,10 @@ impl Connection {
                 self.compute_smss(Dir::ServerToClient),
             ];
         }
-        self.exchange_milestones(dir, mark, kind, new_bytes, end, acked, peer_una, &mut emit);
+        // Bytes missed before a segment without data open no exchange: when
+        // they were sent is unknown.
+        let new_data = if kind == SegKind::Ack { 0 } else { new_bytes };
+        self.exchange_milestones(dir, mark, kind, new_data, end, acked, peer_una, &mut emit);
 
         let event = Segment {
             frame,
@@ -752,6 +763,17 @@ fn handshake_options(
     }
 }
 
+/// What tells a segment from a capture's copy of it: sequence and
+/// acknowledgment numbers, length, flags and window, packed.
+#[inline]
+pub(crate) fn copy_sig(seq: u32, ack: u32, len: u32, flags: u16, window: u16) -> u128 {
+    u128::from(seq)
+        | u128::from(ack) << 32
+        | u128::from(len) << 64
+        | u128::from(flags) << 96
+        | u128::from(window) << 112
+}
+
 /// Whether the client's `seg` is the ACK of the SYN-ACK that completes the
 /// three-way handshake (RFC 9293 §3.5).
 #[inline]
@@ -766,19 +788,17 @@ fn completes_handshake(hs: &Handshake, server: &Half, seg: &TcpSegment<'_>) -> b
 }
 
 impl Half {
-    /// The same data segment again within [`DUPLICATE_NS`] is a copy made by
-    /// the capture setup (a SPAN port sees both ingress and egress), not
-    /// something the sender did: no TCP stack retransmits that fast. Counted.
+    /// The same data segment (or SYN, or SYN-ACK) again within
+    /// [`DUPLICATE_NS`] is a copy made by the capture setup (a SPAN port sees
+    /// both ingress and egress), not something the sender did: no TCP stack
+    /// retransmits that fast. Counted. (Pure ACKs legitimately repeat: never
+    /// copies.)
     #[inline]
     fn is_capture_copy(&mut self, seg: &TcpSegment<'_>, ts: Timestamp) -> bool {
-        if seg.payload_len == 0 {
+        if seg.payload_len == 0 && !seg.flags.syn() {
             return false;
         }
-        let sig = u128::from(seg.seq)
-            | u128::from(seg.ack) << 32
-            | u128::from(seg.payload_len) << 64
-            | u128::from(seg.flags.0) << 96
-            | u128::from(seg.window) << 112;
+        let sig = copy_sig(seg.seq, seg.ack, seg.payload_len, seg.flags.0, seg.window);
         if self.last_data_sig == sig && ts.since(self.last_data_ts) <= DUPLICATE_NS {
             self.duplicates += 1;
             return true;
@@ -786,6 +806,13 @@ impl Half {
         self.last_data_sig = sig;
         self.last_data_ts = ts;
         false
+    }
+
+    /// Notes a segment sent as [`Half::is_capture_copy`] would have (for a
+    /// handshake rebuilt from its compact form).
+    pub(crate) fn sent_once(&mut self, sig: u128, ts: Timestamp) {
+        self.last_data_sig = sig;
+        self.last_data_ts = ts;
     }
 
     /// The window `seg` advertises, scaled (RFC 7323 §2.2: never on SYNs);
@@ -810,7 +837,9 @@ impl Half {
     /// new data (beyond the highest sequence sent; a jump past it is data the
     /// capture missed), a retransmission (below it), or a keep-alive or window
     /// probe (one byte or none just below it with everything acknowledged,
-    /// RFC 1122 §4.2.3.6). Returns the kind and the bytes sent for the first time.
+    /// RFC 1122 §4.2.3.6). Returns the kind and the bytes sent for the first
+    /// time (for a segment without data past the highest sequence sent, the
+    /// bytes the capture missed before it).
     #[inline]
     fn classify(&mut self, seg: &TcpSegment<'_>, end: Seq) -> (SegKind, u32) {
         let seq = Seq(seg.seq);
@@ -822,13 +851,22 @@ impl Half {
             }
             (SegKind::Syn, 0)
         } else if len == 0 {
+            let mut missed = 0;
             if !self.snd_init {
                 self.snd_max = end;
                 self.snd_init = true;
             } else if end > self.snd_max {
+                // A segment without data (an ACK, a FIN) past the highest
+                // sequence sent: the bytes before it were sent, and the capture
+                // missed them, as for data past a gap. (An RST's sequence
+                // number is not always the sender's: it proves nothing.)
+                if seq > self.snd_max && !seg.flags.rst() {
+                    self.gaps += 1;
+                    missed = seq.distance_from(self.snd_max);
+                }
                 self.snd_max = end;
             }
-            (SegKind::Ack, 0)
+            (SegKind::Ack, missed)
         } else if !self.snd_init || seq >= self.snd_max {
             // Past a gap, the bytes the capture skipped were sent too (the
             // segment that fills it later is a retransmission): counted here.
@@ -876,9 +914,9 @@ impl Half {
         let len = seg.payload_len;
         let flags = seg.flags;
         let mut larger = false;
+        self.bytes += u64::from(new_bytes);
         if len > 0 {
             self.data_packets += 1;
-            self.bytes += u64::from(new_bytes);
             if len > self.largest_segment {
                 self.largest_segment = len;
                 larger = true;
@@ -1024,7 +1062,13 @@ mod steps {
         assert!(!h.is_capture_copy(&s, at(300)));
         // Pure ACKs are never copies.
         assert!(!h.is_capture_copy(&seg(1, 1, ACK, 0, &[]), at(300)));
-        assert_eq!(h.duplicates, 1);
+        assert!(!h.is_capture_copy(&seg(1, 1, ACK, 0, &[]), at(300)));
+        // A SYN captured twice 1 µs apart is one SYN; again after 1 s, a retry.
+        let syn = seg(7, 0, SYN, 0, &[]);
+        assert!(!h.is_capture_copy(&syn, at(400)));
+        assert!(h.is_capture_copy(&syn, Timestamp::from_nanos(400_001_000)));
+        assert!(!h.is_capture_copy(&syn, at(1400)));
+        assert_eq!(h.duplicates, 2);
     }
 
     /// A client SYN with `syn_options`, then the server's SYN-ACK with
@@ -1089,6 +1133,20 @@ mod steps {
             (SegKind::KeepAliveOrProbe, 0)
         );
         assert_eq!(cls(&mut h, &seg(351, 1, ACK, 0, &[])), (SegKind::Ack, 0));
+        // An ACK past the highest sequence: 100 bytes the capture missed,
+        // counted as sent like those before data past a gap.
+        assert_eq!(cls(&mut h, &seg(451, 1, ACK, 0, &[])), (SegKind::Ack, 100));
+        assert_eq!(h.gaps, 2);
+        // A FIN's own sequence number is not a gap; an RST's proves nothing.
+        assert_eq!(
+            cls(&mut h, &seg(451, 1, ACK | TcpFlags::FIN, 0, &[])),
+            (SegKind::Ack, 0)
+        );
+        assert_eq!(
+            cls(&mut h, &seg(9999, 0, TcpFlags::RST, 0, &[])),
+            (SegKind::Ack, 0)
+        );
+        assert_eq!(h.gaps, 2);
     }
 
     #[test]

@@ -14,9 +14,11 @@
 //! follows what it has shown: a connection that has shown only a plain
 //! handshake is kept compact in its slot (160 bytes; a SYN flood's half-open
 //! connections never grow beyond that), the rest get their full
-//! [`Connection`] (1.3 KB more, boxed). A connection that is closed (FIN both
-//! ways, or RST) is handed to [`Analyzer::close`] and freed once a short
-//! grace period of capture time has passed; connections idle longer than
+//! [`Connection`] (1.3 KB more, boxed). A connection that is over (both FINs
+//! acknowledged, or an RST) is handed to [`Analyzer::close`] and freed once a
+//! short grace period of capture time has passed (copies of its last segments,
+//! a FIN sent again because the last ACK was lost, still belong to it); one
+//! whose FINs are not all acknowledged stays open. Connections idle longer than
 //! [`Config::idle_timeout_ns`] (half-open ones: [`Config::half_open_timeout_ns`])
 //! are closed the same way, and never more than [`Config::max_open`] are held.
 //!
@@ -143,8 +145,10 @@ pub struct Config {
     /// (`tcp_syn_retries`), 64 s with 7; SYN-ACKs are retried 5 times, the
     /// last 16 s after the one before (`tcp_synack_retries`).
     pub half_open_timeout_ns: i64,
-    /// Capture time a reset connection stays around for trailing segments (a
-    /// connection whose FINs were both acknowledged is freed at once).
+    /// Capture time a connection that is over (reset, or both FINs
+    /// acknowledged: [`Connection::is_over`]) stays around for trailing
+    /// segments: copies the capture made, a FIN sent again because its ACK
+    /// was lost after the capture point.
     pub close_grace_ns: i64,
     /// The most connections held at once. When a new connection would exceed
     /// it, connections already closed are freed before their grace period
@@ -353,19 +357,17 @@ impl<A: Analyzer> Tracker<A> {
                 expand(core, full, state, analyzer, &mut self.spare)
             }
         };
-        let was_closed = conn.is_closed();
+        let was_over = conn.is_closed() && conn.is_over();
         conn.update(frame, ts, seg, dir, |c, ev| match ev {
             conn::Event::Segment(s) => analyzer.segment(c, state, s),
             conn::Event::Exchange(e) => analyzer.exchange(c, state, e),
         });
-        // Finished implies closed: one check for the common, open case.
-        if conn.is_closed() {
-            if conn.is_finished() {
-                self.finish_slot(index as u32);
-            } else if !was_closed {
-                let id = conn.id;
-                self.closing.push_back((ts, index as u32, id));
-            }
+        // Over implies closed: one check for the common, open case. A
+        // connection whose FINs are not all acknowledged yet stays open: its
+        // FINs are retried for minutes, with the backoff of any timeout.
+        if conn.is_closed() && !was_over && conn.is_over() {
+            let id = conn.id;
+            self.closing.push_back((ts, index as u32, id));
         }
     }
 

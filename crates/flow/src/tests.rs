@@ -149,14 +149,41 @@ fn missing_handshake_guesses_server_by_port() {
 }
 
 #[test]
-fn finished_connection_is_freed_at_once() {
+fn finished_connection_is_freed_after_its_grace_period() {
+    let mut p = conversation();
+    // The capture's copy of the last ACK belongs to the connection.
+    p.push((63, seg(true, 1102, 8002, F_ACK, 0, 502)));
+    // Another connection's SYN 2 s later: the first one is freed by then.
+    let mut other = seg(true, 9000, 0, F_SYN, 0, 64240);
+    other.src_port = 40001;
+    p.push((2063, other));
     let mut t = Tracker::new(Log::default(), Config::default());
-    for (i, (ms, s)) in conversation().iter().enumerate() {
+    for (i, (ms, s)) in p.iter().enumerate() {
         t.push(i as u64 + 1, Timestamp::from_nanos(ms * 1_000_000), s);
+        if i == 10 {
+            // Both FINs acknowledged: over, still held for trailing segments.
+            assert_eq!(t.analyzer().closed.len(), 0);
+        }
     }
-    // Both FINs acknowledged: closed and freed before the capture ends.
     assert_eq!(t.analyzer().closed.len(), 1);
-    assert_eq!(t.open_connections(), 0);
+    assert_eq!(t.analyzer().closed[0].packets, 11);
+    assert_eq!(t.open_connections(), 1);
+}
+
+#[test]
+fn a_fin_never_acknowledged_is_sent_again_within_the_connection() {
+    // The server's FIN is not acknowledged (its ACK lost before the capture
+    // point): the FIN comes again 0.3, 0.9, 2.1 and 4.5 s later, each backoff
+    // longer than the grace period of a connection that is over.
+    let mut p = conversation();
+    p.pop();
+    for ms in [361, 961, 2161, 4561] {
+        p.push((ms, seg(false, 8001, 1102, F_ACK | F_FIN, 0, 509)));
+    }
+    let log = run(&p);
+    assert_eq!(log.closed.len(), 1);
+    assert_eq!(log.closed[0].packets, 13);
+    assert_eq!(log.closed[0].server.fin.unwrap().frame, 9);
 }
 
 #[test]
@@ -234,4 +261,42 @@ fn both_ends_the_same_count_as_the_client() {
     let log = run(&p);
     assert!(log.segments.iter().all(|s| s.1 == Dir::ClientToServer));
     assert_eq!(log.closed[0].client.packets, p.len() as u64);
+}
+
+/// Keeps the connections closed, nothing else.
+#[derive(Default)]
+struct Closed(Vec<Connection>);
+
+impl Analyzer for Closed {
+    type Conn = ();
+    fn segment(&mut self, _c: &Connection, _s: &mut (), _seg: &Segment<'_>) {}
+    fn exchange(&mut self, _c: &Connection, _s: &mut (), _e: &Exchange) {}
+    fn close(&mut self, c: &Connection, _s: &mut ()) {
+        self.0.push(c.clone());
+    }
+}
+
+#[test]
+fn a_handshake_captured_twice_is_one_handshake() {
+    // A mirror port: the SYN and the SYN-ACK each captured twice, 1 µs apart.
+    let mut p: Vec<(i64, TcpSegment<'static>)> = Vec::new();
+    for (i, (ms, s)) in conversation().into_iter().enumerate() {
+        p.push((ms * 1_000_000, s.clone()));
+        if i < 2 {
+            p.push((ms * 1_000_000 + 1_000, s));
+        }
+    }
+    let mut t = Tracker::new(Closed::default(), Config::default());
+    for (i, (ns, s)) in p.iter().enumerate() {
+        t.push(i as u64 + 1, Timestamp::from_nanos(*ns), s);
+    }
+    let c = &t.finish().0[0];
+    let hs = &c.handshake;
+    assert_eq!((hs.syn_count, hs.synack_count), (1, 1));
+    assert_eq!(c.client.duplicates + c.server.duplicates, 2);
+    assert_eq!(c.packets, 12);
+    // Both legs from the first copies: the round trip at one capture point.
+    assert_eq!(hs.syn.unwrap().frame, 1);
+    assert_eq!(hs.synack_before_ack.unwrap().frame, 3);
+    assert_eq!(hs.rtt_ns(), Some(20_000_000));
 }
