@@ -413,7 +413,29 @@ def streams_of(frames):
             side.min_window = fr.win if side.min_window is None else min(side.min_window, fr.win)
             if fr.scalefactor is not None:
                 side.scalefactor = fr.scalefactor
+    for st in streams.values():
+        st.after_finish = after_finish(st)
     return streams, bogus
+
+
+def after_finish(st):
+    """The frames of a stream after both its FINs were acknowledged (tshark's
+    raw sequence numbers), a new SYN on the tuple excepted; [] if it never
+    finished."""
+    fin_end = {}  # sender -> raw sequence just past its first FIN
+    acked = set()
+    for i, fr in enumerate(st.frames):
+        if len(acked) == 2:
+            rest = st.frames[i:]
+            return [] if any(f.flags & SYN for f in rest) else rest
+        if fr.flags & RST:
+            return []
+        if fr.flags & FIN and fr.src not in fin_end and fr.seq_raw:
+            fin_end[fr.src] = (int(fr.seq_raw) + fr.len + 1) % 2**32
+        if fr.flags & ACK and fr.ack_raw and fr.dst in fin_end:
+            if (int(fr.ack_raw) - fin_end[fr.dst]) % 2**32 < 2**31:
+                acked.add(fr.dst)
+    return []
 
 
 def add_handshake(st, side, fr, copy):
@@ -611,6 +633,14 @@ DEFINITIONS = {
         "capture); tcpdoctor makes connections of a handshake or data and counts these frames "
         "in `stray_tcp_packets` (its tcp_stream numbers still count them, as tshark's do).",
     ),
+    "after_finish": (
+        "packets, duration_ms",
+        "frames",
+        "frames of a connection captured after both its FINs were acknowledged (a capture's "
+        "copies of the last ACK): tshark keeps them in the tcp.stream; tcpdoctor frees a "
+        "connection once both FINs are acknowledged and counts what follows in "
+        "`stray_tcp_packets` (memory and the open count stay those of open connections).",
+    ),
     "bogus_header": (
         "connections",
         "frames",
@@ -649,6 +679,13 @@ class Result:
 def by_definition(field, a, b, st, side, c):
     """[(reason, count)] explaining tshark's `a` against tcpdoctor's `b`,
     from tshark's flags, or None."""
+    late = st.after_finish
+    if late and field == "packets" and b == a - len(late):
+        return [("after_finish", len(late))]
+    if late and field == "duration_ms":
+        kept = st.frames[: len(st.frames) - len(late)]
+        if ms_close(b, (max(f.ts for f in kept) - min(f.ts for f in kept)) / 1e6):
+            return [("after_finish", len(late))]
     if field.startswith("retransmissions.") and side is not None:
         flagged = set(side.retrans) | set(side.spurious) | set(side.ooo)
         copies = [n for n in side.copies if n in flagged]
@@ -757,13 +794,16 @@ def compare_capture(res, doc, frames, streams, bogus, bare):
                       if "data offset below 5" in u["reason"])
     tcp_frames = sum(len(st.frames) for st in streams.values())
     bare_frames = sum(len(streams[n].frames) for n in bare)
+    late = sum(len(st.after_finish) for n, st in streams.items() if n not in bare)
     rows = [
         ("capture.packets", len(frames), cap["packets"]),
         ("capture.tcp_packets", tcp_frames, cap["tcp_packets"]),
         ("capture.connections", len(streams) - len(bare), cap["connections"]),
         ("capture.connections_listed", len(streams) - len(bare), len(doc["connections"])),
-        ("capture.stray_tcp_packets", bare_frames, cap["stray_tcp_packets"]),
+        ("capture.stray_tcp_packets", bare_frames + late, cap["stray_tcp_packets"]),
     ]
+    if late:
+        res.definitions["after_finish"][0] += 1
     if bare:
         res.definitions["no_handshake_no_data"][0] += 2
         res.definitions["no_handshake_no_data"][1] += bare_frames

@@ -14,11 +14,11 @@
 //! follows what it has shown: a connection that has shown only a plain
 //! handshake is kept compact in its slot (160 bytes; a SYN flood's half-open
 //! connections never grow beyond that), the rest get their full
-//! [`Connection`] (1.3 KB more, boxed). A connection that is over (both FINs
-//! acknowledged, or an RST) is handed to [`Analyzer::close`] and freed once a
-//! short grace period of capture time has passed (copies of its last segments,
-//! a FIN sent again because the last ACK was lost, still belong to it); one
-//! whose FINs are not all acknowledged stays open. Connections idle longer than
+//! [`Connection`] (1.3 KB more, boxed). A connection whose FINs were both
+//! acknowledged is handed to [`Analyzer::close`] and freed at once (later
+//! copies of its last ACK are counted as stray packets); a reset one once a
+//! short grace period of capture time has passed; one whose FINs are not all
+//! acknowledged stays open (its FIN is sent again, backing off). Connections idle longer than
 //! [`Config::idle_timeout_ns`] (half-open ones: [`Config::half_open_timeout_ns`])
 //! are closed the same way, and never more than [`Config::max_open`] are held.
 //!
@@ -145,10 +145,8 @@ pub struct Config {
     /// (`tcp_syn_retries`), 64 s with 7; SYN-ACKs are retried 5 times, the
     /// last 16 s after the one before (`tcp_synack_retries`).
     pub half_open_timeout_ns: i64,
-    /// Capture time a connection that is over (reset, or both FINs
-    /// acknowledged: [`Connection::is_over`]) stays around for trailing
-    /// segments: copies the capture made, a FIN sent again because its ACK
-    /// was lost after the capture point.
+    /// Capture time a reset connection stays around for trailing segments
+    /// (one whose FINs were both acknowledged is freed at once).
     pub close_grace_ns: i64,
     /// The most connections held at once. When a new connection would exceed
     /// it, connections already closed are freed before their grace period
@@ -365,9 +363,15 @@ impl<A: Analyzer> Tracker<A> {
         // Over implies closed: one check for the common, open case. A
         // connection whose FINs are not all acknowledged yet stays open: its
         // FINs are retried for minutes, with the backoff of any timeout.
+        // Both FINs acknowledged: freed at once (what follows is a copy or a
+        // stray, counted as such); a reset one waits out its grace period.
         if conn.is_closed() && !was_over && conn.is_over() {
-            let id = conn.id;
-            self.closing.push_back((ts, index as u32, id));
+            if conn.is_finished() {
+                self.finish_slot(index as u32);
+            } else {
+                let id = conn.id;
+                self.closing.push_back((ts, index as u32, id));
+            }
         }
     }
 

@@ -149,25 +149,15 @@ fn missing_handshake_guesses_server_by_port() {
 }
 
 #[test]
-fn finished_connection_is_freed_after_its_grace_period() {
-    let mut p = conversation();
-    // The capture's copy of the last ACK belongs to the connection.
-    p.push((63, seg(true, 1102, 8002, F_ACK, 0, 502)));
-    // Another connection's SYN 2 s later: the first one is freed by then.
-    let mut other = seg(true, 9000, 0, F_SYN, 0, 64240);
-    other.src_port = 40001;
-    p.push((2063, other));
+fn finished_connection_is_freed_at_once() {
     let mut t = Tracker::new(Log::default(), Config::default());
-    for (i, (ms, s)) in p.iter().enumerate() {
+    for (i, (ms, s)) in conversation().iter().enumerate() {
         t.push(i as u64 + 1, Timestamp::from_nanos(ms * 1_000_000), s);
-        if i == 10 {
-            // Both FINs acknowledged: over, still held for trailing segments.
-            assert_eq!(t.analyzer().closed.len(), 0);
-        }
     }
+    // Both FINs acknowledged: closed and freed before the capture ends
+    // (memory and the open count stay those of the connections still open).
     assert_eq!(t.analyzer().closed.len(), 1);
-    assert_eq!(t.analyzer().closed[0].packets, 11);
-    assert_eq!(t.open_connections(), 1);
+    assert_eq!(t.open_connections(), 0);
 }
 
 #[test]

@@ -166,7 +166,7 @@ impl DirState {
 /// verdict needs [`MIN_EVENTS`] loss events, one per round trip at most:
 /// smaller messages never show one. Most connections carry none this large
 /// and cost the rule nothing more than this count.)
-const BULK_BYTES: u64 = 64 * 1024;
+const BULK_BYTES: u64 = 16 * 1024;
 
 #[derive(Debug, Default)]
 pub struct PolicerState {
@@ -481,7 +481,18 @@ impl super::Rule for PolicerState {
                 return;
             }
         }
-        let m = self.bulk.get_or_insert_with(Default::default);
+        let m = self.bulk.get_or_insert_with(|| {
+            // The legs' least round trips so far: the handshake's, so that
+            // a queue that filled before the first bulk message still shows
+            // as a rise.
+            let mut m = Box::<Measure>::default();
+            for d in [Dir::ClientToServer, Dir::ServerToClient] {
+                if let Some(ns) = conn.distance_to(d).filter(|&ns| ns > 0) {
+                    m.legs[d.index()].min = ns;
+                }
+            }
+            m
+        });
         m.on_segment(conn, seg, cx.out, cx.ring);
     }
 
