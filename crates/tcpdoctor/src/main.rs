@@ -339,11 +339,21 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
     if stdin && args.files.len() > 1 {
         anyhow::bail!("`-` (standard input) cannot be merged with other inputs; give files only");
     }
-    let paths = if stdin {
-        args.files.clone()
+    let (paths, skipped) = if stdin {
+        (args.files.clone(), Vec::new())
     } else {
-        merge::expand(&args.files)?
+        let e = merge::expand(&args.files)?;
+        (e.paths, e.skipped)
     };
+    if !skipped.is_empty() {
+        eprintln!(
+            "tcpdoctor: skipped {} file{} that {} not a capture: {}",
+            skipped.len(),
+            if skipped.len() == 1 { "" } else { "s" },
+            if skipped.len() == 1 { "is" } else { "are" },
+            skipped.join(", ")
+        );
+    }
     let many = paths.len() > 1;
     let name = if stdin {
         "<stdin>".to_string()
@@ -466,6 +476,9 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
             if let Some(m) = &merger {
                 extra.push(("inputs", serde_json::to_value(m.report(&analysis))?));
             }
+            if !skipped.is_empty() {
+                extra.push(("skipped_files", serde_json::json!(skipped)));
+            }
             if selected {
                 extra.push((
                     "selection",
@@ -516,6 +529,15 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
             )?;
             if let Some(m) = &merger {
                 m.report(&analysis).text(&mut out)?;
+            }
+            if !skipped.is_empty() {
+                writeln!(
+                    out,
+                    "\nSKIPPED  {} file{} not a capture: {}",
+                    skipped.len(),
+                    if skipped.len() == 1 { "" } else { "s" },
+                    skipped.join(", ")
+                )?;
             }
             if let Some((read, kept)) = counts {
                 let mut what = Vec::new();

@@ -261,6 +261,40 @@ fn a_directory_reads_like_its_files() {
 }
 
 #[test]
+fn a_directory_with_notes_skips_them_and_says_so() {
+    let d = dir().join("with-notes");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::copy(example(), d.join("capture.pcap")).unwrap();
+    std::fs::write(d.join("NOTES.txt"), "taken on the client, 10:02\n").unwrap();
+    let alone: serde_json::Value = serde_json::from_str(&json_of(
+        &["analyze", "--format", "json", example().to_str().unwrap()],
+        None,
+    ))
+    .unwrap();
+    let out = run(&["analyze", "--format", "json", d.to_str().unwrap()], None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("skipped 1 file that is not a capture") && err.contains("NOTES.txt"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["skipped_files"].as_array().unwrap().len(), 1);
+    assert_eq!(v["findings"], alone["findings"]);
+    let text = run(&["analyze", d.to_str().unwrap()], None);
+    assert!(text.status.success());
+    assert!(String::from_utf8_lossy(&text.stdout).contains("SKIPPED  1 file not a capture"));
+    // A damaged capture is still an error.
+    std::fs::write(d.join("broken.pcap"), b"not a capture at all").unwrap();
+    let out = run(&["analyze", d.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
 fn stdin_does_not_merge_with_files() {
     let out = run(&["analyze", "-", example().to_str().unwrap()], Some(vec![]));
     assert_eq!(out.status.code(), Some(2));
