@@ -256,7 +256,7 @@ impl Engine {
             frames: self.frames,
             tcp_packets: self.tcp_packets,
             bytes_on_wire: self.bytes_on_wire,
-            open_connections: self.tracker.open_connections() as u64,
+            open_connections: self.tracker.unclosed_connections() as u64,
             closed_connections: d.connection_count,
             exchanges: d.exchange_hist.count(),
             exchange_time_ms: round3(d.exchange_hist.sum_ns() as f64 / 1e6),

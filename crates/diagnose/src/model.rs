@@ -385,6 +385,8 @@ pub struct Progress {
     pub frames: u64,
     pub tcp_packets: u64,
     pub bytes_on_wire: u64,
+    /// Connections held that are not closed (closed ones waiting out their
+    /// grace period are left out).
     pub open_connections: u64,
     pub closed_connections: u64,
     /// Complete request/response exchanges so far, and the time they took.

@@ -199,3 +199,11 @@ fn the_view_names_the_finding_and_the_drops() {
     assert!(v.contains("KERNEL DROPPED 4"), "{v}");
     assert!(v.contains("no finding so far"), "{v}");
 }
+
+#[test]
+fn connections_reset_at_the_end_are_not_counted_open() {
+    // wrk's four connections end with FIN then RST and nothing follows: the
+    // grace period for trailing segments never passes, but they are closed.
+    let (ivs, _) = watch("nginx-nodelay-off.server.pcap", 1, None);
+    assert_eq!(ivs.last().unwrap().open_connections, 0);
+}
