@@ -427,7 +427,8 @@ fn findings(r: &Route, fix: impl Fn(&dyn Fn(&mut Metrics)) -> String) -> Vec<Fin
                 Severity::Warn,
                 "initcwnd",
                 format!(
-                    "initcwnd {n}: new connections on this route send only {n} segments (≈ {}) in their first round trip, against {INIT_CWND} by default (RFC 6928): a response larger than that waits an extra round trip, and one more for each doubling.",
+                    "initcwnd {n}: new connections on this route send only {} (≈ {}) in their first round trip, against {INIT_CWND} by default (RFC 6928): a response larger than that waits an extra round trip, and one more for each doubling.",
+                    segments(n),
                     bytes(u64::from(n * mss))
                 ),
                 Some(fix(&|m| m.initcwnd = Some(INIT_CWND))),
@@ -450,7 +451,8 @@ fn findings(r: &Route, fix: impl Fn(&dyn Fn(&mut Metrics)) -> String) -> Vec<Fin
                 Severity::Warn,
                 "initrwnd",
                 format!(
-                    "initrwnd {n}: this host's first window lets a peer send only {n} segments (≈ {}) before the next window update: uploads start slowly.",
+                    "initrwnd {n}: this host's first window lets a peer send only {} (≈ {}) before the next window update: uploads start slowly.",
+                    segments(n),
                     bytes(u64::from(n * mss))
                 ),
                 Some(fix(&|m| m.initrwnd = None)),
@@ -460,7 +462,8 @@ fn findings(r: &Route, fix: impl Fn(&dyn Fn(&mut Metrics)) -> String) -> Vec<Fin
                 Severity::Note,
                 "initrwnd",
                 format!(
-                    "initrwnd {n}: this host's first advertised window is {n} segments (≈ {}) instead of what tcp_rmem's start allows: a peer's first flights are not held back by the window (its own initcwnd still applies).",
+                    "initrwnd {n}: this host's first advertised window is {} (≈ {}) instead of what tcp_rmem's start allows: a peer's first flights are not held back by the window (its own initcwnd still applies).",
+                    segments(n),
                     bytes(u64::from(n.saturating_mul(mss)))
                 ),
                 None,
@@ -520,7 +523,8 @@ fn findings(r: &Route, fix: impl Fn(&dyn Fn(&mut Metrics)) -> String) -> Vec<Fin
                 Severity::Warn,
                 "cwnd",
                 format!(
-                    "cwnd lock {c}: the congestion window can never exceed {c} segments (≈ {}): {}.",
+                    "cwnd lock {c}: the congestion window can never exceed {} (≈ {}): {}.",
+                    segments(c),
                     bytes(u64::from(c.saturating_mul(mss))),
                     at_rtts(u64::from(c.saturating_mul(mss)))
                 ),
@@ -532,7 +536,7 @@ fn findings(r: &Route, fix: impl Fn(&dyn Fn(&mut Metrics)) -> String) -> Vec<Fin
         add(
             Severity::Note,
             "ssthresh",
-            format!("ssthresh {s}: slow start ends at {s} segments; growth is linear after that."),
+            format!("ssthresh {s}: slow start ends at {}; growth is linear after that.", segments(s)),
             None,
         );
     }
@@ -673,6 +677,22 @@ mod tests {
     }
 
     #[test]
+    fn one_segment_is_said_in_the_singular() {
+        let m = Metrics {
+            initcwnd: Some(1),
+            initrwnd: Some(1),
+            ..Metrics::default()
+        };
+        let r = judged(route("10.84.1.0", 24, m), &Namespace::default());
+        assert!(finding(&r, "initcwnd")
+            .judgement
+            .contains("send only 1 segment (≈"));
+        assert!(finding(&r, "initrwnd")
+            .judgement
+            .contains("send only 1 segment (≈"));
+    }
+
+    #[test]
     fn small_initcwnd_warns_and_the_fix_keeps_the_other_metrics() {
         let r = judged(route("10.84.1.0", 24, e2e_metrics()), &Namespace::default());
         assert_eq!(r.dst, "10.84.1.0/24");
@@ -803,5 +823,14 @@ mod tests {
 
     fn serde_plain(m: &MetricsReport) -> String {
         serde_json::to_string(m).expect("json")
+    }
+}
+
+/// `1 segment`, `2 segments`.
+fn segments(n: u32) -> String {
+    if n == 1 {
+        "1 segment".into()
+    } else {
+        format!("{n} segments")
     }
 }

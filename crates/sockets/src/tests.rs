@@ -291,6 +291,16 @@ fn limited_time_retransmissions_and_a_full_accept_queue_are_flagged() {
         f.iter().map(|f| f.kind).collect::<Vec<_>>(),
         [FlagKind::Retransmissions]
     );
+    let t = s.tcp_info.as_mut().expect("tcp_info");
+    t.total_retrans = 1;
+    t.lost = 1;
+    let f = judge::flags(&s, &RMEM);
+    assert!(
+        f[0].message.starts_with("1 segment retransmitted")
+            && f[0].message.contains("; 1 segment considered lost now"),
+        "{}",
+        f[0].message
+    );
 
     let mut l = v
         .iter()

@@ -634,9 +634,23 @@ fn analyze_pass(
     }
     if let Some((read, kept)) = fed.selected {
         if kept == 0 {
-            engine.warn(format!(
-                "the selection kept none of the {read} packets read"
-            ));
+            let window = args.from.is_some() || args.to.is_some();
+            let mut what = format!("the selection kept none of the {read} packets read");
+            if let (true, Some((first, last))) = (window, fed.read_span_ns) {
+                let w = [("from", &args.from), ("to", &args.to)]
+                    .iter()
+                    .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k} {v}")))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                what = format!(
+                    "nothing falls in the window ({w}): the {read} packets read span {:.3} s, \
+                     from {} to {}",
+                    (last - first) as f64 / 1e9,
+                    merge::utc(first as f64 / 1e9),
+                    merge::utc(last as f64 / 1e9)
+                );
+            }
+            engine.warn(what);
         }
     }
     let (analysis, bins) = engine.finish_with_distribution();

@@ -710,3 +710,51 @@ fn every_registered_kind_is_documented() {
     }
     assert!(tcpdoctor_diagnose::rules::Kind::ALL.len() >= 17);
 }
+
+fn text_of(path: &Path) -> String {
+    let out = run(&["analyze", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn the_median_line_says_when_the_time_lost_is_elsewhere() {
+    // Two exchanges around 115 ms, and 613 ms lost in the findings: the
+    // median alone would hide where the time went.
+    let t = text_of(&fixture("slow-start-warm.client.pcap"));
+    assert!(
+        t.contains("budget     exchanges around the median take 115.3 ms")
+            && t.contains("but the findings below lost")
+            && t.contains("slowest exchange took 828.6 ms"),
+        "{t}"
+    );
+    assert!(t.contains("· 1 connection ·") && t.contains("1 of 1 connection)"), "{t}");
+    // Nagle on every exchange: the median is the story, nothing added.
+    let t = text_of(&fixture("nginx-nodelay-off.server.pcap"));
+    assert!(t.contains("exchanges around the median take"), "{t}");
+    assert!(!t.contains("but the findings below lost"), "{t}");
+}
+
+#[test]
+fn no_share_of_exchange_time_when_no_exchange_completed() {
+    let path = root().join("fixtures/corpus/zeek-tcp-timestamp.pcap");
+    let v = analyze_json(&path);
+    assert_eq!(v["capture"]["exchanges"], 0);
+    assert!(!findings(&v).is_empty());
+    let t = text_of(&path);
+    assert!(t.contains("lost (no exchange completed)"), "{t}");
+    assert!(!t.contains("of exchange time"), "{t}");
+    let dir = std::env::temp_dir().join(format!("tcpdoctor-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let html = dir.join("r.html");
+    let out = run(&[
+        "analyze",
+        "--html",
+        html.to_str().unwrap(),
+        path.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let h = std::fs::read_to_string(&html).unwrap();
+    assert!(h.contains("lost (no exchange completed)") && !h.contains("of exchange time"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
