@@ -137,21 +137,32 @@ fn report(r: &Route, names: &HashMap<u32, &str>, ns: &Namespace) -> RouteReport 
         .filter(|(rtax, _)| m.locked(*rtax))
         .map(|(_, name)| *name)
         .collect();
-    let findings = findings(r, |edit| {
-        let mut changed = r.metrics.clone();
-        edit(&mut changed);
-        let ip = if r.family == AF_INET6 {
-            "ip -6 route change"
-        } else {
-            "ip route change"
-        };
-        in_namespace(
-            ns,
-            format!("{ip} {}", command(r, &changed, names))
-                .trim_end()
-                .to_string(),
-        )
+    // `ip route change` replaces every metric of the route: a fix that
+    // corrected one metric and restated the others as they are would undo the
+    // other fixes when run after them. Every fix is the route with all of the
+    // warnings' edits made, the metrics that are fine (and their locks) kept:
+    // run in any order, the fixes leave the route without warnings.
+    let all = std::cell::RefCell::new(r.metrics.clone());
+    let mut findings = findings(r, |edit| {
+        edit(&mut all.borrow_mut());
+        String::new()
     });
+    let ip = if r.family == AF_INET6 {
+        "ip -6 route change"
+    } else {
+        "ip route change"
+    };
+    let fixed = in_namespace(
+        ns,
+        format!("{ip} {}", command(r, &all.borrow(), names))
+            .trim_end()
+            .to_string(),
+    );
+    for f in &mut findings {
+        if f.fix.is_some() {
+            f.fix = Some(fixed.clone());
+        }
+    }
     RouteReport {
         family: if r.family == AF_INET6 {
             "inet6"
@@ -406,8 +417,8 @@ fn mss(r: &Route) -> u32 {
         .unwrap_or(TYPICAL_MSS)
 }
 
-/// The findings on one route. `fix` renders `ip route change` for the route
-/// with one metric edited.
+/// The findings on one route. `fix` is given each warning's edit of the
+/// metrics (what it returns is replaced by the route with every edit made).
 fn findings(r: &Route, fix: impl Fn(&dyn Fn(&mut Metrics)) -> String) -> Vec<Finding> {
     let m = &r.metrics;
     let mss = mss(r);
@@ -674,6 +685,44 @@ mod tests {
             rto_min: Some(50),
             ..Metrics::default()
         }
+    }
+
+    #[test]
+    fn every_fix_makes_every_edit_and_keeps_the_rest() {
+        // Each fix used to restate the route with its own metric fixed and
+        // the other bad ones kept: run one after another, they undid each other.
+        let m = Metrics {
+            lock: (1 << RTAX_RTO_MIN) | (1 << RTAX_MTU),
+            initcwnd: Some(2),
+            initrwnd: Some(2),
+            quickack: Some(1),
+            rto_min: Some(50),
+            mtu: Some(1500),
+            ..Metrics::default()
+        };
+        let r = judged(route("10.84.1.0", 24, m), &Namespace::default());
+        let warned: Vec<&Finding> = r
+            .findings
+            .iter()
+            .filter(|f| f.severity == Severity::Warn)
+            .collect();
+        assert_eq!(warned.len(), 2, "{:?}", r.findings);
+        let want = "ip route change 10.84.1.0/24 dev v0 mtu lock 1500 initcwnd 10 quickack 1 rto_min 50ms";
+        for f in warned {
+            assert_eq!(f.fix.as_deref(), Some(want), "{}", f.subject);
+        }
+        // The route as fixed has no warning left.
+        let fixed = Metrics {
+            lock: (1 << RTAX_RTO_MIN) | (1 << RTAX_MTU),
+            initcwnd: Some(10),
+            quickack: Some(1),
+            rto_min: Some(50),
+            mtu: Some(1500),
+            ..Metrics::default()
+        };
+        let r = judged(route("10.84.1.0", 24, fixed), &Namespace::default());
+        assert!(r.findings.iter().all(|f| f.severity != Severity::Warn));
+        assert_eq!(r.spec, want.trim_start_matches("ip route change "));
     }
 
     #[test]
