@@ -758,3 +758,13 @@ fn no_share_of_exchange_time_when_no_exchange_completed() {
     assert!(h.contains("lost (no exchange completed)") && !h.contains("of exchange time"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn sockets_of_a_pid_no_process_has_is_an_error() {
+    if Path::new("/proc/999999").exists() {
+        return;
+    }
+    let out = run(&["sockets", "--pid", "999999"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--pid 999999: no such process"));
+}
