@@ -274,10 +274,79 @@ fn completions(shell: Shell) -> anyhow::Result<u8> {
         Shell::Zsh => clap_complete::Shell::Zsh,
         Shell::Fish => clap_complete::Shell::Fish,
     };
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "tcpdoctor", &mut script);
+    let script = completions_added(shell, &String::from_utf8_lossy(&script));
     let mut out = io::stdout().lock();
-    clap_complete::generate(shell, &mut Cli::command(), "tcpdoctor", &mut out);
+    out.write_all(script.as_bytes())?;
     out.flush()?;
     Ok(EXIT_OK)
+}
+
+/// What the generated scripts cannot say by themselves: `watch -i` completes
+/// the host's interfaces (read when completing), and `lab run CASE` the cases
+/// (bash offers them instead of the options unless `-` is typed; fish has no
+/// completion of positional arguments otherwise).
+fn completions_added(shell: clap_complete::Shell, script: &str) -> String {
+    use clap_complete::Shell;
+    let cases: Vec<&str> = tcpdoctor_lab::cases::all().iter().map(|c| c.name).collect();
+    let cases = cases.join(" ");
+    match shell {
+        Shell::Bash => {
+            let mut out = String::with_capacity(script.len() + 512);
+            let mut section = "";
+            let mut lines = script.lines().peekable();
+            while let Some(line) = lines.next() {
+                let t = line.trim();
+                if t.starts_with("tcpdoctor__") && t.ends_with(')') {
+                    section = t;
+                }
+                let indent = &line[..line.len() - line.trim_start().len()];
+                if section == "tcpdoctor__subcmd__watch)" && (t == "--interface)" || t == "-i)") {
+                    // The generated branch offers nothing: replaced whole.
+                    out.push_str(line);
+                    out.push('\n');
+                    out.push_str(&format!(
+                        "{indent}    COMPREPLY=($(compgen -W \"any $(ls /sys/class/net 2>/dev/null)\" -- \"${{cur}}\"))\n{indent}    return 0\n{indent}    ;;\n"
+                    ));
+                    for skipped in lines.by_ref() {
+                        if skipped.trim() == ";;" {
+                            break;
+                        }
+                    }
+                    continue;
+                }
+                if section == "tcpdoctor__subcmd__lab__subcmd__run)"
+                    && t.starts_with("if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]]")
+                {
+                    out.push_str(&format!(
+                        "{indent}if [[ ${{cur}} != -* && ${{COMP_CWORD}} -eq 3 ]] ; then\n{indent}    COMPREPLY=( $(compgen -W \"{cases}\" -- \"${{cur}}\") )\n{indent}    return 0\n{indent}fi\n"
+                    ));
+                }
+                out.push_str(line);
+                out.push('\n');
+            }
+            out
+        }
+        Shell::Zsh => script.replace(":IFACE:' \\", ":IFACE:_net_interfaces' \\"),
+        Shell::Fish => {
+            let mut out = String::with_capacity(script.len() + 512);
+            for line in script.lines() {
+                if line.contains("__fish_tcpdoctor_using_subcommand watch\" -s i -l interface") {
+                    out.push_str(line);
+                    out.push_str(" -a \"(__fish_print_interfaces)\"\n");
+                } else {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+            }
+            out.push_str(&format!(
+                "complete -c tcpdoctor -n \"__fish_tcpdoctor_using_subcommand lab; and __fish_seen_subcommand_from run\" -f -a \"{cases}\"\n"
+            ));
+            out
+        }
+        _ => script.to_string(),
+    }
 }
 
 /// One page: the command, then a section per subcommand with its options,

@@ -106,7 +106,7 @@ pub struct SocketsArgs {
     /// Only sockets in this state (repeatable): listen, established, syn-sent, syn-recv,
     /// fin-wait-1, fin-wait-2, time-wait, closed, close-wait, last-ack, closing; or
     /// `connected` (all but listen and closed), `all`.
-    #[arg(long, value_name = "STATE", value_parser = parse_states)]
+    #[arg(long, value_name = "STATE", value_parser = StateParser)]
     state: Vec<u32>,
     /// Output format: `text` for people, `json` for machines (schema below).
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -117,6 +117,43 @@ pub struct SocketsArgs {
     /// Exit with status 1 when any socket is flagged (for scripts).
     #[arg(long)]
     fail_on_flag: bool,
+}
+
+/// `--state`: [`parse_states`], with the names for shell completion.
+#[derive(Clone)]
+struct StateParser;
+
+impl clap::builder::TypedValueParser for StateParser {
+    type Value = u32;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<u32, clap::Error> {
+        let v = value.to_string_lossy();
+        parse_states(&v).map_err(|why| {
+            let arg = arg.map(|a| a.to_string()).unwrap_or_else(|| "--state".into());
+            clap::Error::raw(
+                clap::error::ErrorKind::InvalidValue,
+                format!("invalid value '{v}' for '{arg}': {why}\n"),
+            )
+            .with_cmd(cmd)
+        })
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            State::ALL
+                .iter()
+                .map(|s| s.name())
+                .chain(["connected", "all"])
+                .map(clap::builder::PossibleValue::new),
+        ))
+    }
 }
 
 /// A `--state` value as `idiag_states` bits.

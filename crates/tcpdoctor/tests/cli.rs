@@ -768,3 +768,73 @@ fn sockets_of_a_pid_no_process_has_is_an_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--pid 999999: no such process"));
 }
+
+/// What bash completion offers for the words typed so far (the last one
+/// being completed), run in an empty directory but for one file.
+fn bash_completes(words: &[&str]) -> Vec<String> {
+    let dir = std::env::temp_dir().join(format!("tcpdoctor-compl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("a-file-here"), "").unwrap();
+    let script = run(&["completions", "bash"]).stdout;
+    let script_path = dir.join("tcpdoctor.bash");
+    std::fs::write(&script_path, script).unwrap();
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let n = words.len() - 1;
+    let prog = format!(
+        "source '{}'; COMP_WORDS=({}); COMP_CWORD={n}; _tcpdoctor tcpdoctor '{}' '{}'; \
+         printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        script_path.display(),
+        quoted.join(" "),
+        words[n],
+        words[n - 1]
+    );
+    let out = Command::new("bash")
+        .args(["--norc", "-c", &prog])
+        .current_dir(&dir)
+        .output()
+        .expect("bash");
+    let got = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    got
+}
+
+#[test]
+fn completions_offer_interfaces_states_and_cases_not_files() {
+    if Command::new("bash").arg("--version").output().is_err() {
+        return;
+    }
+    let iface = bash_completes(&["tcpdoctor", "watch", "-i", ""]);
+    assert!(iface.contains(&"any".to_string()) && iface.contains(&"lo".to_string()), "{iface:?}");
+    assert!(!iface.iter().any(|w| w.contains("a-file-here")), "{iface:?}");
+    let iface = bash_completes(&["tcpdoctor", "watch", "--interface", "l"]);
+    assert!(iface.contains(&"lo".to_string()) && !iface.contains(&"any".to_string()), "{iface:?}");
+    let states = bash_completes(&["tcpdoctor", "sockets", "--state", ""]);
+    for s in ["established", "listen", "time-wait", "connected", "all"] {
+        assert!(states.contains(&s.to_string()), "{s}: {states:?}");
+    }
+    assert!(!states.iter().any(|w| w.contains("a-file-here")), "{states:?}");
+    let cases = bash_completes(&["tcpdoctor", "lab", "run", ""]);
+    assert!(cases.contains(&"nagle-delayed-ack".to_string()), "{cases:?}");
+    assert!(!cases.iter().any(|w| w.starts_with('-')), "{cases:?}");
+    let options = bash_completes(&["tcpdoctor", "lab", "run", "--comp"]);
+    assert_eq!(options, ["--compare"]);
+    // An interval is not a file either.
+    let interval = bash_completes(&["tcpdoctor", "ping", "-i", ""]);
+    assert!(!interval.iter().any(|w| w.contains("a-file-here")), "{interval:?}");
+}
+
+#[test]
+fn sockets_state_still_accepts_any_case_and_ss_aliases() {
+    for v in ["LISTEN", "listening", "connected"] {
+        let out = run(&["sockets", "--state", v, "--format", "json"]);
+        assert!(out.status.success(), "{v}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let out = run(&["sockets", "--state", "bogus"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bogus") && err.contains("established"), "{err}");
+}
