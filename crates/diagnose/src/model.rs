@@ -239,6 +239,11 @@ pub struct ExchangeSummary {
     pub wait_ms: Option<f64>,
     /// First to last response byte.
     pub response_ms: Option<f64>,
+    /// The exchange's start to its first request byte: on a fresh
+    /// connection's first exchange the setup (from the SYN), else 0.
+    /// `setup_ms + request_ms + wait_ms + response_ms = duration_ms`
+    /// (`request_ack_ms` is within `wait_ms`).
+    pub setup_ms: Option<f64>,
     /// Where the time went: parts that add up to `duration_ms` (see the README).
     pub budget_ms: BudgetParts,
     /// request first, request last, request ACK, response first, response last (null when absent).

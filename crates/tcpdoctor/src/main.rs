@@ -157,7 +157,9 @@ What it reports (largest cost first; causes under 1% of the time are listed as m
 With --parquet DIR, every capture (files, directories searched for *.pcap, *.pcapng, *.cap,
 globs) is analysed on its own into DIR/connections.parquet, exchanges.parquet,
 findings.parquet and files.parquet, with columns file, host (--host, or the capture's
-folder) and capture_start; the schema is in the README and only ever grows.
+folder) and capture_start; the schema is in the README and only ever grows (table schema 2).
+findings.share_of_time is a fraction (0 to 1); in exchanges, setup_ms + request_ms + wait_ms +
+response_ms = duration_ms (request_ack_ms is part of wait_ms).
 
 Exit status: 0 analysed (a truncated or partly corrupt capture is analysed up to where it
 breaks, with a warning); 1 --fail-on-finding was given and a finding was reported;
