@@ -18,8 +18,10 @@ use tcpdoctor_diagnose::model::{Analysis, ConnectionSummary, Finding, LatencyBin
 use tcpdoctor_report::fmt_ms;
 
 mod charts;
+pub mod ladder;
 pub mod trace;
 
+pub use ladder::Ladders;
 pub use trace::{targets, Recorder, Trace};
 
 /// What the page shows beyond the analysis.
@@ -286,13 +288,22 @@ fn finding(n: usize, f: &Finding, no_exchange: bool, x: &Extras<'_>, s: &mut Str
             esc(&f.wireshark_filter)
         );
     }
-    if let Some(l) = &f.ladder {
-        let _ = write!(
-            s,
-            "<h3>Ladder of one exchange (connection {}); hover an arrow for its frame</h3>",
-            l.connection
-        );
-        charts::ladder(l, f.kind, s);
+    // A ladder of other packets than those the evidence names would
+    // contradict it: left out (the report's own pass over the capture
+    // draws the evidence's packets; it cannot for standard input or merged files).
+    match &f.ladder {
+        Some(l) if ladder::matches_evidence(f) => {
+            let _ = write!(
+                s,
+                "<h3>Ladder of one exchange (connection {}); hover an arrow for its frame</h3>",
+                l.connection
+            );
+            charts::ladder(l, f.kind, s);
+        }
+        Some(_) => s.push_str(
+            r#"<p class="small ladder-missing">No ladder: the packets of the exchange the evidence names were not at hand (the capture was read from standard input or merged from several files); open the evidence frames in Wireshark.</p>"#,
+        ),
+        None => {}
     }
     if let Some(tr) = f
         .evidence

@@ -838,3 +838,71 @@ fn sockets_state_still_accepts_any_case_and_ss_aliases() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bogus") && err.contains("established"), "{err}");
 }
+
+/// The frames drawn in the ladder of finding `n` of an HTML report.
+fn ladder_frames(page: &str, n: usize) -> Vec<u64> {
+    let start = page
+        .find(&format!("id=\"finding-{n}\""))
+        .expect("the finding");
+    let end = page[start + 1..]
+        .find("id=\"finding-")
+        .map_or(page.len(), |e| start + 1 + e);
+    let part = &page[start..end];
+    let Some(svg) = part.find("class=\"chart ladder\"") else {
+        return Vec::new();
+    };
+    let svg = &part[svg..part[svg..].find("</svg>").map_or(part.len(), |e| svg + e)];
+    svg.match_indices("<title>frame ")
+        .filter_map(|(i, m)| {
+            svg[i + m.len()..]
+                .split(' ')
+                .next()
+                .and_then(|f| f.parse().ok())
+        })
+        .collect()
+}
+
+#[test]
+fn a_findings_ladder_draws_the_exchange_its_evidence_names() {
+    // network_latency cites the handshake and the first exchange (frames 1,
+    // 3, 4, 8); the engine's own ladder holds the connection's last packets.
+    let cap = fixture("network-latency.client.pcap");
+    let v = analyze_json(&cap);
+    let f = &findings(&v)[0];
+    assert_eq!(f["kind"], "network_latency");
+    let named: Vec<u64> = f["evidence"][0]["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect();
+    let dir = std::env::temp_dir().join(format!("tcpdoctor-ladder-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let html = dir.join("r.html");
+    let out = run(&["analyze", cap.to_str().unwrap(), "--html", html.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    let drawn = ladder_frames(&page, 1);
+    assert_eq!(drawn.first(), named.iter().min(), "{drawn:?} vs {named:?}");
+    assert_eq!(drawn.last(), named.iter().max(), "{drawn:?} vs {named:?}");
+    assert!(named.iter().all(|f| drawn.contains(f)), "{drawn:?} vs {named:?}");
+    // Read from standard input there is no second pass: a ladder that does
+    // not show the evidence's packets is left out, and the page says so.
+    let bytes = std::fs::read(&cap).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
+        .args(["analyze", "-", "--html", html.to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&bytes).unwrap();
+    assert!(child.wait().unwrap().success());
+    let page = std::fs::read_to_string(&html).unwrap();
+    let drawn = ladder_frames(&page, 1);
+    assert!(
+        drawn.is_empty() || named.iter().any(|f| drawn.contains(f)),
+        "{drawn:?} vs {named:?}"
+    );
+    assert!(page.contains("No ladder: the packets of the exchange the evidence names"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
