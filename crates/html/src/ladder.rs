@@ -219,11 +219,13 @@ fn choose(rows: &[(Timestamp, LadderRow)], named: &[u64]) -> Vec<(Timestamp, Lad
 }
 
 /// Whether a finding's ladder shows the exchange its first evidence names:
-/// same connection, and at least one of the frames it names drawn.
+/// same connection, and at least one of the frames it names drawn (evidence
+/// that names no frame, a connection's whole time, leaves the ladder be).
 pub fn matches_evidence(f: &tcpdoctor_diagnose::model::Finding) -> bool {
     match (&f.ladder, f.evidence.first()) {
         (Some(l), Some(e)) => {
-            l.connection == e.connection && l.rows.iter().any(|r| e.frames.contains(&r.frame))
+            l.connection == e.connection
+                && (e.frames.is_empty() || l.rows.iter().any(|r| e.frames.contains(&r.frame)))
         }
         (Some(_), None) => true,
         (None, _) => false,

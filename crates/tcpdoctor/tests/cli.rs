@@ -904,5 +904,12 @@ fn a_findings_ladder_draws_the_exchange_its_evidence_names() {
         "{drawn:?} vs {named:?}"
     );
     assert!(page.contains("No ladder: the packets of the exchange the evidence names"));
+    // Evidence naming no frame (a server's time over a whole connection)
+    // keeps the engine's ladder.
+    let cap = fixture("close-delimited.client.pcap");
+    let out = run(&["analyze", cap.to_str().unwrap(), "--html", html.to_str().unwrap()]);
+    assert!(out.status.success());
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(!ladder_frames(&page, 1).is_empty());
     let _ = std::fs::remove_dir_all(&dir);
 }
