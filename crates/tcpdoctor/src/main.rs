@@ -8,6 +8,7 @@ mod html;
 mod input;
 mod lab;
 mod load;
+mod man;
 mod merge;
 mod probe;
 mod select;
@@ -86,9 +87,16 @@ enum Command {
         #[arg(value_enum)]
         shell: Shell,
     },
-    /// The manual page (roff), on standard output: `tcpdoctor man > tcpdoctor.1`.
+    /// The manual pages (roff): one per command, on standard output or into a directory.
     #[command(after_help = MAN_HELP)]
-    Man,
+    Man {
+        /// The command whose page to print (`analyze`, `lab run`); none: tcpdoctor(1).
+        #[arg(value_name = "COMMAND")]
+        command: Vec<String>,
+        /// Write every page into DIR as tcpdoctor.1, tcpdoctor-analyze.1, …
+        #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -108,9 +116,12 @@ Try it in the current bash: source <(tcpdoctor completions bash)";
 
 const MAN_HELP: &str = "\
 Install:
-  tcpdoctor man > /usr/local/share/man/man1/tcpdoctor.1 && mandb -q
-  man tcpdoctor
-Read it without installing: tcpdoctor man | man -l -";
+  tcpdoctor man --dir /usr/local/share/man/man1 && mandb -q
+  man tcpdoctor-analyze
+  tcpdoctor man lab run | man -l -       read one page without installing
+
+One page per command (tcpdoctor-analyze, tcpdoctor-lab-run…), each with NAME, SYNOPSIS,
+DESCRIPTION, OPTIONS, EXIT STATUS, EXAMPLES and SEE ALSO.";
 
 const ANALYZE_HELP: &str = "\
 Examples:
@@ -251,7 +262,10 @@ fn main() -> ExitCode {
         Command::Sysctl(args) => sysctl::run(&args),
         Command::Watch(args) => watch::run(&args),
         Command::Completions { shell } => completions(shell),
-        Command::Man => man(),
+        Command::Man { command, dir } => {
+            use clap::CommandFactory;
+            man::run(&Cli::command(), &command, dir.as_deref())
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -348,54 +362,6 @@ fn completions_added(shell: clap_complete::Shell, script: &str) -> String {
             out
         }
         _ => script.to_string(),
-    }
-}
-
-/// One page: the command, then a section per subcommand with its options,
-/// from the same definitions as `--help`.
-fn man() -> anyhow::Result<u8> {
-    use clap::CommandFactory;
-    let cmd = Cli::command();
-    let mut out = io::stdout().lock();
-    let page = clap_mangen::Man::new(cmd.clone());
-    page.render_title(&mut out)?;
-    page.render_name_section(&mut out)?;
-    page.render_synopsis_section(&mut out)?;
-    page.render_description_section(&mut out)?;
-    writeln!(out, ".SH SUBCOMMANDS")?;
-    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
-        let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
-        writeln!(
-            out,
-            ".TP\n\\fBtcpdoctor {}\\fR\n{}",
-            sub.get_name(),
-            roff_text(&about)
-        )?;
-    }
-    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
-        writeln!(out, ".SH \"TCPDOCTOR {}\"", sub.get_name().to_uppercase())?;
-        let sub = sub
-            .clone()
-            .bin_name(format!("tcpdoctor {}", sub.get_name()));
-        let m = clap_mangen::Man::new(sub);
-        m.render_synopsis_section(&mut out)?;
-        m.render_description_section(&mut out)?;
-        m.render_options_section(&mut out)?;
-        m.render_extra_section(&mut out)?;
-    }
-    page.render_extra_section(&mut out)?;
-    page.render_version_section(&mut out)?;
-    out.flush()?;
-    Ok(EXIT_OK)
-}
-
-/// Text safe in a roff paragraph: backslashes doubled, no line starting with a control character.
-fn roff_text(s: &str) -> String {
-    let s = s.replace('\\', "\\e");
-    if s.starts_with(['.', '\'']) {
-        format!("\\&{s}")
-    } else {
-        s
     }
 }
 

@@ -913,3 +913,64 @@ fn a_findings_ladder_draws_the_exchange_its_evidence_names() {
     assert!(!ladder_frames(&page, 1).is_empty());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn one_manual_page_per_command_with_the_usual_sections() {
+    let dir = std::env::temp_dir().join(format!("tcpdoctor-man-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = run(&["man", "--dir", dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let have_groff = Command::new("groff").arg("--version").output().is_ok();
+    for name in [
+        "tcpdoctor",
+        "tcpdoctor-analyze",
+        "tcpdoctor-watch",
+        "tcpdoctor-sockets",
+        "tcpdoctor-sysctl",
+        "tcpdoctor-lab",
+        "tcpdoctor-lab-run",
+        "tcpdoctor-completions",
+    ] {
+        let path = dir.join(format!("{name}.1"));
+        let page = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for section in [
+            ".SH NAME",
+            ".SH SYNOPSIS",
+            ".SH DESCRIPTION",
+            ".SH OPTIONS",
+            ".SH \"EXIT STATUS\"",
+            ".SH EXAMPLES",
+            ".SH \"SEE ALSO\"",
+        ] {
+            assert!(page.contains(section), "{name} lacks {section}");
+        }
+        assert!(!page.contains("EXTRA"), "{name}");
+        assert!(page.is_ascii(), "{name}: characters outside ASCII are groff escapes");
+        // Examples are not refilled.
+        let ex = &page[page.find(".SH EXAMPLES").unwrap()..];
+        assert!(ex.starts_with(".SH EXAMPLES\n.nf\n"), "{name}: {}", &ex[..60.min(ex.len())]);
+        if have_groff {
+            let g = Command::new("groff")
+                .args(["-ww", "-z", "-man"])
+                .arg(&path)
+                .output()
+                .unwrap();
+            assert!(
+                g.stderr.is_empty(),
+                "{name}: {}",
+                String::from_utf8_lossy(&g.stderr)
+            );
+        }
+    }
+    let analyze = std::fs::read_to_string(dir.join("tcpdoctor-analyze.1")).unwrap();
+    assert!(analyze.contains("\\fB\\-\\-parquet\\fR \\fIDIR\\fR"), "options with their values");
+    assert!(analyze.contains("Exit status") || analyze.contains("0 analysed"));
+    let lab_run = std::fs::read_to_string(dir.join("tcpdoctor-lab-run.1")).unwrap();
+    assert!(lab_run.contains("nagle\\-delayed\\-ack \\-\\-compare"));
+    // One page on standard output.
+    let one = run(&["man", "lab", "run"]);
+    assert!(one.status.success());
+    assert_eq!(String::from_utf8(one.stdout).unwrap(), lab_run);
+    assert_eq!(run(&["man", "bogus"]).status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
