@@ -127,9 +127,7 @@ fn lex(input: &str) -> Result<Vec<Token>, ParseError> {
             }
             _ => {
                 let start = i;
-                while i < chars.len()
-                    && !chars[i].is_whitespace()
-                    && !"()!&|=<>".contains(chars[i])
+                while i < chars.len() && !chars[i].is_whitespace() && !"()!&|=<>".contains(chars[i])
                 {
                     i += 1;
                 }
@@ -676,8 +674,23 @@ impl Parser {
 
 /// The words of the language, for suggestions.
 const KEYWORDS: [&str; 17] = [
-    "host", "net", "port", "portrange", "src", "dst", "tcp", "udp", "sctp", "icmp", "icmp6", "ip",
-    "ip6", "and", "or", "not", "tcpflags",
+    "host",
+    "net",
+    "port",
+    "portrange",
+    "src",
+    "dst",
+    "tcp",
+    "udp",
+    "sctp",
+    "icmp",
+    "icmp6",
+    "ip",
+    "ip6",
+    "and",
+    "or",
+    "not",
+    "tcpflags",
 ];
 
 /// The keyword `w` is a typo of: within one edit (two for words of five
@@ -707,8 +720,8 @@ fn edit_distance(a: &str, b: &str) -> usize {
     for (i, row) in d.iter_mut().enumerate() {
         row[0] = i;
     }
-    for j in 0..=b.len() {
-        d[0][j] = j;
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
     }
     for i in 1..=a.len() {
         for j in 1..=b.len() {
@@ -783,7 +796,9 @@ impl Parser {
         let Some(inside) = rest.strip_suffix(']') else {
             return Err(at(
                 self,
-                format!("expected '{name}[OFFSET]' or '{name}[OFFSET:SIZE]', found '{name}[{rest}'"),
+                format!(
+                    "expected '{name}[OFFSET]' or '{name}[OFFSET:SIZE]', found '{name}[{rest}'"
+                ),
             ));
         };
         let (offset, size) = match inside.split_once(':') {

@@ -342,10 +342,16 @@ fn byte_offset_tests_parse_as_tcpdump_writes_them() {
         parsed("tcp[13] & (tcp-syn|tcp-ack) == tcp-syn"),
         bytes(Proto::Tcp, 13, 1, Some(0x12), Cmp::Eq, 2)
     );
-    assert_eq!(parsed("tcp[13]=2"), bytes(Proto::Tcp, 13, 1, None, Cmp::Eq, 2));
+    assert_eq!(
+        parsed("tcp[13]=2"),
+        bytes(Proto::Tcp, 13, 1, None, Cmp::Eq, 2)
+    );
     assert_eq!(
         parsed("ip[2:2] > 576 and port 80"),
-        and(bytes(Proto::Ip, 2, 2, None, Cmp::Gt, 576), port(Dir::SrcOrDst, 80))
+        and(
+            bytes(Proto::Ip, 2, 2, None, Cmp::Gt, 576),
+            port(Dir::SrcOrDst, 80)
+        )
     );
     assert_eq!(
         parsed("not icmp[icmptype] = icmp-echo"),
@@ -424,7 +430,14 @@ fn byte_offset_tests_read_the_header_they_name() {
             assert!(!check("tcp[60] = 0", 0));
             let ip = if v6 { "ip6[6] = 6" } else { "ip[9] = 6" };
             assert!(check(ip, 0));
-            assert!(check(if v6 { "not ip[9] = 6" } else { "ip[0] & 0xf = 6" }, 0));
+            assert!(check(
+                if v6 {
+                    "not ip[9] = 6"
+                } else {
+                    "ip[0] & 0xf = 6"
+                },
+                0
+            ));
         }
     }
 }

@@ -200,7 +200,12 @@ pub fn histogram(bins: &[LatencyBin], findings: &[Finding], out: &mut String) {
     let axis_title = "exchange latency (log scale)";
     let mut placed = Placed::default();
     placed.add(text_box(left, 14.0, "start", title.chars().count()));
-    placed.add(text_box(w - 10.0, h - 4.0, "end", axis_title.chars().count()));
+    placed.add(text_box(
+        w - 10.0,
+        h - 4.0,
+        "end",
+        axis_title.chars().count(),
+    ));
     for i in modes {
         let dominant = parts[i]
             .iter()
@@ -218,7 +223,9 @@ pub fn histogram(bins: &[LatencyBin], findings: &[Finding], out: &mut String) {
         let text = format!("{} · {}", fmt_ms(mid), cause_of(dominant, findings));
         let chars = text.chars().count();
         let y0 = y_of(counts[i] as f64) - 8.0;
-        let up = (0..).map(|k| y0 - 14.0 * k as f64).take_while(|&y| y >= 12.0);
+        let up = (0..)
+            .map(|k| y0 - 14.0 * k as f64)
+            .take_while(|&y| y >= 12.0);
         let down = (1..)
             .map(|k| y0 + 14.0 * k as f64)
             .take_while(|&y| y <= h - bottom - 4.0);
@@ -595,7 +602,10 @@ mod tests {
     /// `attr="value"` of a tag, as a number.
     fn attr(tag: &str, name: &str) -> f64 {
         let key = format!(" {name}=\"");
-        let i = tag.find(&key).unwrap_or_else(|| panic!("no {name} in {tag}")) + key.len();
+        let i = tag
+            .find(&key)
+            .unwrap_or_else(|| panic!("no {name} in {tag}"))
+            + key.len();
         tag[i..i + tag[i..].find('"').unwrap()].parse().unwrap()
     }
 
@@ -656,7 +666,10 @@ mod tests {
             assert!(!keys.is_empty());
             for (tag, body) in keys {
                 // The baseline plus the descenders stay above the plot.
-                assert!(attr(tag, "y") + 3.0 <= top, "key {body:?} at {tag} inside the plot (top {top})");
+                assert!(
+                    attr(tag, "y") + 3.0 <= top,
+                    "key {body:?} at {tag} inside the plot (top {top})"
+                );
             }
         }
     }
@@ -680,7 +693,10 @@ mod tests {
         let mut out = String::new();
         histogram(&bins, &[], &mut out);
         let all = texts(&out, &["mode", "tick"]);
-        let modes = all.iter().filter(|(t, _)| t.contains("class=\"mode\"")).count();
+        let modes = all
+            .iter()
+            .filter(|(t, _)| t.contains("class=\"mode\""))
+            .count();
         assert!(modes >= 3, "{modes} mode labels in {out}");
         let boxes: Vec<([f64; 4], &str)> = all
             .iter()
@@ -693,7 +709,10 @@ mod tests {
                     "start"
                 };
                 let chars = body.replace("&amp;", "&").chars().count();
-                (text_box(attr(tag, "x"), attr(tag, "y"), anchor, chars), *body)
+                (
+                    text_box(attr(tag, "x"), attr(tag, "y"), anchor, chars),
+                    *body,
+                )
             })
             .collect();
         for (i, (a, ta)) in boxes.iter().enumerate() {

@@ -547,7 +547,10 @@ fn findings(r: &Route, fix: impl Fn(&dyn Fn(&mut Metrics)) -> String) -> Vec<Fin
         add(
             Severity::Note,
             "ssthresh",
-            format!("ssthresh {s}: slow start ends at {}; growth is linear after that.", segments(s)),
+            format!(
+                "ssthresh {s}: slow start ends at {}; growth is linear after that.",
+                segments(s)
+            ),
             None,
         );
     }
@@ -707,7 +710,8 @@ mod tests {
             .filter(|f| f.severity == Severity::Warn)
             .collect();
         assert_eq!(warned.len(), 2, "{:?}", r.findings);
-        let want = "ip route change 10.84.1.0/24 dev v0 mtu lock 1500 initcwnd 10 quickack 1 rto_min 50ms";
+        let want =
+            "ip route change 10.84.1.0/24 dev v0 mtu lock 1500 initcwnd 10 quickack 1 rto_min 50ms";
         for f in warned {
             assert_eq!(f.fix.as_deref(), Some(want), "{}", f.subject);
         }

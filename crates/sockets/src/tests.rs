@@ -404,7 +404,9 @@ fn listener_lines_leave_its_nodelay_to_the_accepted_sockets() {
         .collect();
     let out = rendered(alone, vec![], 200);
     assert!(
-        out.contains("TCP_NODELAY off on the listening socket (accepted sockets may set their own)"),
+        out.contains(
+            "TCP_NODELAY off on the listening socket (accepted sockets may set their own)"
+        ),
         "{out}"
     );
 }
@@ -435,11 +437,15 @@ fn accepted_sockets_without_their_listener_are_one_group() {
         .collect();
     let groups = text::groups(&v);
     assert_eq!(groups.len(), 2, "{groups:?}");
-    assert!(groups.iter().all(|g| matches!(g.key, text::GroupKey::Accepted(Some(5217), _))
-        && g.members.len() == 4));
+    assert!(groups
+        .iter()
+        .all(|g| matches!(g.key, text::GroupKey::Accepted(Some(5217), _)) && g.members.len() == 4));
     let out = rendered(v, vec![], 100);
     assert_eq!(out.matches("! nagle_on").count(), 1, "{out}");
-    assert!(out.contains("4 connections accepted on 10.83.9.2:8080"), "{out}");
+    assert!(
+        out.contains("4 connections accepted on 10.83.9.2:8080"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -455,7 +461,10 @@ fn an_rtt_far_above_min_rtt_is_said_to_be_inflated() {
         out.contains("rtt 21 ms (min_rtt 0.01 ms: the path is that fast; the smoothed rtt counts the time the peer's ACKs were delayed)"),
         "{out}"
     );
-    assert!(out.contains("rtt 21 ms (min 0.01 ms: delayed ACKs inflate it)"), "{out}");
+    assert!(
+        out.contains("rtt 21 ms (min 0.01 ms: delayed ACKs inflate it)"),
+        "{out}"
+    );
 }
 
 #[test]

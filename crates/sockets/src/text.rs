@@ -77,7 +77,9 @@ pub fn groups(sockets: &[Socket]) -> Vec<Group<'_>> {
     // sockets each have a port of their own.
     let mut sharing: FxHashMap<(Option<u32>, SocketAddr), usize> = FxHashMap::default();
     for s in sockets.iter().filter(|s| s.state != State::Listen) {
-        *sharing.entry((s.process.map(|p| p.pid), s.local)).or_default() += 1;
+        *sharing
+            .entry((s.process.map(|p| p.pid), s.local))
+            .or_default() += 1;
     }
     let mut clients: FxHashMap<GroupKey, usize> = FxHashMap::default();
     for s in sockets.iter().filter(|s| s.state != State::Listen) {
@@ -305,7 +307,11 @@ fn group(g: &Group<'_>, opts: TextOptions, w: &mut impl Write) -> io::Result<()>
             let s = g.members[0];
             let n = g.members.len();
             wrap(
-                &format!("{}: {n} socket{} to {remote}", who(s), if n == 1 { "" } else { "s" }),
+                &format!(
+                    "{}: {n} socket{} to {remote}",
+                    who(s),
+                    if n == 1 { "" } else { "s" }
+                ),
                 "",
                 "  ",
                 opts.width,

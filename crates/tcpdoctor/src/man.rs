@@ -110,7 +110,11 @@ fn split_help(text: &str) -> Parts {
         }
         let first = lines[0].clone();
         let headed = !first.starts_with(' ') && first.trim_end().ends_with(':');
-        if headed && ["Examples:", "Install:", "Start with:"].iter().any(|h| first.starts_with(h)) {
+        if headed
+            && ["Examples:", "Install:", "Start with:"]
+                .iter()
+                .any(|h| first.starts_with(h))
+        {
             parts.examples.extend(lines.drain(1..));
             continue;
         }
@@ -125,7 +129,9 @@ fn split_help(text: &str) -> Parts {
                     lines: before.trim_end().lines().map(str::to_string).collect(),
                 });
             }
-            parts.exit_status.push(after.split_whitespace().collect::<Vec<_>>().join(" "));
+            parts
+                .exit_status
+                .push(after.split_whitespace().collect::<Vec<_>>().join(" "));
             continue;
         }
         if headed && lines.len() > 1 {
@@ -166,7 +172,12 @@ fn page(cmd: &Command, path: &[String]) -> String {
         name.to_uppercase(),
         env!("CARGO_PKG_VERSION")
     );
-    let _ = writeln!(s, ".SH NAME\n{} \\- {}", escape(&name), escape(&lower_first(&about)));
+    let _ = writeln!(
+        s,
+        ".SH NAME\n{} \\- {}",
+        escape(&name),
+        escape(&lower_first(&about))
+    );
     s.push_str(&synopsis(cmd, &spaced));
     s.push_str(".SH DESCRIPTION\n");
     let long = cmd
@@ -210,7 +221,11 @@ fn page(cmd: &Command, path: &[String]) -> String {
     }
     s.push_str(".SH EXAMPLES\n");
     if parts.examples.is_empty() {
-        let _ = writeln!(s, ".nf\n.RS 2\n{}\n.RE\n.fi", escape(&format!("{spaced} --help")));
+        let _ = writeln!(
+            s,
+            ".nf\n.RS 2\n{}\n.RE\n.fi",
+            escape(&format!("{spaced} --help"))
+        );
     } else {
         s.push_str(&preformatted(&parts.examples));
     }
@@ -251,9 +266,7 @@ fn parent_examples(path: &[String]) -> Vec<String> {
     split_help(&help)
         .examples
         .into_iter()
-        .filter(|l| {
-            l.contains(&format!("{spaced} ")) || l.trim_end().ends_with(spaced.as_str())
-        })
+        .filter(|l| l.contains(&format!("{spaced} ")) || l.trim_end().ends_with(spaced.as_str()))
         .collect()
 }
 
@@ -296,7 +309,10 @@ fn see_also(cmd: &Command, path: &[String]) -> String {
 fn synopsis(cmd: &Command, spaced: &str) -> String {
     let mut s = String::from(".SH SYNOPSIS\n");
     let mut words = vec![format!("\\fB{}\\fR", escape(spaced))];
-    if cmd.get_arguments().any(|a| !a.is_positional() && !a.is_hide_set()) {
+    if cmd
+        .get_arguments()
+        .any(|a| !a.is_positional() && !a.is_hide_set())
+    {
         words.push("[\\fIOPTIONS\\fR]".into());
     }
     for a in cmd.get_positionals().filter(|a| !a.is_hide_set()) {
@@ -320,10 +336,7 @@ fn synopsis(cmd: &Command, spaced: &str) -> String {
 }
 
 fn options(cmd: &Command) -> String {
-    let args: Vec<&clap::Arg> = cmd
-        .get_arguments()
-        .filter(|a| !a.is_hide_set())
-        .collect();
+    let args: Vec<&clap::Arg> = cmd.get_arguments().filter(|a| !a.is_hide_set()).collect();
     if args.is_empty() {
         return String::new();
     }

@@ -134,7 +134,9 @@ impl clap::builder::TypedValueParser for StateParser {
     ) -> Result<u32, clap::Error> {
         let v = value.to_string_lossy();
         parse_states(&v).map_err(|why| {
-            let arg = arg.map(|a| a.to_string()).unwrap_or_else(|| "--state".into());
+            let arg = arg
+                .map(|a| a.to_string())
+                .unwrap_or_else(|| "--state".into());
             clap::Error::raw(
                 clap::error::ErrorKind::InvalidValue,
                 format!("invalid value '{v}' for '{arg}': {why}\n"),

@@ -713,7 +713,11 @@ fn every_registered_kind_is_documented() {
 
 fn text_of(path: &Path) -> String {
     let out = run(&["analyze", path.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -728,7 +732,10 @@ fn the_median_line_says_when_the_time_lost_is_elsewhere() {
             && t.contains("slowest exchange took 828.6 ms"),
         "{t}"
     );
-    assert!(t.contains("· 1 connection ·") && t.contains("1 of 1 connection)"), "{t}");
+    assert!(
+        t.contains("· 1 connection ·") && t.contains("1 of 1 connection)"),
+        "{t}"
+    );
     // Nagle on every exchange: the median is the story, nothing added.
     let t = text_of(&fixture("nginx-nodelay-off.server.pcap"));
     assert!(t.contains("exchanges around the median take"), "{t}");
@@ -808,35 +815,60 @@ fn completions_offer_interfaces_states_and_cases_not_files() {
         return;
     }
     let iface = bash_completes(&["tcpdoctor", "watch", "-i", ""]);
-    assert!(iface.contains(&"any".to_string()) && iface.contains(&"lo".to_string()), "{iface:?}");
-    assert!(!iface.iter().any(|w| w.contains("a-file-here")), "{iface:?}");
+    assert!(
+        iface.contains(&"any".to_string()) && iface.contains(&"lo".to_string()),
+        "{iface:?}"
+    );
+    assert!(
+        !iface.iter().any(|w| w.contains("a-file-here")),
+        "{iface:?}"
+    );
     let iface = bash_completes(&["tcpdoctor", "watch", "--interface", "l"]);
-    assert!(iface.contains(&"lo".to_string()) && !iface.contains(&"any".to_string()), "{iface:?}");
+    assert!(
+        iface.contains(&"lo".to_string()) && !iface.contains(&"any".to_string()),
+        "{iface:?}"
+    );
     let states = bash_completes(&["tcpdoctor", "sockets", "--state", ""]);
     for s in ["established", "listen", "time-wait", "connected", "all"] {
         assert!(states.contains(&s.to_string()), "{s}: {states:?}");
     }
-    assert!(!states.iter().any(|w| w.contains("a-file-here")), "{states:?}");
+    assert!(
+        !states.iter().any(|w| w.contains("a-file-here")),
+        "{states:?}"
+    );
     let cases = bash_completes(&["tcpdoctor", "lab", "run", ""]);
-    assert!(cases.contains(&"nagle-delayed-ack".to_string()), "{cases:?}");
+    assert!(
+        cases.contains(&"nagle-delayed-ack".to_string()),
+        "{cases:?}"
+    );
     assert!(!cases.iter().any(|w| w.starts_with('-')), "{cases:?}");
     let options = bash_completes(&["tcpdoctor", "lab", "run", "--comp"]);
     assert_eq!(options, ["--compare"]);
     // An interval is not a file either.
     let interval = bash_completes(&["tcpdoctor", "ping", "-i", ""]);
-    assert!(!interval.iter().any(|w| w.contains("a-file-here")), "{interval:?}");
+    assert!(
+        !interval.iter().any(|w| w.contains("a-file-here")),
+        "{interval:?}"
+    );
 }
 
 #[test]
 fn sockets_state_still_accepts_any_case_and_ss_aliases() {
     for v in ["LISTEN", "listening", "connected"] {
         let out = run(&["sockets", "--state", v, "--format", "json"]);
-        assert!(out.status.success(), "{v}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{v}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let out = run(&["sockets", "--state", "bogus"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("bogus") && err.contains("established"), "{err}");
+    assert!(
+        err.contains("bogus") && err.contains("established"),
+        "{err}"
+    );
 }
 
 /// The frames drawn in the ladder of finding `n` of an HTML report.
@@ -879,13 +911,25 @@ fn a_findings_ladder_draws_the_exchange_its_evidence_names() {
     let dir = std::env::temp_dir().join(format!("tcpdoctor-ladder-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let html = dir.join("r.html");
-    let out = run(&["analyze", cap.to_str().unwrap(), "--html", html.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = run(&[
+        "analyze",
+        cap.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let page = std::fs::read_to_string(&html).unwrap();
     let drawn = ladder_frames(&page, 1);
     assert_eq!(drawn.first(), named.iter().min(), "{drawn:?} vs {named:?}");
     assert_eq!(drawn.last(), named.iter().max(), "{drawn:?} vs {named:?}");
-    assert!(named.iter().all(|f| drawn.contains(f)), "{drawn:?} vs {named:?}");
+    assert!(
+        named.iter().all(|f| drawn.contains(f)),
+        "{drawn:?} vs {named:?}"
+    );
     // Read from standard input there is no second pass: a ladder that does
     // not show the evidence's packets is left out, and the page says so.
     let bytes = std::fs::read(&cap).unwrap();
@@ -907,7 +951,12 @@ fn a_findings_ladder_draws_the_exchange_its_evidence_names() {
     // Evidence naming no frame (a server's time over a whole connection)
     // keeps the engine's ladder.
     let cap = fixture("close-delimited.client.pcap");
-    let out = run(&["analyze", cap.to_str().unwrap(), "--html", html.to_str().unwrap()]);
+    let out = run(&[
+        "analyze",
+        cap.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
     assert!(out.status.success());
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(!ladder_frames(&page, 1).is_empty());
@@ -919,7 +968,11 @@ fn one_manual_page_per_command_with_the_usual_sections() {
     let dir = std::env::temp_dir().join(format!("tcpdoctor-man-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let out = run(&["man", "--dir", dir.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let have_groff = Command::new("groff").arg("--version").output().is_ok();
     for name in [
         "tcpdoctor",
@@ -945,10 +998,17 @@ fn one_manual_page_per_command_with_the_usual_sections() {
             assert!(page.contains(section), "{name} lacks {section}");
         }
         assert!(!page.contains("EXTRA"), "{name}");
-        assert!(page.is_ascii(), "{name}: characters outside ASCII are groff escapes");
+        assert!(
+            page.is_ascii(),
+            "{name}: characters outside ASCII are groff escapes"
+        );
         // Examples are not refilled.
         let ex = &page[page.find(".SH EXAMPLES").unwrap()..];
-        assert!(ex.starts_with(".SH EXAMPLES\n.nf\n"), "{name}: {}", &ex[..60.min(ex.len())]);
+        assert!(
+            ex.starts_with(".SH EXAMPLES\n.nf\n"),
+            "{name}: {}",
+            &ex[..60.min(ex.len())]
+        );
         if have_groff {
             let g = Command::new("groff")
                 .args(["-ww", "-z", "-man"])
@@ -963,7 +1023,10 @@ fn one_manual_page_per_command_with_the_usual_sections() {
         }
     }
     let analyze = std::fs::read_to_string(dir.join("tcpdoctor-analyze.1")).unwrap();
-    assert!(analyze.contains("\\fB\\-\\-parquet\\fR \\fIDIR\\fR"), "options with their values");
+    assert!(
+        analyze.contains("\\fB\\-\\-parquet\\fR \\fIDIR\\fR"),
+        "options with their values"
+    );
     assert!(analyze.contains("Exit status") || analyze.contains("0 analysed"));
     let lab_run = std::fs::read_to_string(dir.join("tcpdoctor-lab-run.1")).unwrap();
     assert!(lab_run.contains("nagle\\-delayed\\-ack \\-\\-compare"));

@@ -384,7 +384,10 @@ fn from_and_to_cut_a_window_relative_or_absolute() {
         None,
     );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("nothing falls in the window (from 99)"), "{text}");
+    assert!(
+        text.contains("nothing falls in the window (from 99)"),
+        "{text}"
+    );
     assert!(!text.contains(",  ·"), "{text}");
     let out = run(
         &[

@@ -194,7 +194,11 @@ fn columns_need_no_quoting_and_the_phases_add_up() {
         "--parquet",
         tmp.to_str().unwrap(),
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // No column is an SQL reserved word.
     for table in ["connections", "exchanges", "findings", "files"] {
         let b = read(&tmp, table);
@@ -209,7 +213,9 @@ fn columns_need_no_quoting_and_the_phases_add_up() {
         }
     }
     let c = read(&tmp, "connections");
-    assert!(strings(&c, "end_state").iter().all(|e| ["fin", "rst", "open"].contains(&e.as_str())));
+    assert!(strings(&c, "end_state")
+        .iter()
+        .all(|e| ["fin", "rst", "open"].contains(&e.as_str())));
     // setup + request + wait + response = duration, row by row (times
     // rounded to µs); request_ack_ms lies within wait_ms.
     let e = read(&tmp, "exchanges");
@@ -229,7 +235,10 @@ fn columns_need_no_quoting_and_the_phases_add_up() {
         let sum = setup[i].unwrap() + request[i].unwrap() + wait[i].unwrap() + response[i].unwrap();
         assert!((sum - d).abs() < 0.01, "row {i}: {sum} vs {d}");
         if let Some(a) = ack[i] {
-            assert!(a <= wait[i].unwrap() + 0.001, "row {i}: ack {a} after the response");
+            assert!(
+                a <= wait[i].unwrap() + 0.001,
+                "row {i}: ack {a} after the response"
+            );
         }
         fresh += usize::from(setup[i].unwrap() > 0.0);
     }

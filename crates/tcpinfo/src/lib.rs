@@ -218,7 +218,10 @@ mod tests {
         assert_eq!(t.pacing_rate_bytes_per_sec, None);
         assert_eq!(t.min_rtt_us, None);
         let json = serde_json::to_string(&t).expect("json");
-        assert!(json.contains("\"pacing_rate_bytes_per_sec\":null"), "{json}");
+        assert!(
+            json.contains("\"pacing_rate_bytes_per_sec\":null"),
+            "{json}"
+        );
         b[104..112].copy_from_slice(&1_250_000u64.to_ne_bytes());
         b[148..152].copy_from_slice(&8u32.to_ne_bytes());
         let t = TcpInfo::parse(&b).expect("parse");
