@@ -218,19 +218,7 @@ fn choose(rows: &[(Timestamp, LadderRow)], named: &[u64]) -> Vec<(Timestamp, Lad
         .collect()
 }
 
-/// Whether a finding's ladder shows the exchange its first evidence names:
-/// same connection, and at least one of the frames it names drawn (evidence
-/// that names no frame, a connection's whole time, leaves the ladder be).
-pub fn matches_evidence(f: &tcpdoctor_diagnose::model::Finding) -> bool {
-    match (&f.ladder, f.evidence.first()) {
-        (Some(l), Some(e)) => {
-            l.connection == e.connection
-                && (e.frames.is_empty() || l.rows.iter().any(|r| e.frames.contains(&r.frame)))
-        }
-        (Some(_), None) => true,
-        (None, _) => false,
-    }
-}
+pub use tcpdoctor_report::ladder_shows_evidence as matches_evidence;
 
 /// Addresses equal, IPv4-mapped IPv6 and IPv4 alike.
 fn same(a: SocketAddr, b: SocketAddr) -> bool {

@@ -440,9 +440,25 @@ fn finding(
         writeln!(out, "   wireshark {}", f.wireshark_filter)?;
     }
     if let Some(l) = &f.ladder {
-        ladder(l, out)?;
+        ladder(l, ladder_shows_evidence(f), out)?;
     }
     Ok(())
+}
+
+/// Whether a finding's ladder shows the exchange its first evidence names:
+/// same connection, and at least one of the frames it names drawn (evidence
+/// that names no frame, a connection's whole time, leaves the ladder be).
+/// The engine keeps a connection's last few packets for ladders: a finding
+/// made when the connection closes can only draw those.
+pub fn ladder_shows_evidence(f: &Finding) -> bool {
+    match (&f.ladder, f.evidence.first()) {
+        (Some(l), Some(e)) => {
+            l.connection == e.connection
+                && (e.frames.is_empty() || l.rows.iter().any(|r| e.frames.contains(&r.frame)))
+        }
+        (Some(_), None) => true,
+        (None, _) => false,
+    }
 }
 
 /// A finding's prediction in a line: the exchanges it touched, then all.
@@ -466,12 +482,21 @@ pub fn prediction(p: &tcpdoctor_diagnose::model::Prediction) -> String {
 
 const ARROW: usize = 34;
 
-fn ladder(l: &Ladder, out: &mut impl Write) -> io::Result<()> {
-    writeln!(
-        out,
-        "   ladder of one exchange (connection {}):",
-        l.connection
-    )?;
+fn ladder(l: &Ladder, of_evidence: bool, out: &mut impl Write) -> io::Result<()> {
+    if of_evidence {
+        writeln!(
+            out,
+            "   ladder of one exchange (connection {}):",
+            l.connection
+        )?;
+    } else {
+        writeln!(
+            out,
+            "   ladder of the connection's last packets, not the exchange the evidence names \
+             (connection {}; --html draws that one):",
+            l.connection
+        )?;
+    }
     writeln!(
         out,
         "   {:>9} {:>7}  {:<w$}{}",

@@ -1037,3 +1037,22 @@ fn one_manual_page_per_command_with_the_usual_sections() {
     assert_eq!(run(&["man", "bogus"]).status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_text_report_says_when_a_ladder_is_not_the_evidences_exchange() {
+    let out = run(&[
+        "analyze",
+        fixture("network-latency.client.pcap").to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(
+            "ladder of the connection's last packets, not the exchange the evidence names"
+        ),
+        "{text}"
+    );
+    assert!(
+        !text.contains("ladder of one exchange (connection 1)"),
+        "{text}"
+    );
+}
