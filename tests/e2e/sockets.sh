@@ -4,13 +4,15 @@
 #      server namespace, `sockets --port 8080 --format json` reports every established :8080
 #      server socket with process nginx, tcp_nodelay false and the nagle_on flag; the :80 ones
 #      report tcp_nodelay true and no nagle_on; the text view answers "does this nginx set
-#      TCP_NODELAY?"; --fail-on-flag exits 1 on :8080 and 0 on :80.
+#      TCP_NODELAY?"; --fail-on-flag exits 1 on :8080 and 0 on :80; the :80 listener line
+#      leaves TCP_NODELAY to its accepted sockets; `--state connected` (no listener in view)
+#      gives one group and one Nagle paragraph; lines fit COLUMNS.
 #   2. a receiver (python3) with SO_RCVBUF 4096 behind a delay line (~30 ms round trip), a sender
 #      pushing 4 MB: the sender's socket shows rwnd_limited for most of its busy time and the
 #      flag, the receiver's socket the small_rcvbuf flag.
 #   3. as an unprivileged user (setpriv nobody), `sockets` still lists the sockets (exit 0) and
 #      says what it could not read (process, options), and still flags the small buffer.
-#   4. bad input: `--state bogus` exits 2 with a clear message.
+#   4. bad input: `--state bogus`, `--port eighty` and `--pid 999999` exit 2 with a clear message.
 # Needs root, nginx, wrk, python3, setpriv. Usage: tests/e2e/sockets.sh [TCPDOCTOR]
 set -euo pipefail
 TD=${1:-${TCPDOCTOR:-target/release/tcpdoctor}}
@@ -44,6 +46,10 @@ echo "e2e ok: --state bogus -> exit 2: $(grep -m1 bogus "$WORK/bad.err")"
 rc=0
 "$TD" sockets --port eighty > /dev/null 2>&1 || rc=$?
 [ "$rc" = 2 ] || fail "--port eighty: exit status $rc, expected 2"
+rc=0
+"$TD" sockets --pid 999999 > "$WORK/nopid.out" 2> "$WORK/nopid.err" || rc=$?
+[ -e /proc/999999 ] || { [ "$rc" = 2 ] && grep -q "no such process" "$WORK/nopid.err"; } \
+  || fail "--pid 999999: exit status $rc, expected 2 and 'no such process': $(cat "$WORK/nopid.out" "$WORK/nopid.err")"
 
 # 1. nginx, Nagle on :8080, off on :80, both loaded at once.
 python3 -c 'import sys; open(sys.argv[1], "w").write("<!DOCTYPE html>\n<html><body>" + "tcpdoctor sockets test page. " * 24 + "</body></html>\n")' \
@@ -113,7 +119,20 @@ ip netns exec "$S" "$TD" sockets --port 8080 --fail-on-flag > /dev/null || rc=$?
 rc=0
 ip netns exec "$S" "$TD" sockets --port 80 --fail-on-flag > "$WORK/on.txt" || rc=$?
 [ "$rc" = 0 ] || fail "--fail-on-flag on :80: exit $rc, expected 0: $(cat "$WORK/on.txt")"
-echo "e2e ok: text view groups and counts; --fail-on-flag 1 on :8080, 0 on :80"
+# The :80 listener has TCP_NODELAY off and its accepted sockets on: the listener's
+# line leaves TCP_NODELAY to the count of the accepted ones.
+grep "listening on $SERVER_IP:80:" "$WORK/on.txt" | grep -q "TCP_NODELAY" \
+  && fail "the :80 listener line states TCP_NODELAY: $(grep "listening on" "$WORK/on.txt")"
+grep -q "TCP_NODELAY off on 0 of 4" "$WORK/on.txt" || fail "the :80 text does not count TCP_NODELAY: $(cat "$WORK/on.txt")"
+# --state connected (no listener in view): one group per server address, one Nagle paragraph;
+# lines wrapped to COLUMNS.
+ip netns exec "$S" env COLUMNS=80 "$TD" sockets --port 8080 --state connected > "$WORK/connected.txt" \
+  || fail "--state connected failed"
+n=$(grep -c "! nagle_on" "$WORK/connected.txt" || true)
+[ "$n" = 1 ] || fail "--state connected: $n nagle_on paragraphs, expected 1: $(cat "$WORK/connected.txt")"
+python3 -c 'import sys; bad = [l for l in open(sys.argv[1], encoding="utf-8").read().splitlines() if len(l) > 80]; print(*bad, sep="\n"); sys.exit(1 if bad else 0)' "$WORK/connected.txt" \
+  || fail "lines longer than COLUMNS=80"
+echo "e2e ok: text view groups and counts; --fail-on-flag 1 on :8080, 0 on :80; listener lines, --state connected, COLUMNS"
 
 # 3a. Unprivileged, in the nginx namespace: still lists, exit 0, says what it could not read.
 rc=0
@@ -254,4 +273,7 @@ print("        could_not_read options: " + what["options"]["reason"])
 PY
 ip netns exec "$P-b" "${NOBODY[@]}" "$TD" sockets --port 5001 > "$WORK/nobody-b.txt" || fail "unprivileged text view failed"
 grep -q "^could not read options:" "$WORK/nobody-b.txt" || fail "the unprivileged text view does not say what it could not read"
+grep -q "process null" "$WORK/nobody-b.txt" && fail "the text view speaks of 'process null'"
+sed -n '1,/^$/p' "$WORK/nobody-b.txt" | tr '\n' ' ' | tr -s ' ' | grep -q "nagle_on not judged on" \
+  || fail "the unprivileged headline does not say Nagle was not judged: $(head -2 "$WORK/nobody-b.txt")"
 echo "e2e sockets: all checks passed"

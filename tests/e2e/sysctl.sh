@@ -9,7 +9,8 @@
 #   - run on the host, the same keys show the host's values (read from /proc on the host), its
 #     own namespace id, no routes or qdiscs of the test: it reads where it runs;
 #   - routes carry their metrics and findings; the initcwnd fix, run, removes the finding and
-#     keeps the other metrics; the tbf qdisc is reported with its rate and queue delay;
+#     keeps the other metrics; on a route with two bad metrics every printed fix, run in
+#     turn, leaves no warning and rto_min keeps its lock; the tbf qdisc is reported with its rate and queue delay;
 #   - the text report shows the warnings and their fixes;
 #   - as an unprivileged user (setpriv nobody) the report is the same;
 #   - --fail-on-warn exits 1 there, 0 for a clean namespace.
@@ -52,6 +53,7 @@ ip -n "$NS" addr add 10.84.0.1/24 dev v0
 ip -n "$NS" -6 addr add fd84::1/64 dev v0 nodad
 ip -n "$NS" route add 10.84.1.0/24 dev v0 initcwnd 4 initrwnd 20 quickack 1 rto_min 50ms
 ip -n "$NS" route add 10.84.2.0/24 via 10.84.0.2 dev v0 table 100 rto_min 300ms
+ip -n "$NS" route add 10.84.3.0/24 dev v0 initcwnd 2 initrwnd 2 rto_min 50ms
 ip -n "$NS" -6 route add fd84:1::/64 dev v0 initcwnd 4 congctl reno features ecn
 
 TBF=1
@@ -281,6 +283,25 @@ assert not any(f["subject"] == "initcwnd" for f in r["findings"]), r["findings"]
 PY
 echo "fix: '$fix' applied, finding gone, other metrics kept"
 
+# A route with two bad metrics: every printed fix, run in turn, leaves no warning
+# on it (each restates the whole route), and rto_min keeps its lock.
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); [print(f["fix"]) for r in d["routes"] if r["dst"]=="10.84.3.0/24" for f in r["findings"] if f["fix"]]' "$WORK/ns.json" > "$WORK/fixes3"
+[ "$(wc -l < "$WORK/fixes3")" -ge 2 ] || fail "10.84.3.0/24: expected two fixes, got: $(cat "$WORK/fixes3")"
+while read -r f; do
+  case "$f" in "ip netns exec $NS ip route change 10.84.3.0/24 "*) ;; *) fail "unexpected fix: $f" ;; esac
+  bash -c "$f"
+done < "$WORK/fixes3"
+nsx "$TDX" sysctl --format json > "$WORK/fixed3.json"
+python3 - "$WORK/fixed3.json" <<'PY' || fail "the fixes of 10.84.3.0/24 undid each other"
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = next(r for r in d["routes"] if r["dst"] == "10.84.3.0/24")
+assert r["metrics"] == {"initcwnd": 10, "rto_min_ms": 50}, r["metrics"]
+assert not any(f["severity"] == "warn" for f in r["findings"]), r["findings"]
+PY
+ip -n "$NS" route show 10.84.3.0/24 | grep -q "rto_min lock 50ms" || fail "rto_min lost its lock: $(ip -n "$NS" route show 10.84.3.0/24)"
+echo "fixes of 10.84.3.0/24: $(wc -l < "$WORK/fixes3") run in turn, no warning left, rto_min still locked"
+
 # The text report.
 nsx "$TDX" sysctl > "$WORK/ns.txt"
 need() { grep -qF -- "$1" "$WORK/ns.txt" || fail "text report lacks: $1"; }
@@ -300,7 +321,7 @@ need "    WARN  rto_min 300 ms"
 need "    note  quickack 1: delayed ACKs are off"
 [ "$TBF" = 1 ] && need "  v0         tbf rate 10 Mbit/s"
 # Every warning's fix is in the text, once per finding.
-python3 - "$WORK/fixed.json" "$WORK/ns.txt" <<'PY' || fail "text report lacks fixes"
+python3 - "$WORK/fixed3.json" "$WORK/ns.txt" <<'PY' || fail "text report lacks fixes"
 import json, sys
 d = json.load(open(sys.argv[1])); t = open(sys.argv[2]).read()
 fixes = [s["fix"] for s in d["settings"] if s["fix"]]

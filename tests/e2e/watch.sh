@@ -4,7 +4,8 @@
 #   - the watch on port 8080 names nagle_delayed_ack, culprit the nginx endpoint, within 10 s;
 #   - its /metrics, scraped with curl during the run and by a real Prometheus server, has the
 #     finding's time-lost counter;
-#   - the watch on port 80 stays quiet about Nagle;
+#   - the watch on port 80 stays quiet about Nagle, and once wrk has closed its connections
+#     (FIN then RST) counts none open;
 #   - --write keeps a pcap that `analyze` diagnoses the same way; the text view shows findings;
 #   - bad input (no such interface, a filter that does not parse, a --prometheus port in use)
 #     is a clear error with exit status 2.
@@ -144,8 +145,12 @@ for iv in intervals:
         assert f["kind"] != "nagle_delayed_ack", f
         assert not f["culprit"]["endpoint"].endswith(":8080"), "the filter let port 8080 through: %s" % f
 assert all(f["kind"] != "nagle_delayed_ack" for f in analysis["findings"])
-print("e2e ok: port 80 (tcp_nodelay on): %d exchanges, no Nagle, p50 %.2f ms"
-      % (ex, analysis["capture"]["exchange_latency_ms"]["p50"]))
+# wrk closed its connections (FIN, then RST) about 1.5 s before the watch ended:
+# they are not open any more, though no packet came after to end their grace period.
+assert max(iv["open_connections"] for iv in intervals) >= 4, [iv["open_connections"] for iv in intervals]
+assert intervals[-1]["open_connections"] == 0, [iv["open_connections"] for iv in intervals]
+print("e2e ok: port 80 (tcp_nodelay on): %d exchanges, no Nagle, p50 %.2f ms, open connections %s"
+      % (ex, analysis["capture"]["exchange_latency_ms"]["p50"], [iv["open_connections"] for iv in intervals]))
 PY
 
 # 4. The pcap the watch wrote gives the same diagnosis offline.

@@ -256,7 +256,7 @@ impl Engine {
             frames: self.frames,
             tcp_packets: self.tcp_packets,
             bytes_on_wire: self.bytes_on_wire,
-            open_connections: self.tracker.open_connections() as u64,
+            open_connections: self.tracker.unclosed_connections() as u64,
             closed_connections: d.connection_count,
             exchanges: d.exchange_hist.count(),
             exchange_time_ms: round3(d.exchange_hist.sum_ns() as f64 / 1e6),
@@ -612,7 +612,6 @@ pub(crate) struct Heavy {
     ring: Ring,
     /// Every rule's state ([`rules::States`], in registry order).
     rules: rules::States,
-    kinds_seen: u32,
     time_lost_ns: i64,
     /// Time lost per finding (aggregate) on this connection, to claim
     /// overlapping time once when it closes.
@@ -643,7 +642,6 @@ impl Heavy {
         let Heavy {
             ring,
             rules,
-            kinds_seen,
             time_lost_ns,
             lost,
             exchanges,
@@ -656,7 +654,6 @@ impl Heavy {
         // The ring's packets are read only below `pushed`: not cleared.
         ring.pushed = 0;
         *rules = Default::default();
-        *kinds_seen = 0;
         *time_lost_ns = 0;
         lost.clear();
         *exchanges = 0;
@@ -811,13 +808,19 @@ impl Diagnoser {
         if let Some((part, from, to)) = o.span {
             state.claims.claim(part, from, to);
         }
-        let first_in_conn = state.kinds_seen & o.kind.bit() == 0;
-        state.kinds_seen |= o.kind.bit();
         state.time_lost_ns += o.delay_ns;
-        match state.lost.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, ns)) => *ns += o.delay_ns,
-            None => state.lost.push((key.clone(), o.delay_ns)),
-        }
+        // Counted once per connection and finding (kind, role, endpoint): both
+        // ends of one connection can each be the culprit of the same kind.
+        let first_in_conn = match state.lost.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, ns)) => {
+                *ns += o.delay_ns;
+                false
+            }
+            None => {
+                state.lost.push((key.clone(), o.delay_ns));
+                true
+            }
+        };
         let agg = self
             .aggregates
             .entry(key)

@@ -239,6 +239,11 @@ pub struct ExchangeSummary {
     pub wait_ms: Option<f64>,
     /// First to last response byte.
     pub response_ms: Option<f64>,
+    /// The exchange's start to its first request byte: on a fresh
+    /// connection's first exchange the setup (from the SYN), else 0.
+    /// `setup_ms + request_ms + wait_ms + response_ms = duration_ms`
+    /// (`request_ack_ms` is within `wait_ms`).
+    pub setup_ms: Option<f64>,
     /// Where the time went: parts that add up to `duration_ms` (see the README).
     pub budget_ms: BudgetParts,
     /// request first, request last, request ACK, response first, response last (null when absent).
@@ -385,6 +390,8 @@ pub struct Progress {
     pub frames: u64,
     pub tcp_packets: u64,
     pub bytes_on_wire: u64,
+    /// Connections held that are not closed (closed ones waiting out their
+    /// grace period are left out).
     pub open_connections: u64,
     pub closed_connections: u64,
     /// Complete request/response exchanges so far, and the time they took.

@@ -164,6 +164,7 @@ pub(crate) fn exchange_summary(e: &Exchange, split: &Split, t0_ns: i64) -> Excha
         request_ack_ms: gap(e.request_last, e.request_acked),
         wait_ms: gap(e.request_last, e.response_first),
         response_ms: gap(e.response_first, e.response_last),
+        setup_ms: gap(e.start(), e.request_first),
         budget_ms: budget_parts(split, 1.0),
         frames: [
             e.request_first.map(|m| m.frame),

@@ -30,6 +30,53 @@ pub enum Prim {
         lo: u16,
         hi: u16,
     },
+    /// tcpdump's byte-offset test: `PROTO[OFFSET:SIZE] & MASK OP VALUE`,
+    /// the `SIZE` bytes (1, 2 or 4, big-endian) at `OFFSET` from the start
+    /// of the `base` header (`tcp[tcpflags] & tcp-syn != 0`).
+    Bytes {
+        base: Proto,
+        offset: u16,
+        size: u8,
+        mask: Option<u32>,
+        op: Cmp,
+        value: u32,
+    },
+}
+
+/// A comparison of a byte-offset test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Cmp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl Cmp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Cmp::Eq => "=",
+            Cmp::Ne => "!=",
+            Cmp::Lt => "<",
+            Cmp::Le => "<=",
+            Cmp::Gt => ">",
+            Cmp::Ge => ">=",
+        }
+    }
+
+    /// Whether `a OP b` holds (unsigned, as BPF compares).
+    pub fn holds(self, a: u32, b: u32) -> bool {
+        match self {
+            Cmp::Eq => a == b,
+            Cmp::Ne => a != b,
+            Cmp::Lt => a < b,
+            Cmp::Le => a <= b,
+            Cmp::Gt => a > b,
+            Cmp::Ge => a >= b,
+        }
+    }
 }
 
 /// Which end of a packet an address or port test looks at.
@@ -216,6 +263,24 @@ impl fmt::Display for Prim {
                 } else {
                     write!(f, "{dir}portrange {lo}-{hi}")
                 }
+            }
+            Prim::Bytes {
+                base,
+                offset,
+                size,
+                mask,
+                op,
+                value,
+            } => {
+                write!(f, "{}[{offset}", base.name())?;
+                if *size != 1 {
+                    write!(f, ":{size}")?;
+                }
+                f.write_str("]")?;
+                if let Some(m) = mask {
+                    write!(f, " & {m}")?;
+                }
+                write!(f, " {} {value}", op.symbol())
             }
         }
     }

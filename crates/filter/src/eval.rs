@@ -209,6 +209,40 @@ fn prim(p: &Prim, v: &View, f: &[u8]) -> bool {
             let hit = |port: u16| (lo..=hi).contains(&port);
             either(dir, hit(src), hit(dst))
         }
+        Prim::Bytes {
+            base,
+            offset,
+            size,
+            mask,
+            op,
+            value,
+        } => {
+            let Some(start) = header_start(base, v) else {
+                return false;
+            };
+            let at = start + usize::from(offset);
+            let got = match size {
+                1 => f.get(at).map(|&b| u32::from(b)),
+                2 => be16(f, at).map(u32::from),
+                _ => be32(f, at),
+            };
+            got.is_some_and(|x| op.holds(x & mask.unwrap_or(u32::MAX), value))
+        }
+    }
+}
+
+/// Where the header a byte-offset test counts from starts, if the packet
+/// has it: the IP header for `ip`/`ip6`, the transport header (where ports
+/// are read) for the others, of that protocol.
+pub(crate) fn header_start(base: Proto, v: &View) -> Option<usize> {
+    match base {
+        Proto::Ip => (v.header == 4).then_some(v.l3),
+        Proto::Ip6 => (v.header == 6).then_some(v.l3),
+        Proto::Tcp => v.l4.filter(|_| v.proto == Some(6)),
+        Proto::Udp => v.l4.filter(|_| v.proto == Some(17)),
+        Proto::Sctp => v.l4.filter(|_| v.proto == Some(132)),
+        Proto::Icmp => v.l4.filter(|_| v.header == 4 && v.proto == Some(1)),
+        Proto::Icmp6 => v.l4.filter(|_| v.header == 6 && v.proto == Some(58)),
     }
 }
 

@@ -23,6 +23,14 @@
 //! | `portrange LO-HI` (and `src`/`dst`) | a port in LO..=HI |
 //! | `tcp`, `udp`, `sctp`, `icmp`, `icmp6` | that transport (`icmp` is IPv4's, `icmp6` IPv6's) |
 //! | `ip`, `ip6` | IPv4, IPv6 |
+//! | `PROTO[OFF]`, `PROTO[OFF:SIZE]` `[& MASK]` `OP VALUE` | the 1, 2 or 4 bytes at OFF in the `ip`, `ip6`, `tcp`, `udp`, `sctp`, `icmp` or `icmp6` header compare so (`=`, `==`, `!=`, `<`, `<=`, `>`, `>=`) |
+//!
+//! In byte-offset tests numbers are decimal or `0x` hex, a mask may be
+//! `(A|B|…)`, and tcpdump's names stand for numbers: `tcpflags` (13),
+//! `tcp-fin`, `tcp-syn`, `tcp-rst`, `tcp-push`, `tcp-ack`, `tcp-urg`,
+//! `tcp-ece`, `tcp-cwr`; `icmptype` (0), `icmpcode` (1), `icmp-echoreply`,
+//! `icmp-unreach`, `icmp-echo`, `icmp-timxceed`…: `tcp[tcpflags] & (tcp-syn|tcp-ack) == tcp-syn`
+//! is a SYN without ACK.
 //!
 //! Qualifiers: `tcp port 80`, `udp dst portrange 5000-6000`, `ip6 net
 //! 2001:db8::/32`, `src or dst host A` (the default), `src and dst net N`;
@@ -36,9 +44,11 @@
 //! # Where it differs from tcpdump
 //!
 //! - Host names, port names (`http`) and `net 10` are not resolved: write
-//!   numbers. No `ether`, `arp`, `vlan`, `len`, byte-offset (`tcp[13]`) or
-//!   `proto N` primitives. `host`/`net` match IP only (tcpdump's also match
-//!   ARP's addresses).
+//!   numbers. No `ether`, `arp`, `vlan`, `len` or `proto N` primitives;
+//!   byte-offset tests take one `PROTO[…]` with an optional mask, not
+//!   arithmetic. `tcp[…]`, `udp[…]`… on IPv6 read the header right after
+//!   the fixed one (as ports are); tcpdump's apply to IPv4 only.
+//!   `host`/`net` match IP only (tcpdump's also match ARP's addresses).
 //! - Up to two VLAN tags (802.1Q, 802.1ad) are looked through on Ethernet:
 //!   `port 80` matches tagged frames too (tcpdump needs `vlan and port 80`).
 //!   Linux usually strips the tag before a capture socket's filter sees it.
@@ -61,7 +71,7 @@ mod interp;
 #[cfg(test)]
 mod tests;
 
-pub use ast::{Dir, Expr, Net, Prim, Proto, Transport};
+pub use ast::{Cmp, Dir, Expr, Net, Prim, Proto, Transport};
 pub use bpf::Insn;
 pub use compile::{CompileError, SNAP};
 pub use parse::ParseError;

@@ -10,7 +10,7 @@
 use std::fmt;
 use std::net::IpAddr;
 
-use crate::ast::{Dir, Expr, Net, Prim, Proto, Transport};
+use crate::ast::{Cmp, Dir, Expr, Net, Prim, Proto, Transport};
 
 /// Parentheses and `not`s nested deeper than this are refused (the parser and
 /// the evaluator recurse).
@@ -41,6 +41,10 @@ enum Tok {
     Bang,
     AndAnd,
     OrOr,
+    /// A single `&`: a mask in a byte-offset test.
+    Amp,
+    /// A single `|`: mask values joined.
+    Pipe,
     Word(String),
 }
 
@@ -58,6 +62,8 @@ impl Token {
             Tok::Bang => "'!'".into(),
             Tok::AndAnd => "'&&'".into(),
             Tok::OrOr => "'||'".into(),
+            Tok::Amp => "'&'".into(),
+            Tok::Pipe => "'|'".into(),
             Tok::Word(w) => format!("'{w}'"),
         }
     }
@@ -88,24 +94,41 @@ fn lex(input: &str) -> Result<Vec<Token>, ParseError> {
                 out.push(single(Tok::RParen));
                 i += 1;
             }
+            '!' if chars.get(i + 1) == Some(&'=') => {
+                out.push(Token {
+                    tok: Tok::Word("!=".into()),
+                    column,
+                });
+                i += 2;
+            }
             '!' => {
                 out.push(single(Tok::Bang));
                 i += 1;
             }
             '&' | '|' => {
-                if chars.get(i + 1) != Some(&c) {
-                    let word = if c == '&' { "and" } else { "or" };
-                    return Err(ParseError {
-                        message: format!("unexpected '{c}' (write '{c}{c}' or '{word}')"),
-                        column,
-                    });
+                if chars.get(i + 1) == Some(&c) {
+                    out.push(single(if c == '&' { Tok::AndAnd } else { Tok::OrOr }));
+                    i += 2;
+                } else {
+                    out.push(single(if c == '&' { Tok::Amp } else { Tok::Pipe }));
+                    i += 1;
                 }
-                out.push(single(if c == '&' { Tok::AndAnd } else { Tok::OrOr }));
-                i += 2;
+            }
+            '=' | '<' | '>' => {
+                // A comparison: `=`, `==`, `<`, `<=`, `>`, `>=`.
+                let start = i;
+                while i < chars.len() && "=<>".contains(chars[i]) {
+                    i += 1;
+                }
+                out.push(Token {
+                    tok: Tok::Word(chars[start..i].iter().collect()),
+                    column,
+                });
             }
             _ => {
                 let start = i;
-                while i < chars.len() && !chars[i].is_whitespace() && !"()!&|".contains(chars[i]) {
+                while i < chars.len() && !chars[i].is_whitespace() && !"()!&|=<>".contains(chars[i])
+                {
                     i += 1;
                 }
                 out.push(Token {
@@ -256,6 +279,7 @@ impl Parser {
     fn expr(&mut self) -> Result<Expr, ParseError> {
         let mut left = self.unary()?;
         loop {
+            self.no_stray_operator()?;
             let and = match self.peek().map(|t| &t.tok) {
                 Some(Tok::AndAnd) => true,
                 Some(Tok::OrOr) => false,
@@ -276,7 +300,26 @@ impl Parser {
         }
     }
 
+    /// A single `&` or `|` outside a byte-offset test: a mistyped `&&`/`||`.
+    fn no_stray_operator(&self) -> Result<(), ParseError> {
+        match self.peek() {
+            Some(t) if t.tok == Tok::Amp || t.tok == Tok::Pipe => {
+                let (c, word) = if t.tok == Tok::Amp {
+                    ('&', "and")
+                } else {
+                    ('|', "or")
+                };
+                Err(self.err_at(
+                    t.column,
+                    format!("unexpected '{c}' (write '{c}{c}' or '{word}')"),
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn unary(&mut self) -> Result<Expr, ParseError> {
+        self.no_stray_operator()?;
         let Some(t) = self.peek().cloned() else {
             return Err(self.expected(EXPECTED_PRIMITIVE));
         };
@@ -344,6 +387,9 @@ impl Parser {
     fn prim(&mut self) -> Result<Prim, ParseError> {
         let t = self.next().expect("peeked");
         let w = t.word().unwrap_or_default().to_string();
+        if let Some((base, rest)) = w.split_once('[') {
+            return self.bytes(base, rest, &t);
+        }
 
         if let Some(p) = proto_keyword(&w) {
             let qualifies = self
@@ -383,7 +429,14 @@ impl Parser {
                 format!("expected {EXPECTED_PRIMITIVE}, found '{w}'"),
             ));
         }
-        // A bare value: tcpdump's shorthand.
+        // A bare value: tcpdump's shorthand. A word that is no value of
+        // any kind and is a keyword mistyped is said to be so.
+        if let Some(near) = mistyped_keyword(&w) {
+            return Err(self.err_at(
+                t.column,
+                format!("unknown word '{w}' (did you mean '{near}'?)"),
+            ));
+        }
         self.pos -= 1;
         if let Some(last) = self.last {
             return self.value(last.qual, last.dir, last.kind, last.kind.keyword(), true);
@@ -616,6 +669,221 @@ impl Parser {
                 if want { "IPv4" } else { "IPv6" }
             ),
         ))
+    }
+}
+
+/// The words of the language, for suggestions.
+const KEYWORDS: [&str; 17] = [
+    "host",
+    "net",
+    "port",
+    "portrange",
+    "src",
+    "dst",
+    "tcp",
+    "udp",
+    "sctp",
+    "icmp",
+    "icmp6",
+    "ip",
+    "ip6",
+    "and",
+    "or",
+    "not",
+    "tcpflags",
+];
+
+/// The keyword `w` is a typo of: within one edit (two for words of five
+/// letters or more), and `w` itself not an address, a number or a network.
+fn mistyped_keyword(w: &str) -> Option<&'static str> {
+    if !w.chars().all(|c| c.is_ascii_alphanumeric()) || classify_address(w).is_some() {
+        return None;
+    }
+    if !w.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        return None;
+    }
+    let w = w.to_ascii_lowercase();
+    let limit = if w.chars().count() >= 5 { 2 } else { 1 };
+    KEYWORDS
+        .iter()
+        .map(|k| (edit_distance(&w, k), *k))
+        .filter(|&(d, _)| d > 0 && d <= limit)
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, k)| k)
+}
+
+/// Edit distance counting a swap of two neighbours as one edit (optimal
+/// string alignment).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = v;
+        }
+    }
+    d[a.len()][b.len()]
+}
+
+/// tcpdump's names for offsets and values in byte-offset tests.
+fn named_value(w: &str) -> Option<u32> {
+    Some(match w {
+        "tcpflags" => 13,
+        "tcp-fin" => 0x01,
+        "tcp-syn" => 0x02,
+        "tcp-rst" => 0x04,
+        "tcp-push" => 0x08,
+        "tcp-ack" => 0x10,
+        "tcp-urg" => 0x20,
+        "tcp-ece" => 0x40,
+        "tcp-cwr" => 0x80,
+        "icmptype" => 0,
+        "icmpcode" => 1,
+        "icmp-echoreply" => 0,
+        "icmp-unreach" => 3,
+        "icmp-sourcequench" => 4,
+        "icmp-redirect" => 5,
+        "icmp-echo" => 8,
+        "icmp-routeradvert" => 9,
+        "icmp-routersolicit" => 10,
+        "icmp-timxceed" => 11,
+        "icmp-paramprob" => 12,
+        "icmp-tstamp" => 13,
+        "icmp-tstampreply" => 14,
+        "icmp-ireq" => 15,
+        "icmp-ireqreply" => 16,
+        "icmp-maskreq" => 17,
+        "icmp-maskreply" => 18,
+        _ => return None,
+    })
+}
+
+/// A number (decimal or `0x` hex) or one of tcpdump's names.
+fn number(w: &str) -> Option<u32> {
+    if let Some(hex) = w.strip_prefix("0x").or_else(|| w.strip_prefix("0X")) {
+        return u32::from_str_radix(hex, 16).ok();
+    }
+    w.parse::<u32>().ok().or_else(|| named_value(w))
+}
+
+impl Parser {
+    /// A byte-offset test after `BASE[` (the word's `rest`):
+    /// `OFFSET[:SIZE]]`, then `[& MASK] OP VALUE` as the next tokens.
+    fn bytes(&mut self, base: &str, rest: &str, t: &Token) -> Result<Prim, ParseError> {
+        let at = |p: &Parser, message: String| p.err_at(t.column, message);
+        let Some(base) = proto_keyword(base) else {
+            return Err(at(
+                self,
+                format!(
+                    "'{base}[…]': byte offsets count from ip, ip6, tcp, udp, sctp, icmp or icmp6"
+                ),
+            ));
+        };
+        let name = base.name();
+        let Some(inside) = rest.strip_suffix(']') else {
+            return Err(at(
+                self,
+                format!(
+                    "expected '{name}[OFFSET]' or '{name}[OFFSET:SIZE]', found '{name}[{rest}'"
+                ),
+            ));
+        };
+        let (offset, size) = match inside.split_once(':') {
+            Some((o, z)) => (o, Some(z)),
+            None => (inside, None),
+        };
+        let offset = match number(offset).map(u16::try_from) {
+            Some(Ok(o)) => o,
+            _ => {
+                return Err(at(
+                    self,
+                    format!("'{name}[{inside}]': the offset must be a number from 0 to 65535 (or tcpflags, icmptype, icmpcode)"),
+                ))
+            }
+        };
+        let size = match size.map(str::parse::<u8>) {
+            None => 1,
+            Some(Ok(z @ (1 | 2 | 4))) => z,
+            Some(_) => {
+                return Err(at(
+                    self,
+                    format!("'{name}[{inside}]': the size must be 1, 2 or 4 bytes"),
+                ))
+            }
+        };
+        let mut mask = None;
+        if self.peek().is_some_and(|t| t.tok == Tok::Amp) {
+            self.next();
+            mask = Some(self.mask()?);
+        }
+        let op = match self.peek_word() {
+            Some("=" | "==") => Cmp::Eq,
+            Some("!=") => Cmp::Ne,
+            Some("<") => Cmp::Lt,
+            Some("<=") => Cmp::Le,
+            Some(">") => Cmp::Gt,
+            Some(">=") => Cmp::Ge,
+            _ => {
+                return Err(self.expected(&format!(
+                    "'&' or a comparison (=, !=, <, <=, >, >=) after '{name}[{inside}]'"
+                )))
+            }
+        };
+        self.next();
+        let value = self.value_number("a number to compare with")?;
+        Ok(Prim::Bytes {
+            base,
+            offset,
+            size,
+            mask,
+            op,
+            value,
+        })
+    }
+
+    /// A mask: a number, or `(A|B|…)`.
+    fn mask(&mut self) -> Result<u32, ParseError> {
+        if self.peek().is_some_and(|t| t.tok == Tok::LParen) {
+            self.next();
+            let mut m = self.value_number("a number or a flag name (tcp-syn…)")?;
+            loop {
+                match self.peek().map(|t| &t.tok) {
+                    Some(Tok::Pipe) => {
+                        self.next();
+                        m |= self.value_number("a number or a flag name (tcp-syn…)")?;
+                    }
+                    Some(Tok::RParen) => {
+                        self.next();
+                        return Ok(m);
+                    }
+                    _ => return Err(self.expected("'|' or ')' in the mask")),
+                }
+            }
+        }
+        self.value_number("a mask (a number, a flag name like tcp-syn, or (A|B))")
+    }
+
+    fn value_number(&mut self, what: &str) -> Result<u32, ParseError> {
+        match self.peek_word().and_then(number) {
+            Some(v) => {
+                self.next();
+                Ok(v)
+            }
+            None => Err(self.expected(what)),
+        }
     }
 }
 

@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use proptest::prelude::*;
 
-use crate::ast::{Dir, Expr, Net, Prim, Proto, Transport};
+use crate::ast::{Cmp, Dir, Expr, Net, Prim, Proto, Transport};
 use crate::{interp, Filter, LinkType, SNAP};
 
 // ---------------------------------------------------------------------------
@@ -298,6 +298,148 @@ fn parse_errors_say_what_and_where() {
         "expected an expression after 'not', found the end at column 12"
     );
     assert!(err(&"(".repeat(200)).contains("nested too deeply"));
+}
+
+#[test]
+fn a_mistyped_keyword_is_named_with_a_suggestion() {
+    assert_eq!(
+        err("hostt 10.0.0.1"),
+        "unknown word 'hostt' (did you mean 'host'?) at column 1"
+    );
+    assert_eq!(
+        err("port 80 and hostt 10.0.0.1"),
+        "unknown word 'hostt' (did you mean 'host'?) at column 13"
+    );
+    assert_eq!(
+        err("tcp and prot 80"),
+        "unknown word 'prot' (did you mean 'port'?) at column 9"
+    );
+    // Not a typo of anything: the shorthand's own message.
+    assert_eq!(
+        err("port 80 or http"),
+        "expected a port number after 'port' (implied), found 'http' at column 12"
+    );
+}
+
+fn bytes(base: Proto, offset: u16, size: u8, mask: Option<u32>, op: Cmp, value: u32) -> Expr {
+    Expr::Prim(Prim::Bytes {
+        base,
+        offset,
+        size,
+        mask,
+        op,
+        value,
+    })
+}
+
+#[test]
+fn byte_offset_tests_parse_as_tcpdump_writes_them() {
+    assert_eq!(
+        parsed("tcp[tcpflags] & tcp-syn != 0"),
+        bytes(Proto::Tcp, 13, 1, Some(2), Cmp::Ne, 0)
+    );
+    assert_eq!(
+        parsed("tcp[13] & (tcp-syn|tcp-ack) == tcp-syn"),
+        bytes(Proto::Tcp, 13, 1, Some(0x12), Cmp::Eq, 2)
+    );
+    assert_eq!(
+        parsed("tcp[13]=2"),
+        bytes(Proto::Tcp, 13, 1, None, Cmp::Eq, 2)
+    );
+    assert_eq!(
+        parsed("ip[2:2] > 576 and port 80"),
+        and(
+            bytes(Proto::Ip, 2, 2, None, Cmp::Gt, 576),
+            port(Dir::SrcOrDst, 80)
+        )
+    );
+    assert_eq!(
+        parsed("not icmp[icmptype] = icmp-echo"),
+        not(bytes(Proto::Icmp, 0, 1, None, Cmp::Eq, 8))
+    );
+    assert_eq!(
+        parsed("udp[4:2] & 0xff00 <= 256"),
+        bytes(Proto::Udp, 4, 2, Some(0xff00), Cmp::Le, 256)
+    );
+    let f = Filter::parse("tcp[tcpflags] & (tcp-syn|tcp-ack) == tcp-syn").unwrap();
+    assert_eq!(f.to_string(), "tcp[13] & 18 = 2");
+    assert_eq!(
+        err("tcp[13] 2"),
+        "expected '&' or a comparison (=, !=, <, <=, >, >=) after 'tcp[13]', found '2' at column 9"
+    );
+    assert_eq!(
+        err("tcp[13:3] = 1"),
+        "'tcp[13:3]': the size must be 1, 2 or 4 bytes at column 1"
+    );
+    assert!(err("eth[0] = 1").contains("byte offsets count from ip, ip6, tcp"));
+    assert_eq!(
+        err("tcp & udp"),
+        "unexpected '&' (write '&&' or 'and') at column 5"
+    );
+}
+
+#[test]
+fn byte_offset_tests_read_the_header_they_name() {
+    let syn = |flags: u8, link: LinkType, v6: bool| {
+        let s = Spec {
+            l3: if v6 {
+                L3::V6 {
+                    next: 6,
+                    frag_next: 0,
+                    src: V6[0].parse().unwrap(),
+                    dst: V6[1].parse().unwrap(),
+                }
+            } else {
+                L3::V4 {
+                    ihl: 6,
+                    frag: 0,
+                    proto: 6,
+                    src: V4[0].into(),
+                    dst: V4[1].into(),
+                }
+            },
+            sport: 40000,
+            dport: 80,
+            payload: 0,
+            tags: vec![],
+            cut: None,
+        };
+        let mut f = frame(link, &s);
+        // The transport header is the frame's last 20 bytes.
+        let at = f.len() - 20 + 13;
+        f[at] = flags;
+        f
+    };
+    for link in [LinkType::Ethernet, LinkType::RawIp, LinkType::LinuxSll] {
+        for v6 in [false, true] {
+            let check = |filter: &str, flags: u8| {
+                let f = Filter::parse(filter).unwrap();
+                let pkt = syn(flags, link, v6);
+                agree(&f, link, &pkt).unwrap();
+                f.matches(link, &pkt)
+            };
+            assert!(check("tcp[tcpflags] & tcp-syn != 0", 0x02));
+            assert!(check("tcp[tcpflags] & tcp-syn != 0", 0x12));
+            assert!(!check("tcp[tcpflags] & tcp-syn != 0", 0x10));
+            assert!(check("tcp[13] & (tcp-syn|tcp-ack) == tcp-syn", 0x02));
+            assert!(!check("tcp[13] & (tcp-syn|tcp-ack) == tcp-syn", 0x12));
+            assert!(check("tcp[2:2] = 80", 0));
+            assert!(check("tcp[0:4] = 0x9c400050", 0));
+            assert!(!check("udp[2:2] = 80", 0));
+            // Past what was captured: false.
+            assert!(!check("tcp[60] = 0", 0));
+            let ip = if v6 { "ip6[6] = 6" } else { "ip[9] = 6" };
+            assert!(check(ip, 0));
+            assert!(check(
+                if v6 {
+                    "not ip[9] = 6"
+                } else {
+                    "ip[0] & 0xf = 6"
+                },
+                0
+            ));
+        }
+    }
 }
 
 fn parsed(text: &str) -> Expr {
@@ -725,6 +867,30 @@ fn prim() -> impl Strategy<Value = Prim> {
                     lo: a.min(b),
                     hi: a.max(b),
                 }
+            }),
+        (
+            prop::sample::select(vec![
+                Proto::Ip,
+                Proto::Ip6,
+                Proto::Tcp,
+                Proto::Udp,
+                Proto::Sctp,
+                Proto::Icmp,
+                Proto::Icmp6
+            ]),
+            prop_oneof![4 => 0u16..48, 1 => any::<u16>()],
+            prop::sample::select(vec![1u8, 2, 4]),
+            prop::option::of(prop_oneof![Just(0x12u32), Just(0x0f), any::<u32>()]),
+            prop::sample::select(vec![Cmp::Eq, Cmp::Ne, Cmp::Lt, Cmp::Le, Cmp::Gt, Cmp::Ge]),
+            prop_oneof![Just(0u32), Just(2), Just(0x11), Just(80), any::<u32>()],
+        )
+            .prop_map(|(base, offset, size, mask, op, value)| Prim::Bytes {
+                base,
+                offset,
+                size,
+                mask,
+                op,
+                value,
             }),
     ]
 }

@@ -141,6 +141,9 @@ const MIXED_EXPRS: &[&str] = &[
     "ip6 and (tcp or udp) and not port 53",
     "(host 10.0.0.1 or host 2001:db8::2) and portrange 0-100",
     "udp and not port 53 or icmp",
+    "icmp[icmptype] = icmp-echo",
+    "ip and udp[4:2] > 20",
+    "ip and tcp[13] & 0x3f != 0x10",
 ];
 
 const REAL_EXPRS: &[&str] = &[
@@ -155,6 +158,11 @@ const REAL_EXPRS: &[&str] = &[
     "not tcp",
     "ip6",
     "udp or icmp",
+    "tcp[tcpflags] & tcp-syn != 0",
+    "tcp[13] & (tcp-syn|tcp-ack) == tcp-syn",
+    "tcp[tcpflags] & tcp-push != 0 and dst port 8080",
+    "ip[2:2] > 500",
+    "tcp[14:2] < 1000",
 ];
 
 #[test]

@@ -279,6 +279,16 @@ impl<A: Analyzer> Tracker<A> {
         self.table.len()
     }
 
+    /// Connections held in memory that are not closed: those closed by FIN or
+    /// RST but still waiting out their grace period (which passes only as
+    /// packets arrive) are left out. One pass over the table: for a live view.
+    pub fn unclosed_connections(&self) -> usize {
+        self.table
+            .iter()
+            .filter(|&&i| !self.slots[i as usize].is_closed())
+            .count()
+    }
+
     /// The most connections held at once.
     pub fn peak_open_connections(&self) -> usize {
         self.peak_open

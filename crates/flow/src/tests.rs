@@ -8,6 +8,7 @@ const S: &str = "10.0.0.2";
 const F_SYN: u16 = TcpFlags::SYN;
 const F_ACK: u16 = TcpFlags::ACK;
 const F_FIN: u16 = TcpFlags::FIN;
+const F_RST: u16 = TcpFlags::RST;
 
 fn seg(
     from_client: bool,
@@ -174,6 +175,26 @@ fn a_fin_never_acknowledged_is_sent_again_within_the_connection() {
     assert_eq!(log.closed.len(), 1);
     assert_eq!(log.closed[0].packets, 13);
     assert_eq!(log.closed[0].server.fin.unwrap().frame, 9);
+}
+
+#[test]
+fn reset_connection_is_not_counted_unclosed_while_held() {
+    // Ends with a RST instead of the FIN exchange: held for its grace period
+    // (capture time, which stands still when no packet comes), not open.
+    let mut p = conversation();
+    p.truncate(6);
+    p.push((41, seg(true, 1101, 8001, F_RST | F_ACK, 0, 0)));
+    let mut t = Tracker::new(Log::default(), Config::default());
+    for (i, (ms, s)) in p.iter().enumerate() {
+        t.push(i as u64 + 1, Timestamp::from_nanos(ms * 1_000_000), s);
+    }
+    assert_eq!(t.open_connections(), 1);
+    assert_eq!(t.unclosed_connections(), 0);
+    // A half-done handshake is not closed.
+    let mut t = Tracker::new(Log::default(), Config::default());
+    let (ms, s) = &conversation()[0];
+    t.push(1, Timestamp::from_nanos(ms * 1_000_000), s);
+    assert_eq!(t.unclosed_connections(), 1);
 }
 
 #[test]

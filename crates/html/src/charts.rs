@@ -147,7 +147,8 @@ pub fn histogram(bins: &[LatencyBin], findings: &[Finding], out: &mut String) {
         }
     }
     let max = *counts.iter().max().unwrap_or(&1) as f64;
-    let (w, h, left, bottom, top) = (900.0, 260.0, 50.0, 40.0, 30.0);
+    // Room above the tallest bar for two rows of mode labels under the title.
+    let (w, h, left, bottom, top) = (900.0, 288.0, 50.0, 40.0, 58.0);
     let bw = (w - left - 10.0) / n as f64;
     let x_of = |i: usize| left + i as f64 * bw;
     let y_of = |c: f64| top + (h - top - bottom) * (1.0 - c / max);
@@ -192,6 +193,19 @@ pub fn histogram(bins: &[LatencyBin], findings: &[Finding], out: &mut String) {
         .collect();
     modes.sort_by(|a, b| counts[*b].cmp(&counts[*a]));
     modes.truncate(4);
+    // Text is placed where it overprints no other: the axis titles first,
+    // then each mode's label (tallest first) at its bar or the nearest free
+    // row above or below; one with no free row is left out.
+    let title = format!("exchanges (max {max})");
+    let axis_title = "exchange latency (log scale)";
+    let mut placed = Placed::default();
+    placed.add(text_box(left, 14.0, "start", title.chars().count()));
+    placed.add(text_box(
+        w - 10.0,
+        h - 4.0,
+        "end",
+        axis_title.chars().count(),
+    ));
     for i in modes {
         let dominant = parts[i]
             .iter()
@@ -206,13 +220,28 @@ pub fn histogram(bins: &[LatencyBin], findings: &[Finding], out: &mut String) {
         } else {
             "middle"
         };
+        let text = format!("{} · {}", fmt_ms(mid), cause_of(dominant, findings));
+        let chars = text.chars().count();
+        let y0 = y_of(counts[i] as f64) - 8.0;
+        let up = (0..)
+            .map(|k| y0 - 14.0 * k as f64)
+            .take_while(|&y| y >= 12.0);
+        let down = (1..)
+            .map(|k| y0 + 14.0 * k as f64)
+            .take_while(|&y| y <= h - bottom - 4.0);
+        let Some(y) = up
+            .chain(down)
+            .find(|&y| !placed.hits(&text_box(cx, y, anchor, chars)))
+        else {
+            continue;
+        };
+        placed.add(text_box(cx, y, anchor, chars));
         let _ = write!(
             out,
-            r#"<text class="mode" x="{:.1}" y="{:.1}" text-anchor="{anchor}">{} · {}</text>"#,
+            r#"<text class="mode" x="{:.1}" y="{:.1}" text-anchor="{anchor}">{}</text>"#,
             cx,
-            (y_of(counts[i] as f64) - 8.0).max(12.0),
-            esc(&fmt_ms(mid)),
-            esc(&cause_of(dominant, findings))
+            y,
+            esc(&text)
         );
     }
     // Axis: decades.
@@ -231,10 +260,42 @@ pub fn histogram(bins: &[LatencyBin], findings: &[Finding], out: &mut String) {
     }
     let _ = write!(
         out,
-        r#"<text x="{left}" y="14" class="tick">exchanges (max {max})</text><text x="{:.0}" y="{:.0}" text-anchor="end" class="tick">exchange latency (log scale)</text></svg>"#,
+        r#"<text x="{left}" y="14" class="tick">{}</text><text x="{:.0}" y="{:.0}" text-anchor="end" class="tick">{axis_title}</text></svg>"#,
+        esc(&title),
         w - 10.0,
         h - 4.0
     );
+}
+
+/// Width of a character of the charts' 11 px monospace font, with a margin.
+const CHAR_W: f64 = 7.0;
+
+/// The box a line of `chars` characters takes at (`x`, baseline `y`):
+/// `[x0, y0, x1, y1]`.
+pub(crate) fn text_box(x: f64, y: f64, anchor: &str, chars: usize) -> [f64; 4] {
+    let width = chars as f64 * CHAR_W;
+    let x0 = match anchor {
+        "start" => x,
+        "end" => x - width,
+        _ => x - width / 2.0,
+    };
+    [x0, y - 11.0, x0 + width, y + 3.0]
+}
+
+/// Text boxes drawn so far.
+#[derive(Default)]
+pub(crate) struct Placed(Vec<[f64; 4]>);
+
+impl Placed {
+    pub(crate) fn add(&mut self, b: [f64; 4]) {
+        self.0.push(b);
+    }
+
+    pub(crate) fn hits(&self, b: &[f64; 4]) -> bool {
+        self.0
+            .iter()
+            .any(|a| a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3])
+    }
 }
 
 /// A ladder (flow graph) of one exchange: client and server columns, one
@@ -383,12 +444,17 @@ fn axes(out: &mut String, w: f64, h: f64, m: [f64; 4], tmax: f64, ymax: f64, yla
     );
 }
 
+/// The baseline of a chart's key: in the top margin, under the axis title.
+const KEY_Y: f64 = 30.0;
+
 /// The time-sequence graph (sequence against time: data segments as
 /// vertical bars, retransmissions in red, the ACK line, the advertised
 /// window's right edge) and bytes in flight against the window.
 pub fn time_sequence(tr: &Trace, out: &mut String) {
-    let (w, h) = (900.0, 320.0);
-    let m = [70.0, 10.0, 20.0, 30.0];
+    // The key sits in the top margin, above the plot: inside it, it hid the
+    // data that reaches the top (the window's edge, the last segments).
+    let (w, h) = (900.0, 344.0);
+    let m = [70.0, 10.0, 44.0, 30.0];
     let tmax = tr
         .points
         .iter()
@@ -484,7 +550,7 @@ pub fn time_sequence(tr: &Trace, out: &mut String) {
         out,
         r#"<g class="key"><text x="{0}" y="{1}" class="k-data">█ data</text><text x="{2}" y="{1}" class="k-retx">█ retransmission</text><text x="{3}" y="{1}" class="k-ack">— ACK</text><text x="{4}" y="{1}" class="k-win">— window edge</text></g></svg>"#,
         w - 420.0,
-        34.0,
+        KEY_Y,
         w - 340.0,
         w - 200.0,
         w - 130.0
@@ -513,7 +579,7 @@ pub fn time_sequence(tr: &Trace, out: &mut String) {
     }
     let _ = write!(
         out,
-        r#"<path class="flight" d="{f}"/><path class="win top" d="{wline}"/><g class="key"><text x="{0}" y="34" class="k-flight">— in flight</text><text x="{1}" y="34" class="k-win">— advertised window</text></g></svg>"#,
+        r#"<path class="flight" d="{f}"/><path class="win top" d="{wline}"/><g class="key"><text x="{0}" y="{KEY_Y}" class="k-flight">— in flight</text><text x="{1}" y="{KEY_Y}" class="k-win">— advertised window</text></g></svg>"#,
         w - 300.0,
         w - 190.0
     );
@@ -526,5 +592,134 @@ pub fn time_sequence(tr: &Trace, out: &mut String) {
             "<p class=\"small\">Only the first {} packets of this connection are drawn.</p>",
             tr.points.len()
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `attr="value"` of a tag, as a number.
+    fn attr(tag: &str, name: &str) -> f64 {
+        let key = format!(" {name}=\"");
+        let i = tag
+            .find(&key)
+            .unwrap_or_else(|| panic!("no {name} in {tag}"))
+            + key.len();
+        tag[i..i + tag[i..].find('"').unwrap()].parse().unwrap()
+    }
+
+    /// The `<text …>body</text>` elements with a class in `classes`: (tag, body).
+    fn texts<'a>(svg: &'a str, classes: &[&str]) -> Vec<(&'a str, &'a str)> {
+        svg.match_indices("<text ")
+            .filter_map(|(i, _)| {
+                let end = i + svg[i..].find('>')?;
+                let tag = &svg[i..=end];
+                let body = &svg[end + 1..end + 1 + svg[end + 1..].find("</text>")?];
+                classes
+                    .iter()
+                    .any(|c| tag.contains(&format!("class=\"{c}\"")))
+                    .then_some((tag, body))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_time_sequence_key_is_above_the_plot() {
+        let mut points = Vec::new();
+        for i in 0..50u64 {
+            let t_ms = i as f64;
+            points.push(Point::Data {
+                t_ms,
+                frame: 2 * i,
+                seq: i * 1448,
+                len: 1448,
+                retransmission: false,
+            });
+            points.push(Point::Ack {
+                t_ms: t_ms + 0.5,
+                frame: 2 * i + 1,
+                ack: (i + 1) * 1448,
+                window: 65_535,
+            });
+        }
+        let tr = Trace {
+            connection: 1,
+            sender: "10.0.0.1:40000".into(),
+            receiver: "10.0.0.2:80".into(),
+            sender_role: "client",
+            points,
+            truncated: false,
+            scale_known: true,
+        };
+        let mut out = String::new();
+        time_sequence(&tr, &mut out);
+        for svg in out.split("</svg>").filter(|s| s.contains("<svg")) {
+            // The y axis: the vertical axis line, from the plot's top.
+            let axis = svg
+                .match_indices("<line ")
+                .map(|(i, _)| &svg[i..i + svg[i..].find("/>").unwrap()])
+                .find(|l| l.contains("class=\"axis\"") && attr(l, "x1") == attr(l, "x2"))
+                .expect("y axis");
+            let top = attr(axis, "y1");
+            let keys = texts(svg, &["k-data", "k-retx", "k-ack", "k-win", "k-flight"]);
+            assert!(!keys.is_empty());
+            for (tag, body) in keys {
+                // The baseline plus the descenders stay above the plot.
+                assert!(
+                    attr(tag, "y") + 3.0 <= top,
+                    "key {body:?} at {tag} inside the plot (top {top})"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn histogram_labels_do_not_overprint() {
+        // Four modes two bins apart (10 bins a decade), labels long and at
+        // the same height: drawn at their bars they overlapped each other.
+        let mut bins = Vec::new();
+        for k in 0..8 {
+            let low = 10f64.powf(k as f64 / 10.0);
+            let high = 10f64.powf((k + 1) as f64 / 10.0);
+            let count = if k % 2 == 0 { 100 } else { 10 };
+            bins.push(LatencyBin {
+                low_ms: low,
+                high_ms: high,
+                count,
+                parts_ms: BudgetParts(vec![("nagle_delayed_ack", count as f64 * low)]),
+            });
+        }
+        let mut out = String::new();
+        histogram(&bins, &[], &mut out);
+        let all = texts(&out, &["mode", "tick"]);
+        let modes = all
+            .iter()
+            .filter(|(t, _)| t.contains("class=\"mode\""))
+            .count();
+        assert!(modes >= 3, "{modes} mode labels in {out}");
+        let boxes: Vec<([f64; 4], &str)> = all
+            .iter()
+            .map(|(tag, body)| {
+                let anchor = if tag.contains("\"end\"") {
+                    "end"
+                } else if tag.contains("\"middle\"") {
+                    "middle"
+                } else {
+                    "start"
+                };
+                let chars = body.replace("&amp;", "&").chars().count();
+                (
+                    text_box(attr(tag, "x"), attr(tag, "y"), anchor, chars),
+                    *body,
+                )
+            })
+            .collect();
+        for (i, (a, ta)) in boxes.iter().enumerate() {
+            for (b, tb) in &boxes[i + 1..] {
+                let overlap = a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3];
+                assert!(!overlap, "{ta:?} overprints {tb:?}");
+            }
+        }
     }
 }

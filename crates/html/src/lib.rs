@@ -18,8 +18,10 @@ use tcpdoctor_diagnose::model::{Analysis, ConnectionSummary, Finding, LatencyBin
 use tcpdoctor_report::fmt_ms;
 
 mod charts;
+pub mod ladder;
 pub mod trace;
 
+pub use ladder::Ladders;
 pub use trace::{targets, Recorder, Trace};
 
 /// What the page shows beyond the analysis.
@@ -160,6 +162,9 @@ pub fn render(a: &Analysis, x: &Extras<'_>, out: &mut impl Write) -> io::Result<
             r#"<h2>Latency budget</h2><p>Exchanges around the median take <b id="budget-total">{}</b>; where that time went:</p>"#,
             esc(&fmt_ms(b.median.total_ms))
         );
+        if let Some(note) = tcpdoctor_report::median_caveat(a) {
+            let _ = write!(s, r#"<p id="budget-caveat">{}</p>"#, esc(&note));
+        }
         charts::budget_bar(
             "budget-median",
             &b.median.parts_ms,
@@ -188,7 +193,7 @@ pub fn render(a: &Analysis, x: &Extras<'_>, out: &mut impl Write) -> io::Result<
         );
     }
     for (i, f) in a.findings.iter().enumerate() {
-        finding(i + 1, f, x, &mut s);
+        finding(i + 1, f, c.exchanges == 0, x, &mut s);
     }
     if !a.minor_findings.is_empty() {
         s.push_str("<h3>Minor (each under 1% of the exchanges' time)</h3><ul>");
@@ -216,13 +221,13 @@ pub fn render(a: &Analysis, x: &Extras<'_>, out: &mut impl Write) -> io::Result<
 
 /// What a finding cost: time, or for refused and reset connections the
 /// requests that failed (they are reported whatever time they took).
-fn cost(f: &Finding) -> String {
+fn cost(f: &Finding, no_exchange: bool) -> String {
     match f.details.get("requests_lost").and_then(|v| v.as_u64()) {
         Some(n) => format!("<b>{n} request(s) failed</b>"),
         None => format!(
-            "<b>{}</b> lost ({:.0}% of exchange time)",
+            "<b>{}</b> lost ({})",
             esc(&fmt_ms(f.total_delay_ms)),
-            f.share_of_time * 100.0
+            esc(&tcpdoctor_report::share_words(f, no_exchange))
         ),
     }
 }
@@ -232,14 +237,14 @@ fn verdict(a: &Analysis, s: &mut String) {
         Some(f) => {
             let _ = write!(
                 s,
-                r#"<div class="verdict" id="verdict"><span class="kind">{}</span> — {} <code>{}</code> — {}, typically <b class="typical">{}</b> each, {} times on {} connection(s).<br>Fix: {}</div>"#,
+                r#"<div class="verdict" id="verdict"><span class="kind">{}</span> — {} <code>{}</code> — {}, typically <b class="typical">{}</b> each, {} on {}.<br>Fix: {}</div>"#,
                 esc(f.kind),
                 esc(f.culprit.role),
                 esc(&f.culprit.endpoint),
-                cost(f),
+                cost(f, a.capture.exchanges == 0),
                 esc(&fmt_ms(f.typical_delay_ms)),
-                f.occurrences,
-                f.connections,
+                tcpdoctor_report::count(f.occurrences, "time"),
+                tcpdoctor_report::count(f.connections, "connection"),
                 esc(&f.fix)
             );
         }
@@ -247,17 +252,17 @@ fn verdict(a: &Analysis, s: &mut String) {
     }
 }
 
-fn finding(n: usize, f: &Finding, x: &Extras<'_>, s: &mut String) {
+fn finding(n: usize, f: &Finding, no_exchange: bool, x: &Extras<'_>, s: &mut String) {
     let _ = write!(
         s,
-        r#"<div class="finding" id="finding-{n}" data-kind="{}"><div class="head">{n}. <span class="kind">{}</span> — {} <code>{}</code> — {}</div><div class="meta">{} occurrences on {} connection(s), typically <b class="typical">{}</b> each</div><p><b>Why.</b> {}</p><p><b>Fix.</b> {}</p>"#,
+        r#"<div class="finding" id="finding-{n}" data-kind="{}"><div class="head">{n}. <span class="kind">{}</span> — {} <code>{}</code> — {}</div><div class="meta">{} on {}, typically <b class="typical">{}</b> each</div><p><b>Why.</b> {}</p><p><b>Fix.</b> {}</p>"#,
         esc(f.kind),
         esc(f.kind),
         esc(f.culprit.role),
         esc(&f.culprit.endpoint),
-        cost(f),
-        f.occurrences,
-        f.connections,
+        cost(f, no_exchange),
+        tcpdoctor_report::count(f.occurrences, "occurrence"),
+        tcpdoctor_report::count(f.connections, "connection"),
         esc(&fmt_ms(f.typical_delay_ms)),
         esc(&f.explanation),
         esc(&f.fix)
@@ -283,13 +288,22 @@ fn finding(n: usize, f: &Finding, x: &Extras<'_>, s: &mut String) {
             esc(&f.wireshark_filter)
         );
     }
-    if let Some(l) = &f.ladder {
-        let _ = write!(
-            s,
-            "<h3>Ladder of one exchange (connection {}); hover an arrow for its frame</h3>",
-            l.connection
-        );
-        charts::ladder(l, f.kind, s);
+    // A ladder of other packets than those the evidence names would
+    // contradict it: left out (the report's own pass over the capture
+    // draws the evidence's packets; it cannot for standard input or merged files).
+    match &f.ladder {
+        Some(l) if ladder::matches_evidence(f) => {
+            let _ = write!(
+                s,
+                "<h3>Ladder of one exchange (connection {}); hover an arrow for its frame</h3>",
+                l.connection
+            );
+            charts::ladder(l, f.kind, s);
+        }
+        Some(_) => s.push_str(
+            r#"<p class="small ladder-missing">No ladder: the packets of the exchange the evidence names were not at hand (the capture was read from standard input or merged from several files); open the evidence frames in Wireshark.</p>"#,
+        ),
+        None => {}
     }
     if let Some(tr) = f
         .evidence

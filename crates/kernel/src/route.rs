@@ -137,21 +137,32 @@ fn report(r: &Route, names: &HashMap<u32, &str>, ns: &Namespace) -> RouteReport 
         .filter(|(rtax, _)| m.locked(*rtax))
         .map(|(_, name)| *name)
         .collect();
-    let findings = findings(r, |edit| {
-        let mut changed = r.metrics.clone();
-        edit(&mut changed);
-        let ip = if r.family == AF_INET6 {
-            "ip -6 route change"
-        } else {
-            "ip route change"
-        };
-        in_namespace(
-            ns,
-            format!("{ip} {}", command(r, &changed, names))
-                .trim_end()
-                .to_string(),
-        )
+    // `ip route change` replaces every metric of the route: a fix that
+    // corrected one metric and restated the others as they are would undo the
+    // other fixes when run after them. Every fix is the route with all of the
+    // warnings' edits made, the metrics that are fine (and their locks) kept:
+    // run in any order, the fixes leave the route without warnings.
+    let all = std::cell::RefCell::new(r.metrics.clone());
+    let mut findings = findings(r, |edit| {
+        edit(&mut all.borrow_mut());
+        String::new()
     });
+    let ip = if r.family == AF_INET6 {
+        "ip -6 route change"
+    } else {
+        "ip route change"
+    };
+    let fixed = in_namespace(
+        ns,
+        format!("{ip} {}", command(r, &all.borrow(), names))
+            .trim_end()
+            .to_string(),
+    );
+    for f in &mut findings {
+        if f.fix.is_some() {
+            f.fix = Some(fixed.clone());
+        }
+    }
     RouteReport {
         family: if r.family == AF_INET6 {
             "inet6"
@@ -406,8 +417,8 @@ fn mss(r: &Route) -> u32 {
         .unwrap_or(TYPICAL_MSS)
 }
 
-/// The findings on one route. `fix` renders `ip route change` for the route
-/// with one metric edited.
+/// The findings on one route. `fix` is given each warning's edit of the
+/// metrics (what it returns is replaced by the route with every edit made).
 fn findings(r: &Route, fix: impl Fn(&dyn Fn(&mut Metrics)) -> String) -> Vec<Finding> {
     let m = &r.metrics;
     let mss = mss(r);
@@ -427,7 +438,8 @@ fn findings(r: &Route, fix: impl Fn(&dyn Fn(&mut Metrics)) -> String) -> Vec<Fin
                 Severity::Warn,
                 "initcwnd",
                 format!(
-                    "initcwnd {n}: new connections on this route send only {n} segments (≈ {}) in their first round trip, against {INIT_CWND} by default (RFC 6928): a response larger than that waits an extra round trip, and one more for each doubling.",
+                    "initcwnd {n}: new connections on this route send only {} (≈ {}) in their first round trip, against {INIT_CWND} by default (RFC 6928): a response larger than that waits an extra round trip, and one more for each doubling.",
+                    segments(n),
                     bytes(u64::from(n * mss))
                 ),
                 Some(fix(&|m| m.initcwnd = Some(INIT_CWND))),
@@ -450,7 +462,8 @@ fn findings(r: &Route, fix: impl Fn(&dyn Fn(&mut Metrics)) -> String) -> Vec<Fin
                 Severity::Warn,
                 "initrwnd",
                 format!(
-                    "initrwnd {n}: this host's first window lets a peer send only {n} segments (≈ {}) before the next window update: uploads start slowly.",
+                    "initrwnd {n}: this host's first window lets a peer send only {} (≈ {}) before the next window update: uploads start slowly.",
+                    segments(n),
                     bytes(u64::from(n * mss))
                 ),
                 Some(fix(&|m| m.initrwnd = None)),
@@ -460,7 +473,8 @@ fn findings(r: &Route, fix: impl Fn(&dyn Fn(&mut Metrics)) -> String) -> Vec<Fin
                 Severity::Note,
                 "initrwnd",
                 format!(
-                    "initrwnd {n}: this host's first advertised window is {n} segments (≈ {}) instead of what tcp_rmem's start allows: a peer's first flights are not held back by the window (its own initcwnd still applies).",
+                    "initrwnd {n}: this host's first advertised window is {} (≈ {}) instead of what tcp_rmem's start allows: a peer's first flights are not held back by the window (its own initcwnd still applies).",
+                    segments(n),
                     bytes(u64::from(n.saturating_mul(mss)))
                 ),
                 None,
@@ -520,7 +534,8 @@ fn findings(r: &Route, fix: impl Fn(&dyn Fn(&mut Metrics)) -> String) -> Vec<Fin
                 Severity::Warn,
                 "cwnd",
                 format!(
-                    "cwnd lock {c}: the congestion window can never exceed {c} segments (≈ {}): {}.",
+                    "cwnd lock {c}: the congestion window can never exceed {} (≈ {}): {}.",
+                    segments(c),
                     bytes(u64::from(c.saturating_mul(mss))),
                     at_rtts(u64::from(c.saturating_mul(mss)))
                 ),
@@ -532,7 +547,10 @@ fn findings(r: &Route, fix: impl Fn(&dyn Fn(&mut Metrics)) -> String) -> Vec<Fin
         add(
             Severity::Note,
             "ssthresh",
-            format!("ssthresh {s}: slow start ends at {s} segments; growth is linear after that."),
+            format!(
+                "ssthresh {s}: slow start ends at {}; growth is linear after that.",
+                segments(s)
+            ),
             None,
         );
     }
@@ -673,6 +691,61 @@ mod tests {
     }
 
     #[test]
+    fn every_fix_makes_every_edit_and_keeps_the_rest() {
+        // Each fix used to restate the route with its own metric fixed and
+        // the other bad ones kept: run one after another, they undid each other.
+        let m = Metrics {
+            lock: (1 << RTAX_RTO_MIN) | (1 << RTAX_MTU),
+            initcwnd: Some(2),
+            initrwnd: Some(2),
+            quickack: Some(1),
+            rto_min: Some(50),
+            mtu: Some(1500),
+            ..Metrics::default()
+        };
+        let r = judged(route("10.84.1.0", 24, m), &Namespace::default());
+        let warned: Vec<&Finding> = r
+            .findings
+            .iter()
+            .filter(|f| f.severity == Severity::Warn)
+            .collect();
+        assert_eq!(warned.len(), 2, "{:?}", r.findings);
+        let want =
+            "ip route change 10.84.1.0/24 dev v0 mtu lock 1500 initcwnd 10 quickack 1 rto_min 50ms";
+        for f in warned {
+            assert_eq!(f.fix.as_deref(), Some(want), "{}", f.subject);
+        }
+        // The route as fixed has no warning left.
+        let fixed = Metrics {
+            lock: (1 << RTAX_RTO_MIN) | (1 << RTAX_MTU),
+            initcwnd: Some(10),
+            quickack: Some(1),
+            rto_min: Some(50),
+            mtu: Some(1500),
+            ..Metrics::default()
+        };
+        let r = judged(route("10.84.1.0", 24, fixed), &Namespace::default());
+        assert!(r.findings.iter().all(|f| f.severity != Severity::Warn));
+        assert_eq!(r.spec, want.trim_start_matches("ip route change "));
+    }
+
+    #[test]
+    fn one_segment_is_said_in_the_singular() {
+        let m = Metrics {
+            initcwnd: Some(1),
+            initrwnd: Some(1),
+            ..Metrics::default()
+        };
+        let r = judged(route("10.84.1.0", 24, m), &Namespace::default());
+        assert!(finding(&r, "initcwnd")
+            .judgement
+            .contains("send only 1 segment (≈"));
+        assert!(finding(&r, "initrwnd")
+            .judgement
+            .contains("send only 1 segment (≈"));
+    }
+
+    #[test]
     fn small_initcwnd_warns_and_the_fix_keeps_the_other_metrics() {
         let r = judged(route("10.84.1.0", 24, e2e_metrics()), &Namespace::default());
         assert_eq!(r.dst, "10.84.1.0/24");
@@ -803,5 +876,14 @@ mod tests {
 
     fn serde_plain(m: &MetricsReport) -> String {
         serde_json::to_string(m).expect("json")
+    }
+}
+
+/// `1 segment`, `2 segments`.
+fn segments(n: u32) -> String {
+    if n == 1 {
+        "1 segment".into()
+    } else {
+        format!("{n} segments")
     }
 }

@@ -119,6 +119,54 @@ pub fn round_floats(v: &mut serde_json::Value) {
     }
 }
 
+/// What share of the time a finding lost: of the exchanges' time, or, when
+/// no exchange completed, said so (the share is then of the time lost
+/// outside exchanges, which the finding may be all of).
+pub fn share_words(f: &Finding, no_exchange: bool) -> String {
+    if no_exchange {
+        "no exchange completed".into()
+    } else {
+        format!("{:.0}% of exchange time", f.share_of_time * 100.0)
+    }
+}
+
+/// When the findings lost far more than the median exchange accounts for
+/// (a few slow exchanges, or time outside exchanges: a stalled transfer, a
+/// setup that waited), the median line alone would mislead: this says so.
+pub fn median_caveat(a: &Analysis) -> Option<String> {
+    let c = &a.capture;
+    let b = c.latency_budget.as_ref()?;
+    let lost: f64 = a
+        .findings
+        .iter()
+        .map(|f| f.total_delay_ms)
+        .sum::<f64>()
+        .min(c.share_total_ms.max(0.0));
+    let typical = b.median.total_ms * c.exchanges as f64;
+    if a.findings.is_empty() || lost < 100.0 || lost <= 2.0 * typical {
+        return None;
+    }
+    let slowest = c
+        .exchange_latency_ms
+        .as_ref()
+        .map(|p| format!(" (the slowest exchange took {})", fmt_ms(p.max)))
+        .unwrap_or_default();
+    Some(format!(
+        "but the findings below lost {} in all: the time went to a few slow exchanges{slowest} or \
+         outside exchanges, not to the median one",
+        fmt_ms(lost)
+    ))
+}
+
+/// `1 connection`, `2 connections`: a count and its noun (plural by `s`).
+pub fn count(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// Writes the text report: the capture in a few lines, the findings ordered by
 /// time lost, the minor ones, then the slowest connections.
 pub fn text(
@@ -130,17 +178,24 @@ pub fn text(
 ) -> io::Result<()> {
     let c = &a.capture;
     writeln!(out, "tcpdoctor: {source}")?;
+    let links = if c.link_types.is_empty() {
+        String::new()
+    } else {
+        format!(", {}", c.link_types.join(", "))
+    };
     writeln!(
         out,
-        "capture    {format}, {} · {} packets ({} TCP) · {} connections · {:.3} s",
-        c.link_types.join(", "),
+        "capture    {format}{links} · {} packets ({} TCP) · {} · {:.3} s",
         c.packets,
         c.tcp_packets,
-        c.connections,
+        count(c.connections, "connection"),
         c.duration_ms / 1e3
     )?;
     if let Some(b) = &c.latency_budget {
         budget(b, out)?;
+        if let Some(note) = median_caveat(a) {
+            wrap(&note, "           ", "           ", opts.width, out)?;
+        }
     }
     exchanges(c, out)?;
     if let Some(v) = &c.vantage {
@@ -148,7 +203,7 @@ pub fn text(
     }
     capture_notes(c, out)?;
     writeln!(out)?;
-    findings(&a.findings, opts, out)?;
+    findings(&a.findings, c.exchanges == 0, opts, out)?;
     minor_findings(&a.minor_findings, out)?;
     writeln!(out)?;
     connections(a, opts, out)
@@ -209,10 +264,10 @@ fn vantage(v: &Vantage, duplicates: u64, out: &mut impl Write) -> io::Result<()>
     };
     writeln!(
         out,
-        "vantage    {place} (from {}, {} of {} connections){}",
+        "vantage    {place} (from {}, {} of {}){}",
         v.from,
         v.connections,
-        v.of,
+        count(v.of, "connection"),
         if duplicates > 0 {
             format!(" · {duplicates} duplicate segments dropped")
         } else {
@@ -255,7 +310,12 @@ fn capture_notes(c: &CaptureSummary, out: &mut impl Write) -> io::Result<()> {
 }
 
 /// The findings that cost at least 1% of the exchanges' time, in full.
-fn findings(list: &[Finding], opts: TextOptions, out: &mut impl Write) -> io::Result<()> {
+fn findings(
+    list: &[Finding],
+    no_exchange: bool,
+    opts: TextOptions,
+    out: &mut impl Write,
+) -> io::Result<()> {
     if list.is_empty() {
         return writeln!(
             out,
@@ -264,7 +324,7 @@ fn findings(list: &[Finding], opts: TextOptions, out: &mut impl Write) -> io::Re
     }
     writeln!(out, "FINDINGS   ordered by time lost")?;
     for (i, f) in list.iter().enumerate() {
-        finding(i + 1, f, opts, out)?;
+        finding(i + 1, f, no_exchange, opts, out)?;
     }
     Ok(())
 }
@@ -328,7 +388,13 @@ fn wrap(
     Ok(())
 }
 
-fn finding(n: usize, f: &Finding, opts: TextOptions, out: &mut impl Write) -> io::Result<()> {
+fn finding(
+    n: usize,
+    f: &Finding,
+    no_exchange: bool,
+    opts: TextOptions,
+    out: &mut impl Write,
+) -> io::Result<()> {
     writeln!(out)?;
     if let Some(lost) = f.details.get("requests_lost").and_then(|v| v.as_u64()) {
         // A failure: what it cost is the requests, not time.
@@ -340,19 +406,19 @@ fn finding(n: usize, f: &Finding, opts: TextOptions, out: &mut impl Write) -> io
     } else {
         writeln!(
             out,
-            "{n}. {} — {} {} — {} lost ({:.0}% of exchange time)",
+            "{n}. {} — {} {} — {} lost ({})",
             f.kind,
             f.culprit.role,
             f.culprit.endpoint,
             fmt_ms(f.total_delay_ms),
-            f.share_of_time * 100.0
+            share_words(f, no_exchange)
         )?;
     }
     writeln!(
         out,
-        "   {} occurrences on {} connection(s), typically {} each",
-        f.occurrences,
-        f.connections,
+        "   {} on {}, typically {} each",
+        count(f.occurrences, "occurrence"),
+        count(f.connections, "connection"),
         fmt_ms(f.typical_delay_ms)
     )?;
     wrap(&f.explanation, "        ", "   why ", opts.width, out)?;
@@ -374,9 +440,25 @@ fn finding(n: usize, f: &Finding, opts: TextOptions, out: &mut impl Write) -> io
         writeln!(out, "   wireshark {}", f.wireshark_filter)?;
     }
     if let Some(l) = &f.ladder {
-        ladder(l, out)?;
+        ladder(l, ladder_shows_evidence(f), out)?;
     }
     Ok(())
+}
+
+/// Whether a finding's ladder shows the exchange its first evidence names:
+/// same connection, and at least one of the frames it names drawn (evidence
+/// that names no frame, a connection's whole time, leaves the ladder be).
+/// The engine keeps a connection's last few packets for ladders: a finding
+/// made when the connection closes can only draw those.
+pub fn ladder_shows_evidence(f: &Finding) -> bool {
+    match (&f.ladder, f.evidence.first()) {
+        (Some(l), Some(e)) => {
+            l.connection == e.connection
+                && (e.frames.is_empty() || l.rows.iter().any(|r| e.frames.contains(&r.frame)))
+        }
+        (Some(_), None) => true,
+        (None, _) => false,
+    }
 }
 
 /// A finding's prediction in a line: the exchanges it touched, then all.
@@ -400,12 +482,21 @@ pub fn prediction(p: &tcpdoctor_diagnose::model::Prediction) -> String {
 
 const ARROW: usize = 34;
 
-fn ladder(l: &Ladder, out: &mut impl Write) -> io::Result<()> {
-    writeln!(
-        out,
-        "   ladder of one exchange (connection {}):",
-        l.connection
-    )?;
+fn ladder(l: &Ladder, of_evidence: bool, out: &mut impl Write) -> io::Result<()> {
+    if of_evidence {
+        writeln!(
+            out,
+            "   ladder of one exchange (connection {}):",
+            l.connection
+        )?;
+    } else {
+        writeln!(
+            out,
+            "   ladder of the connection's last packets, not the exchange the evidence names \
+             (connection {}; --html draws that one):",
+            l.connection
+        )?;
+    }
     writeln!(
         out,
         "   {:>9} {:>7}  {:<w$}{}",

@@ -348,12 +348,12 @@ fn retransmissions(s: &Socket, out: &mut Vec<Flag>) {
     if !now && share.is_none_or(|x| x < RETRANS_SHARE) {
         return;
     }
-    let mut message = format!("{} segments retransmitted", t.total_retrans);
+    let mut message = format!("{} retransmitted", segments(u64::from(t.total_retrans)));
     if let (Some(sh), Some(r)) = (share, t.bytes_retrans) {
         message += &format!(" ({}, {:.1}% of bytes sent)", bytes(r), sh * 100.0);
     }
     if t.lost > 0 {
-        message += &format!("; {} segments considered lost now", t.lost);
+        message += &format!("; {} considered lost now", segments(u64::from(t.lost)));
     }
     if t.retransmits > 0 {
         message += &format!(
@@ -449,5 +449,14 @@ pub fn secs(us: u64) -> String {
         format!("{:.2} s", us as f64 / 1e6)
     } else {
         ms(us)
+    }
+}
+
+/// `1 segment`, `2 segments`.
+fn segments(n: u64) -> String {
+    if n == 1 {
+        "1 segment".into()
+    } else {
+        format!("{n} segments")
     }
 }

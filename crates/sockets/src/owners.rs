@@ -147,7 +147,7 @@ pub fn apply(sockets: &mut [Socket], mut found: Found, list: &FdList, notes: &mu
             count: list.unreadable,
             reason: format!(
                 "the descriptors of {} of {} processes are readable only by their owner or root \
-                 (/proc/PID/fd): their sockets show process null (run as root)",
+                 (/proc/PID/fd): their sockets show no process (\"process\": null in JSON; run as root)",
                 list.unreadable, list.processes
             ),
         });

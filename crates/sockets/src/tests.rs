@@ -291,6 +291,16 @@ fn limited_time_retransmissions_and_a_full_accept_queue_are_flagged() {
         f.iter().map(|f| f.kind).collect::<Vec<_>>(),
         [FlagKind::Retransmissions]
     );
+    let t = s.tcp_info.as_mut().expect("tcp_info");
+    t.total_retrans = 1;
+    t.lost = 1;
+    let f = judge::flags(&s, &RMEM);
+    assert!(
+        f[0].message.starts_with("1 segment retransmitted")
+            && f[0].message.contains("; 1 segment considered lost now"),
+        "{}",
+        f[0].message
+    );
 
     let mut l = v
         .iter()
@@ -350,6 +360,130 @@ fn text_groups_server_sockets_under_their_listener() {
     assert!(out.contains("! nagle_on on 4 of 4 connections"), "{out}");
     assert!(out.contains("TCP_NODELAY off on 4 of 4"), "{out}");
     assert!(out.contains("TCP_NODELAY off on 0 of 4"), "{out}");
+}
+
+/// The NGINX sockets as root sees them: nginx holds all; the listeners have
+/// TCP_NODELAY off (nginx sets it on each accepted socket), the :80 sockets on.
+fn nginx_as_root() -> Vec<Socket> {
+    let (mut v, _) = parse(NGINX);
+    for s in &mut v {
+        let listener = s.state == State::Listen;
+        s.options = Some(options(s.local.port() == 80 && !listener, 131_072));
+        s.process = nginx(5217);
+        s.flags = judge::flags(s, &RMEM);
+    }
+    v
+}
+
+fn rendered(sockets: Vec<Socket>, notes: Vec<Note>, width: usize) -> String {
+    let snap = Snapshot {
+        schema: 1,
+        sockets,
+        could_not_read: notes,
+        context: RMEM,
+    };
+    let mut out = Vec::new();
+    let opts = text::TextOptions { worst: 3, width };
+    text::render(&snap, opts, &mut out).expect("render");
+    String::from_utf8(out).expect("utf-8")
+}
+
+#[test]
+fn listener_lines_leave_its_nodelay_to_the_accepted_sockets() {
+    let out = rendered(nginx_as_root(), vec![], 100);
+    let head = out
+        .lines()
+        .find(|l| l.contains("listening on 10.83.9.2:80:"))
+        .expect("the :80 listener");
+    assert!(!head.contains("TCP_NODELAY"), "{out}");
+    assert!(out.contains("TCP_NODELAY off on 0 of 4"), "{out}");
+    // A listener alone says whose value it is.
+    let alone: Vec<Socket> = nginx_as_root()
+        .into_iter()
+        .filter(|s| s.state == State::Listen)
+        .collect();
+    let out = rendered(alone, vec![], 200);
+    assert!(
+        out.contains(
+            "TCP_NODELAY off on the listening socket (accepted sockets may set their own)"
+        ),
+        "{out}"
+    );
+}
+
+#[test]
+fn text_lines_fit_the_width() {
+    for width in [60, 100] {
+        let out = rendered(nginx_as_root(), vec![], width);
+        for l in out.lines() {
+            // A single word longer than the width is left whole.
+            let longest = l.split(' ').map(|w| w.chars().count()).max().unwrap_or(0);
+            assert!(
+                l.chars().count() <= width.max(longest + 8),
+                "{} > {width}: {l}",
+                l.chars().count()
+            );
+        }
+    }
+}
+
+#[test]
+fn accepted_sockets_without_their_listener_are_one_group() {
+    // `--state connected`: the listeners are not in the dump. The four :8080
+    // sockets are one group (one Nagle paragraph), not one per client port.
+    let v: Vec<Socket> = nginx_as_root()
+        .into_iter()
+        .filter(|s| s.state != State::Listen)
+        .collect();
+    let groups = text::groups(&v);
+    assert_eq!(groups.len(), 2, "{groups:?}");
+    assert!(groups
+        .iter()
+        .all(|g| matches!(g.key, text::GroupKey::Accepted(Some(5217), _)) && g.members.len() == 4));
+    let out = rendered(v, vec![], 100);
+    assert_eq!(out.matches("! nagle_on").count(), 1, "{out}");
+    assert!(
+        out.contains("4 connections accepted on 10.83.9.2:8080"),
+        "{out}"
+    );
+}
+
+#[test]
+fn an_rtt_far_above_min_rtt_is_said_to_be_inflated() {
+    let mut v = nginx_as_root();
+    for s in v.iter_mut().filter(|s| s.state == State::Established) {
+        let t = s.tcp_info.as_mut().expect("tcp_info");
+        t.rtt_us = 21_000;
+        t.min_rtt_us = Some(8);
+    }
+    let out = rendered(v, vec![], 400);
+    assert!(
+        out.contains("rtt 21 ms (min_rtt 0.01 ms: the path is that fast; the smoothed rtt counts the time the peer's ACKs were delayed)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("rtt 21 ms (min 0.01 ms: delayed ACKs inflate it)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn an_unprivileged_headline_says_nagle_was_not_judged() {
+    let (mut v, _) = parse(NGINX);
+    for s in &mut v {
+        s.flags = judge::flags(s, &RMEM);
+    }
+    let note = Note {
+        what: "options",
+        count: 10,
+        reason: "hidden".into(),
+    };
+    let out = rendered(v, vec![note], 200);
+    let head = out.lines().next().expect("headline");
+    assert!(
+        head.ends_with("; 0 flagged (nagle_on not judged on 8 established sockets: options unreadable, see below)"),
+        "{head}"
+    );
 }
 
 #[test]

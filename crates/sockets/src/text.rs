@@ -6,6 +6,8 @@
 //!   and the listener's address or a wildcard) form one group: a server
 //!   with 200 connections is one group, not 200 lines. Listeners on the
 //!   same address (SO_REUSEPORT, or one per worker) join one group.
+//! - Sockets of one process on one local address whose listener is not in
+//!   view (`--state connected`) are the connections it accepted: one group.
 //! - Every other socket is grouped by the process holding it and the
 //!   remote endpoint: a client with 100 connections to one server is one
 //!   group.
@@ -20,12 +22,15 @@ use crate::judge::{bytes, ms};
 use crate::{FlagKind, Snapshot, Socket, State};
 
 /// How a group came together.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum GroupKey {
     /// Listening on this address, with the sockets it accepted.
     Listener(SocketAddr),
     /// Sockets of one process (or of none known) to one remote endpoint.
     Client(Option<u32>, SocketAddr),
+    /// Sockets of one process on one local address its listener accepted,
+    /// the listener not in view (filtered out by `--state`).
+    Accepted(Option<u32>, SocketAddr),
 }
 
 /// A group of sockets.
@@ -68,16 +73,29 @@ pub fn groups(sockets: &[Socket]) -> Vec<Group<'_>> {
         });
         out[g].listeners.push(s);
     }
-    let mut clients: FxHashMap<(Option<u32>, SocketAddr), usize> = FxHashMap::default();
+    // A local address several connections share is a server's: a client's
+    // sockets each have a port of their own.
+    let mut sharing: FxHashMap<(Option<u32>, SocketAddr), usize> = FxHashMap::default();
+    for s in sockets.iter().filter(|s| s.state != State::Listen) {
+        *sharing
+            .entry((s.process.map(|p| p.pid), s.local))
+            .or_default() += 1;
+    }
+    let mut clients: FxHashMap<GroupKey, usize> = FxHashMap::default();
     for s in sockets.iter().filter(|s| s.state != State::Listen) {
         if let Some(g) = listener_of(s, &out, &by_port) {
             out[g].members.push(s);
             continue;
         }
-        let key = (s.process.map(|p| p.pid), s.remote);
+        let pid = s.process.map(|p| p.pid);
+        let key = if sharing.get(&(pid, s.local)).is_some_and(|&n| n > 1) {
+            GroupKey::Accepted(pid, s.local)
+        } else {
+            GroupKey::Client(pid, s.remote)
+        };
         let g = *clients.entry(key).or_insert_with(|| {
             out.push(Group {
-                key: GroupKey::Client(key.0, key.1),
+                key,
                 listeners: Vec::new(),
                 members: Vec::new(),
             });
@@ -91,7 +109,8 @@ pub fn groups(sockets: &[Socket]) -> Vec<Group<'_>> {
             std::cmp::Reverse(g.members.len()),
             match g.key {
                 GroupKey::Listener(a) => (0, a),
-                GroupKey::Client(_, a) => (1, a),
+                GroupKey::Accepted(_, a) => (1, a),
+                GroupKey::Client(_, a) => (2, a),
             },
         )
     });
@@ -130,12 +149,53 @@ pub struct TextOptions {
     /// Sockets listed per group (the worst first); a group with at most
     /// this many + 2 lists them all.
     pub worst: usize,
+    /// Lines are wrapped to this many characters.
+    pub width: usize,
 }
 
 impl Default for TextOptions {
     fn default() -> TextOptions {
-        TextOptions { worst: 3 }
+        TextOptions {
+            worst: 3,
+            width: 100,
+        }
     }
+}
+
+/// Writes `text` wrapped at word boundaries to `width` characters: the first
+/// line after `first`, the others after `indent`.
+fn wrap(text: &str, first: &str, indent: &str, width: usize, w: &mut impl Write) -> io::Result<()> {
+    // A unit stays with its number: `128 KB` is one word here.
+    let mut words: Vec<String> = Vec::new();
+    for word in text.split(' ').filter(|x| !x.is_empty()) {
+        let bare = word.trim_end_matches([')', ',', ';', ':', '.']);
+        let unit = matches!(
+            bare,
+            "B" | "KB" | "MB" | "GB" | "ms" | "µs" | "s" | "KB/s" | "MB/s" | "GB/s"
+        );
+        match words.last_mut() {
+            Some(prev) if unit => {
+                prev.push(' ');
+                prev.push_str(word);
+            }
+            _ => words.push(word.to_string()),
+        }
+    }
+    let mut line = String::from(first);
+    let mut empty = true;
+    for word in &words {
+        if !empty && line.chars().count() + 1 + word.chars().count() > width {
+            writeln!(w, "{line}")?;
+            line = String::from(indent);
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line.push_str(word);
+        empty = false;
+    }
+    writeln!(w, "{line}")
 }
 
 /// Writes the text view of a snapshot.
@@ -146,8 +206,14 @@ pub fn render(snap: &Snapshot, opts: TextOptions, w: &mut impl Write) -> io::Res
         *states.entry(s.state).or_default() += 1;
     }
     let flagged = snap.sockets.iter().filter(|s| !s.flags.is_empty()).count();
-    writeln!(
-        w,
+    // Nagle is judged from the options: where they could not be read, "0
+    // flagged" would claim more than was looked at.
+    let unjudged = snap
+        .sockets
+        .iter()
+        .filter(|s| s.state == State::Established && s.options.is_none())
+        .count();
+    let mut head = format!(
         "{} TCP socket{} ({}) in {} group{}; {} flagged",
         snap.sockets.len(),
         if snap.sockets.len() == 1 { "" } else { "s" },
@@ -155,7 +221,14 @@ pub fn render(snap: &Snapshot, opts: TextOptions, w: &mut impl Write) -> io::Res
         groups.len(),
         if groups.len() == 1 { "" } else { "s" },
         flagged
-    )?;
+    );
+    if unjudged > 0 {
+        head += &format!(
+            " (nagle_on not judged on {unjudged} established socket{}: options unreadable, see below)",
+            if unjudged == 1 { "" } else { "s" }
+        );
+    }
+    wrap(&head, "", "  ", opts.width, w)?;
     for g in &groups {
         writeln!(w)?;
         group(g, opts, w)?;
@@ -163,7 +236,13 @@ pub fn render(snap: &Snapshot, opts: TextOptions, w: &mut impl Write) -> io::Res
     if !snap.could_not_read.is_empty() {
         writeln!(w)?;
         for n in &snap.could_not_read {
-            writeln!(w, "could not read {}: {}", n.what, n.reason)?;
+            wrap(
+                &format!("could not read {}: {}", n.what, n.reason),
+                "",
+                "  ",
+                opts.width,
+                w,
+            )?;
         }
     }
     Ok(())
@@ -203,35 +282,60 @@ fn group(g: &Group<'_>, opts: TextOptions, w: &mut impl Write) -> io::Result<()>
             let l = g.listeners[0];
             let queued: u32 = g.listeners.iter().map(|l| l.recv_q).sum();
             let backlog: u32 = g.listeners.iter().map(|l| l.send_q).max().unwrap_or(0);
-            write!(
-                w,
+            let mut head = format!(
                 "{} listening on {addr}: accept queue {queued}/{backlog}",
                 who(l)
-            )?;
+            );
             if g.listeners.len() > 1 {
-                write!(w, " ({} listening sockets)", g.listeners.len())?;
+                head += &format!(" ({} listening sockets)", g.listeners.len());
             }
             if let Some(m) = l.memory {
-                write!(w, ", rcvbuf {}", bytes(u64::from(m.rcvbuf)))?;
+                head += &format!(", rcvbuf {}", bytes(u64::from(m.rcvbuf)));
             }
-            if let Some(o) = l.options {
-                write!(w, ", TCP_NODELAY {}", on_off(o.tcp_nodelay))?;
+            // The listener's own TCP_NODELAY says little: servers set it on
+            // each accepted socket (the summary counts those). Shown only
+            // when no accepted socket is.
+            if let Some(o) = l.options.filter(|_| g.members.is_empty()) {
+                head += &format!(
+                    ", TCP_NODELAY {} on the listening socket (accepted sockets may set their own)",
+                    on_off(o.tcp_nodelay)
+                );
             }
-            writeln!(w)?;
+            wrap(&head, "", "  ", opts.width, w)?;
         }
         GroupKey::Client(_, remote) => {
             let s = g.members[0];
             let n = g.members.len();
-            writeln!(
+            wrap(
+                &format!(
+                    "{}: {n} socket{} to {remote}",
+                    who(s),
+                    if n == 1 { "" } else { "s" }
+                ),
+                "",
+                "  ",
+                opts.width,
                 w,
-                "{}: {n} socket{} to {remote}",
-                who(s),
-                if n == 1 { "" } else { "s" }
+            )?;
+        }
+        GroupKey::Accepted(_, local) => {
+            let s = g.members[0];
+            let n = g.members.len();
+            wrap(
+                &format!(
+                    "{}: {n} connection{} accepted on {local} (its listener not selected)",
+                    who(s),
+                    if n == 1 { "" } else { "s" }
+                ),
+                "",
+                "  ",
+                opts.width,
+                w,
             )?;
         }
     }
     if !g.members.is_empty() {
-        summary(g, w)?;
+        summary(g, opts.width, w)?;
     }
     // Each kind of flag once: on which sockets, the message of the first one,
     // the fix.
@@ -263,8 +367,14 @@ fn group(g: &Group<'_>, opts: TextOptions, w: &mut impl Write) -> io::Result<()>
             (true, false) => "the listener".to_string(),
             _ => format!("{on_members} of {conns} {noun}"),
         };
-        writeln!(w, "  ! {} on {whom}: {}", kind.name(), f.message)?;
-        writeln!(w, "    fix: {}", f.fix)?;
+        wrap(
+            &format!("! {} on {whom}: {}", kind.name(), f.message),
+            "  ",
+            "    ",
+            opts.width,
+            w,
+        )?;
+        wrap(&format!("fix: {}", f.fix), "    ", "      ", opts.width, w)?;
     }
     if g.members.is_empty() {
         return Ok(());
@@ -290,7 +400,7 @@ fn group(g: &Group<'_>, opts: TextOptions, w: &mut impl Write) -> io::Result<()>
     };
     writeln!(w, "  {label}:")?;
     for s in &worst[..shown] {
-        writeln!(w, "    {}", line(s))?;
+        wrap(&line(s), "    ", "        ", opts.width, w)?;
     }
     if shown < worst.len() {
         writeln!(
@@ -310,9 +420,10 @@ fn on_off(b: bool) -> &'static str {
     }
 }
 
-fn summary(g: &Group<'_>, w: &mut impl Write) -> io::Result<()> {
+fn summary(g: &Group<'_>, width: usize, w: &mut impl Write) -> io::Result<()> {
     let mut states: BTreeMap<State, usize> = BTreeMap::new();
     let (mut rtt, mut cwnd) = (Vec::new(), Vec::new());
+    let mut min_rtt: Option<u32> = None;
     let (mut nodelay_off, mut read) = (0, 0);
     let mut retrans = 0u64;
     for s in &g.members {
@@ -324,6 +435,9 @@ fn summary(g: &Group<'_>, w: &mut impl Write) -> io::Result<()> {
         {
             rtt.push(t.rtt_us);
             cwnd.push(t.snd_cwnd);
+            if let Some(m) = t.min_rtt_us.filter(|&m| m > 0 && m != u32::MAX) {
+                min_rtt = Some(min_rtt.map_or(m, |x| x.min(m)));
+            }
             retrans += u64::from(t.total_retrans);
         }
         if let Some(o) = s.options {
@@ -331,38 +445,47 @@ fn summary(g: &Group<'_>, w: &mut impl Write) -> io::Result<()> {
             nodelay_off += usize::from(!o.tcp_nodelay);
         }
     }
-    write!(
-        w,
-        "  {} socket{}: {}",
+    let mut out = format!(
+        "{} socket{}: {}",
         g.members.len(),
         if g.members.len() == 1 { "" } else { "s" },
         count_list(states.iter().map(|(s, n)| (s.name(), *n)))
-    )?;
+    );
     if let Some((lo, med, hi)) = spread(&mut rtt) {
-        write!(
-            w,
+        out += &format!(
             "; rtt {}",
             range(ms(lo.into()), ms(med.into()), ms(hi.into()))
-        )?;
+        );
+        if let Some(m) = min_rtt.filter(|&m| inflated(med, m)) {
+            out += &format!(
+                " (min_rtt {}: the path is that fast; the smoothed rtt counts the time the \
+                 peer's ACKs were delayed)",
+                ms(m.into())
+            );
+        }
     }
     if let Some((lo, med, hi)) = spread(&mut cwnd) {
-        write!(
-            w,
+        out += &format!(
             "; cwnd {}",
             range(lo.to_string(), med.to_string(), hi.to_string())
-        )?;
+        );
     }
     if retrans > 0 {
-        write!(
-            w,
+        out += &format!(
             "; {retrans} retransmission{}",
             if retrans == 1 { "" } else { "s" }
-        )?;
+        );
     }
     if read > 0 {
-        write!(w, "; TCP_NODELAY off on {nodelay_off} of {read}")?;
+        out += &format!("; TCP_NODELAY off on {nodelay_off} of {read}");
     }
-    writeln!(w)
+    wrap(&out, "  ", "    ", width, w)
+}
+
+/// A smoothed rtt far above the connection's minimum: delayed ACKs (or
+/// queueing) inflate it, the path itself is faster.
+fn inflated(rtt_us: u32, min_rtt_us: u32) -> bool {
+    rtt_us >= 1000 && rtt_us / 4 > min_rtt_us
 }
 
 /// `0.05 – 0.31 ms (median 0.11 ms)`, or one value when they print alike.
@@ -387,7 +510,14 @@ fn spread(v: &mut [u32]) -> Option<(u32, u32, u32)> {
 pub fn line(s: &Socket) -> String {
     let mut out = format!("{} ⇄ {} {}", s.local, s.remote, s.state.name());
     if let Some(t) = s.tcp_info.as_ref().filter(|_| s.state != State::Listen) {
-        out += &format!(" rtt {} cwnd {}", ms(t.rtt_us.into()), t.snd_cwnd);
+        out += &format!(" rtt {}", ms(t.rtt_us.into()));
+        if let Some(m) = t
+            .min_rtt_us
+            .filter(|&m| m > 0 && m != u32::MAX && inflated(t.rtt_us, m))
+        {
+            out += &format!(" (min {}: delayed ACKs inflate it)", ms(m.into()));
+        }
+        out += &format!(" cwnd {}", t.snd_cwnd);
         if let (Some(busy), Some(rwnd)) = (t.busy_us, t.rwnd_limited_us) {
             if busy > 0 && rwnd > 0 {
                 out += &format!(" rwnd_limited {:.0}%", rwnd as f64 * 100.0 / busy as f64);

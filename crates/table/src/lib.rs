@@ -635,6 +635,7 @@ fn exchanges_batch(rows: &[(Arc<Source>, ExchangeRow)]) -> RecordBatch {
     let mut phases: Vec<Float64Builder> = (0..4).map(|_| Float64Builder::new()).collect();
     let mut parts: Vec<Float64Builder> = Part::ALL.iter().map(|_| Float64Builder::new()).collect();
     let mut frames: Vec<Int64Builder> = (0..5).map(|_| Int64Builder::new()).collect();
+    let mut setup = Float64Builder::new();
     for (s, r) in rows {
         let e = &r.exchange;
         src.push(s);
@@ -657,6 +658,7 @@ fn exchanges_batch(rows: &[(Arc<Source>, ExchangeRow)]) -> RecordBatch {
         for (b, v) in frames.iter_mut().zip(e.frames) {
             b.append_option(v.map(i64_of));
         }
+        setup.append_option(e.setup_ms);
     }
     let mut cols = src.finish();
     cols.extend(key.finish());
@@ -673,6 +675,7 @@ fn exchanges_batch(rows: &[(Arc<Source>, ExchangeRow)]) -> RecordBatch {
     for mut b in frames {
         cols.push(Arc::new(b.finish()));
     }
+    cols.push(Arc::new(setup.finish()));
     batch(Table::Exchanges, cols)
 }
 

@@ -1,6 +1,6 @@
 //! The tables' Arrow schemas: a stable interface, like the JSON document.
-//! Columns are only ever added (at the end), never renamed, retyped or
-//! removed. Integers are signed (Spark and Java have no unsigned types),
+//! Columns are only ever added (at the end), never retyped or removed; a
+//! rename bumps [`TABLE_SCHEMA`] (once: `end` to `end_state`). Integers are signed (Spark and Java have no unsigned types),
 //! times are milliseconds as `float64` like the JSON, and every table starts
 //! with the capture it came from: `file`, `host`, `capture_start`.
 
@@ -10,7 +10,10 @@ use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 use tcpdoctor_diagnose::budget::Part;
 
 /// Written into each file's key-value metadata as `tcpdoctor.table_schema`.
-pub const TABLE_SCHEMA: u32 = 1;
+///
+/// 2: `connections.end` became `end_state` (`end` is a reserved word in
+/// SQL); `exchanges.setup_ms` added.
+pub const TABLE_SCHEMA: u32 = 2;
 
 /// The four tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,7 +124,7 @@ fn connections() -> SchemaRef {
         f("mss_server_to_client", DataType::Int32, true),
         f("min_window_client_to_server", DataType::Int64, true),
         f("min_window_server_to_client", DataType::Int64, true),
-        utf8("end"),
+        utf8("end_state"),
         utf8("vantage"),
         i64c("duplicates"),
         ms("time_lost_ms", false),
@@ -155,6 +158,7 @@ fn exchanges() -> SchemaRef {
     ] {
         v.push(f(name, DataType::Int64, true));
     }
+    v.push(ms("setup_ms", true));
     Arc::new(Schema::new(v))
 }
 

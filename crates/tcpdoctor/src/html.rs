@@ -10,7 +10,7 @@ use anyhow::Context;
 use tcpdoctor_capture::write::PcapNgWriter;
 use tcpdoctor_capture::CaptureReader;
 use tcpdoctor_diagnose::model::{Analysis, Finding, LatencyBin};
-use tcpdoctor_html::{Extras, Recorder, Trace};
+use tcpdoctor_html::{Extras, Ladders, Recorder, Trace};
 use tcpdoctor_wire::{decode, LinkType};
 
 /// Connections drawn as time-sequence graphs, at most.
@@ -55,7 +55,13 @@ pub fn write(
     } else {
         HashMap::new()
     };
-    let wants = recorder.as_ref().is_some_and(|r| r.wants_more()) || annotate.is_some();
+    let mut ladders = match (outs.html, path) {
+        (Some(_), Some(_)) => Some(Ladders::new(a)),
+        _ => None,
+    };
+    let wants = recorder.as_ref().is_some_and(|r| r.wants_more())
+        || ladders.as_ref().is_some_and(|l| l.wants_more(0))
+        || annotate.is_some();
     if let (Some(path), true) = (path, wants) {
         let file = File::open(path).with_context(|| path.to_string())?;
         let (src, _) = tcpdoctor_capture::decompressed(BufReader::with_capacity(1 << 20, file))
@@ -65,15 +71,33 @@ pub fn write(
         let mut links: Vec<(LinkType, u32)> = Vec::new();
         while let Ok(Some(p)) = reader.next_packet() {
             frame += 1;
+            let ladder_wants = ladders
+                .as_ref()
+                .is_some_and(|l| frame >= l.first_frame() && l.wants_more(frame));
             if let Some(r) = recorder.as_mut() {
                 if frame < r.first_frame() || frame % 1024 == 0 {
                     r.tick(p.ts);
                 }
                 if frame >= r.first_frame() && r.wants_more() {
                     match decode(p.link, p.data) {
-                        Ok(Ok(seg)) => r.push(frame, p.ts, &seg),
+                        Ok(Ok(seg)) => {
+                            r.push(frame, p.ts, &seg);
+                            if ladder_wants {
+                                if let Some(l) = ladders.as_mut() {
+                                    l.push(frame, p.ts, &seg);
+                                }
+                            }
+                        }
                         _ => r.skip(p.ts),
                     }
+                } else if ladder_wants {
+                    if let (Ok(Ok(seg)), Some(l)) = (decode(p.link, p.data), ladders.as_mut()) {
+                        l.push(frame, p.ts, &seg);
+                    }
+                }
+            } else if ladder_wants {
+                if let (Ok(Ok(seg)), Some(l)) = (decode(p.link, p.data), ladders.as_mut()) {
+                    l.push(frame, p.ts, &seg);
                 }
             }
             if let Some((_, w)) = annotate.as_mut() {
@@ -93,7 +117,9 @@ pub fn write(
                     p.orig_len,
                     comments.get(&frame).map(String::as_str),
                 )?;
-            } else if !recorder.as_ref().is_some_and(|r| r.wants_more()) {
+            } else if !recorder.as_ref().is_some_and(|r| r.wants_more())
+                && !ladders.as_ref().is_some_and(|l| l.wants_more(frame + 1))
+            {
                 break;
             }
         }
@@ -103,6 +129,19 @@ pub fn write(
     }
     if let Some(out) = outs.html {
         let traces: Vec<Trace> = recorder.map(Recorder::finish).unwrap_or_default();
+        // Each finding's ladder from the packets its evidence names.
+        let drawn;
+        let a = match ladders.map(Ladders::finish) {
+            Some(found) if !found.is_empty() => {
+                let mut copy = a.clone();
+                for (i, l) in found {
+                    copy.findings[i].ladder = Some(l);
+                }
+                drawn = copy;
+                &drawn
+            }
+            _ => a,
+        };
         let f = File::create(out).with_context(|| out.to_string())?;
         let mut w = BufWriter::new(f);
         tcpdoctor_html::render(

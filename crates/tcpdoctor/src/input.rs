@@ -49,6 +49,8 @@ pub struct Fed {
     pub merger: Option<Merger>,
     /// Packets read and packets selected, when a selection was given.
     pub selected: Option<(u64, u64)>,
+    /// With a selection: the first and last packet times read (Unix ns).
+    pub read_span_ns: Option<(i64, i64)>,
 }
 
 impl Input {
@@ -154,7 +156,8 @@ impl Input {
             Ok((stopped, merger, selector)) => Fed {
                 stopped,
                 merger,
-                selected: selector.map(|s| (s.read, s.kept)),
+                selected: selector.as_ref().map(|s| (s.read, s.kept)),
+                read_span_ns: selector.and_then(|s| s.span_ns),
             },
             Err(_) => Fed {
                 stopped: Some(CaptureError {
@@ -164,6 +167,7 @@ impl Input {
                 }),
                 merger: None,
                 selected: None,
+                read_span_ns: None,
             },
         }
     }

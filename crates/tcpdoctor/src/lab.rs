@@ -80,9 +80,38 @@ installed). Each capture is checked against its label (the cause reported first,
 nothing costing 5% of the time). Exit status 1 if any is not diagnosed as labelled or the
 kernel dropped packets.";
 
+/// A case's name: any text (an unknown one is reported with the list of
+/// cases), with the cases' names for shell completion.
+#[derive(Clone)]
+pub struct CaseName;
+
+impl clap::builder::TypedValueParser for CaseName {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        _: &clap::Command,
+        _: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        Ok(value.to_string_lossy().into_owned())
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            cases::all()
+                .into_iter()
+                .map(|c| clap::builder::PossibleValue::new(c.name)),
+        ))
+    }
+}
+
 #[derive(clap::Args)]
 pub struct RunArgs {
     /// The case (see `tcpdoctor lab list`).
+    #[arg(value_parser = CaseName, hide_possible_values = true)]
     pub case: String,
     /// Run the case again with its fix applied, and show the improvement.
     #[arg(long)]

@@ -8,6 +8,7 @@ mod html;
 mod input;
 mod lab;
 mod load;
+mod man;
 mod merge;
 mod probe;
 mod select;
@@ -86,9 +87,16 @@ enum Command {
         #[arg(value_enum)]
         shell: Shell,
     },
-    /// The manual page (roff), on standard output: `tcpdoctor man > tcpdoctor.1`.
+    /// The manual pages (roff): one per command, on standard output or into a directory.
     #[command(after_help = MAN_HELP)]
-    Man,
+    Man {
+        /// The command whose page to print (`analyze`, `lab run`); none: tcpdoctor(1).
+        #[arg(value_name = "COMMAND")]
+        command: Vec<String>,
+        /// Write every page into DIR as tcpdoctor.1, tcpdoctor-analyze.1, …
+        #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -108,9 +116,12 @@ Try it in the current bash: source <(tcpdoctor completions bash)";
 
 const MAN_HELP: &str = "\
 Install:
-  tcpdoctor man > /usr/local/share/man/man1/tcpdoctor.1 && mandb -q
-  man tcpdoctor
-Read it without installing: tcpdoctor man | man -l -";
+  tcpdoctor man --dir /usr/local/share/man/man1 && mandb -q
+  man tcpdoctor-analyze
+  tcpdoctor man lab run | man -l -       read one page without installing
+
+One page per command (tcpdoctor-analyze, tcpdoctor-lab-run…), each with NAME, SYNOPSIS,
+DESCRIPTION, OPTIONS, EXIT STATUS, EXAMPLES and SEE ALSO.";
 
 const ANALYZE_HELP: &str = "\
 Examples:
@@ -158,7 +169,9 @@ What it reports (largest cost first; causes under 1% of the time are listed as m
 With --parquet DIR, every capture (files, directories searched for *.pcap, *.pcapng, *.cap,
 globs) is analysed on its own into DIR/connections.parquet, exchanges.parquet,
 findings.parquet and files.parquet, with columns file, host (--host, or the capture's
-folder) and capture_start; the schema is in the README and only ever grows.
+folder) and capture_start; the schema is in the README and only ever grows (table schema 2).
+findings.share_of_time is a fraction (0 to 1); in exchanges, setup_ms + request_ms + wait_ms +
+response_ms = duration_ms (request_ack_ms is part of wait_ms).
 
 Exit status: 0 analysed (a truncated or partly corrupt capture is analysed up to where it
 breaks, with a warning); 1 --fail-on-finding was given and a finding was reported;
@@ -250,7 +263,10 @@ fn main() -> ExitCode {
         Command::Sysctl(args) => sysctl::run(&args),
         Command::Watch(args) => watch::run(&args),
         Command::Completions { shell } => completions(shell),
-        Command::Man => man(),
+        Command::Man { command, dir } => {
+            use clap::CommandFactory;
+            man::run(&Cli::command(), &command, dir.as_deref())
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -275,57 +291,78 @@ fn completions(shell: Shell) -> anyhow::Result<u8> {
         Shell::Zsh => clap_complete::Shell::Zsh,
         Shell::Fish => clap_complete::Shell::Fish,
     };
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "tcpdoctor", &mut script);
+    let script = completions_added(shell, &String::from_utf8_lossy(&script));
     let mut out = io::stdout().lock();
-    clap_complete::generate(shell, &mut Cli::command(), "tcpdoctor", &mut out);
+    out.write_all(script.as_bytes())?;
     out.flush()?;
     Ok(EXIT_OK)
 }
 
-/// One page: the command, then a section per subcommand with its options,
-/// from the same definitions as `--help`.
-fn man() -> anyhow::Result<u8> {
-    use clap::CommandFactory;
-    let cmd = Cli::command();
-    let mut out = io::stdout().lock();
-    let page = clap_mangen::Man::new(cmd.clone());
-    page.render_title(&mut out)?;
-    page.render_name_section(&mut out)?;
-    page.render_synopsis_section(&mut out)?;
-    page.render_description_section(&mut out)?;
-    writeln!(out, ".SH SUBCOMMANDS")?;
-    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
-        let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
-        writeln!(
-            out,
-            ".TP\n\\fBtcpdoctor {}\\fR\n{}",
-            sub.get_name(),
-            roff_text(&about)
-        )?;
-    }
-    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
-        writeln!(out, ".SH \"TCPDOCTOR {}\"", sub.get_name().to_uppercase())?;
-        let sub = sub
-            .clone()
-            .bin_name(format!("tcpdoctor {}", sub.get_name()));
-        let m = clap_mangen::Man::new(sub);
-        m.render_synopsis_section(&mut out)?;
-        m.render_description_section(&mut out)?;
-        m.render_options_section(&mut out)?;
-        m.render_extra_section(&mut out)?;
-    }
-    page.render_extra_section(&mut out)?;
-    page.render_version_section(&mut out)?;
-    out.flush()?;
-    Ok(EXIT_OK)
-}
-
-/// Text safe in a roff paragraph: backslashes doubled, no line starting with a control character.
-fn roff_text(s: &str) -> String {
-    let s = s.replace('\\', "\\e");
-    if s.starts_with(['.', '\'']) {
-        format!("\\&{s}")
-    } else {
-        s
+/// What the generated scripts cannot say by themselves: `watch -i` completes
+/// the host's interfaces (read when completing), and `lab run CASE` the cases
+/// (bash offers them instead of the options unless `-` is typed; fish has no
+/// completion of positional arguments otherwise).
+fn completions_added(shell: clap_complete::Shell, script: &str) -> String {
+    use clap_complete::Shell;
+    let cases: Vec<&str> = tcpdoctor_lab::cases::all().iter().map(|c| c.name).collect();
+    let cases = cases.join(" ");
+    match shell {
+        Shell::Bash => {
+            let mut out = String::with_capacity(script.len() + 512);
+            let mut section = "";
+            let mut lines = script.lines().peekable();
+            while let Some(line) = lines.next() {
+                let t = line.trim();
+                if t.starts_with("tcpdoctor__") && t.ends_with(')') {
+                    section = t;
+                }
+                let indent = &line[..line.len() - line.trim_start().len()];
+                if section == "tcpdoctor__subcmd__watch)" && (t == "--interface)" || t == "-i)") {
+                    // The generated branch offers nothing: replaced whole.
+                    out.push_str(line);
+                    out.push('\n');
+                    out.push_str(&format!(
+                        "{indent}    COMPREPLY=($(compgen -W \"any $(ls /sys/class/net 2>/dev/null)\" -- \"${{cur}}\"))\n{indent}    return 0\n{indent}    ;;\n"
+                    ));
+                    for skipped in lines.by_ref() {
+                        if skipped.trim() == ";;" {
+                            break;
+                        }
+                    }
+                    continue;
+                }
+                if section == "tcpdoctor__subcmd__lab__subcmd__run)"
+                    && t.starts_with("if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]]")
+                {
+                    out.push_str(&format!(
+                        "{indent}if [[ ${{cur}} != -* && ${{COMP_CWORD}} -eq 3 ]] ; then\n{indent}    COMPREPLY=( $(compgen -W \"{cases}\" -- \"${{cur}}\") )\n{indent}    return 0\n{indent}fi\n"
+                    ));
+                }
+                out.push_str(line);
+                out.push('\n');
+            }
+            out
+        }
+        Shell::Zsh => script.replace(":IFACE:' \\", ":IFACE:_net_interfaces' \\"),
+        Shell::Fish => {
+            let mut out = String::with_capacity(script.len() + 512);
+            for line in script.lines() {
+                if line.contains("__fish_tcpdoctor_using_subcommand watch\" -s i -l interface") {
+                    out.push_str(line);
+                    out.push_str(" -a \"(__fish_print_interfaces)\"\n");
+                } else {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+            }
+            out.push_str(&format!(
+                "complete -c tcpdoctor -n \"__fish_tcpdoctor_using_subcommand lab; and __fish_seen_subcommand_from run\" -f -a \"{cases}\"\n"
+            ));
+            out
+        }
+        _ => script.to_string(),
     }
 }
 
@@ -340,11 +377,21 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
     if stdin && args.files.len() > 1 {
         anyhow::bail!("`-` (standard input) cannot be merged with other inputs; give files only");
     }
-    let paths = if stdin {
-        args.files.clone()
+    let (paths, skipped) = if stdin {
+        (args.files.clone(), Vec::new())
     } else {
-        merge::expand(&args.files)?
+        let e = merge::expand(&args.files)?;
+        (e.paths, e.skipped)
     };
+    if !skipped.is_empty() {
+        eprintln!(
+            "tcpdoctor: skipped {} file{} that {} not a capture: {}",
+            skipped.len(),
+            if skipped.len() == 1 { "" } else { "s" },
+            if skipped.len() == 1 { "is" } else { "are" },
+            skipped.join(", ")
+        );
+    }
     let many = paths.len() > 1;
     let name = if stdin {
         "<stdin>".to_string()
@@ -467,6 +514,9 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
             if let Some(m) = &merger {
                 extra.push(("inputs", serde_json::to_value(m.report(&analysis))?));
             }
+            if !skipped.is_empty() {
+                extra.push(("skipped_files", serde_json::json!(skipped)));
+            }
             if selected {
                 extra.push((
                     "selection",
@@ -517,6 +567,15 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
             )?;
             if let Some(m) = &merger {
                 m.report(&analysis).text(&mut out)?;
+            }
+            if !skipped.is_empty() {
+                writeln!(
+                    out,
+                    "\nSKIPPED  {} file{} not a capture: {}",
+                    skipped.len(),
+                    if skipped.len() == 1 { "" } else { "s" },
+                    skipped.join(", ")
+                )?;
             }
             if let Some((read, kept)) = counts {
                 let mut what = Vec::new();
@@ -613,9 +672,23 @@ fn analyze_pass(
     }
     if let Some((read, kept)) = fed.selected {
         if kept == 0 {
-            engine.warn(format!(
-                "the selection kept none of the {read} packets read"
-            ));
+            let window = args.from.is_some() || args.to.is_some();
+            let mut what = format!("the selection kept none of the {read} packets read");
+            if let (true, Some((first, last))) = (window, fed.read_span_ns) {
+                let w = [("from", &args.from), ("to", &args.to)]
+                    .iter()
+                    .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k} {v}")))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                what = format!(
+                    "nothing falls in the window ({w}): the {read} packets read span {:.3} s, \
+                     from {} to {}",
+                    (last - first) as f64 / 1e9,
+                    merge::utc(first as f64 / 1e9),
+                    merge::utc(last as f64 / 1e9)
+                );
+            }
+            engine.warn(what);
         }
     }
     let (analysis, bins) = engine.finish_with_distribution();

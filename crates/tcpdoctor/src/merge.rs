@@ -635,7 +635,7 @@ impl Report {
 }
 
 /// `2026-11-24 08:01:02.123 UTC` from Unix seconds.
-fn utc(unix: f64) -> String {
+pub(crate) fn utc(unix: f64) -> String {
     let ms = (unix * 1000.0).round() as i64;
     let (days, ms_of_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
     let (y, m, d) = civil_from_days(days);
@@ -662,30 +662,97 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
+/// Captures found by [`expand`], and the files of the directories given that
+/// are not captures (left out, and said so).
+pub struct Expanded {
+    pub paths: Vec<String>,
+    pub skipped: Vec<String>,
+}
+
+/// File name endings taken as captures whatever they hold (a damaged one is
+/// then an error, as a damaged file named on the command line is).
+const CAPTURE_ENDINGS: [&str; 8] = [
+    ".pcap", ".pcapng", ".cap", ".dmp", ".gz", ".zst", ".zstd", ".lz4",
+];
+
+/// Whether a file in a directory is a capture: by its name, or by its
+/// first bytes (pcap, pcapng, or a compressed stream of either).
+fn looks_like_capture(path: &std::path::Path) -> bool {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    if CAPTURE_ENDINGS.iter().any(|e| name.ends_with(e)) || name.contains(".pcap") {
+        return true;
+    }
+    let mut head = [0u8; 4];
+    let Ok(mut f) = File::open(path) else {
+        // Unreadable: named as a capture so that the error is reported.
+        return true;
+    };
+    let mut have = 0;
+    while have < head.len() {
+        match f.read(&mut head[have..]) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => have += k,
+        }
+    }
+    matches!(
+        head[..have],
+        [0xd4, 0xc3, 0xb2, 0xa1]
+            | [0xa1, 0xb2, 0xc3, 0xd4]
+            | [0x4d, 0x3c, 0xb2, 0xa1]
+            | [0xa1, 0xb2, 0x3c, 0x4d]
+            | [0x0a, 0x0d, 0x0d, 0x0a]
+            | [0x1f, 0x8b, ..]
+            | [0x28, 0xb5, 0x2f, 0xfd]
+    )
+}
+
 /// Expands directories into the capture files they hold, sorted by name;
-/// hidden files are skipped.
-pub fn expand(paths: &[String]) -> anyhow::Result<Vec<String>> {
+/// hidden files are skipped, and so are files that are not captures
+/// (counted in [`Expanded::skipped`]). A file named on its own is taken as given.
+pub fn expand(paths: &[String]) -> anyhow::Result<Expanded> {
     let mut out = Vec::new();
+    let mut skipped = Vec::new();
     for p in paths {
         let meta = std::fs::metadata(p).with_context(|| p.clone());
         if meta.as_ref().is_ok_and(|m| m.is_dir()) {
-            let mut names: Vec<String> = std::fs::read_dir(p)
+            let mut names: Vec<std::path::PathBuf> = std::fs::read_dir(p)
                 .with_context(|| p.clone())?
                 .filter_map(|e| e.ok())
                 .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
                 .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-                .map(|e| e.path().to_string_lossy().into_owned())
+                .map(|e| e.path())
                 .collect();
             names.sort();
             if names.is_empty() {
                 anyhow::bail!("{p}: the directory holds no files");
             }
-            out.extend(names);
+            let (captures, others): (Vec<_>, Vec<_>) =
+                names.into_iter().partition(|n| looks_like_capture(n));
+            if captures.is_empty() {
+                anyhow::bail!(
+                    "{p}: the directory holds no capture ({} other file{}: {})",
+                    others.len(),
+                    if others.len() == 1 { "" } else { "s" },
+                    others
+                        .iter()
+                        .map(|o| o.to_string_lossy())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+            out.extend(captures.iter().map(|c| c.to_string_lossy().into_owned()));
+            skipped.extend(others.iter().map(|o| o.to_string_lossy().into_owned()));
         } else {
             out.push(p.clone());
         }
     }
-    Ok(out)
+    Ok(Expanded {
+        paths: out,
+        skipped,
+    })
 }
 
 #[cfg(test)]

@@ -80,7 +80,7 @@ pub struct PingArgs {
     #[arg(short = 'c', long, value_name = "N")]
     count: Option<u64>,
     /// Time between probes: 1s, 200ms, 0.5 (seconds), u100000 (µs, as hping3).
-    #[arg(short = 'i', long, default_value = "1s", value_parser = parse_duration, value_name = "TIME")]
+    #[arg(short = 'i', long, default_value = "1s", value_parser = parse_duration, value_name = "TIME", value_hint = clap::ValueHint::Other)]
     interval: Duration,
     /// How long to wait for the last probe's answer.
     #[arg(short = 'W', long, default_value = "1s", value_parser = parse_duration, value_name = "TIME")]
@@ -149,7 +149,7 @@ pub struct TraceArgs {
     )]
     count: u32,
     /// Time between the starts of two rounds (with --count).
-    #[arg(short = 'i', long, default_value = "1s", value_parser = parse_duration, value_name = "TIME")]
+    #[arg(short = 'i', long, default_value = "1s", value_parser = parse_duration, value_name = "TIME", value_hint = clap::ValueHint::Other)]
     interval: Duration,
     /// Print only the per-hop table at the end (as mtr --report), not the hops as they come.
     #[arg(long)]

@@ -181,6 +181,8 @@ pub struct Selector {
     window: Option<Window>,
     pub read: u64,
     pub kept: u64,
+    /// The first and last packet times read (Unix ns), kept or not.
+    pub span_ns: Option<(i64, i64)>,
 }
 
 impl Selector {
@@ -190,6 +192,7 @@ impl Selector {
             window: None,
             read: 0,
             kept: 0,
+            span_ns: None,
         }
     }
 
@@ -200,6 +203,9 @@ impl Selector {
             .window
             .get_or_insert_with(|| self.selection.resolve(ts));
         let t = ts.nanos();
+        let span = self.span_ns.get_or_insert((t, t));
+        span.0 = span.0.min(t);
+        span.1 = span.1.max(t);
         if t < w.from || t > w.to {
             return false;
         }

@@ -20,14 +20,16 @@ Answering the seed question (nginx with `tcp_nodelay off;` under wrk -c 100):
   $ sudo tcpdoctor sockets --port 8080
   101 TCP sockets (100 established, 1 listen) in 1 group; 100 flagged
 
-  nginx pid 17959 (also held by pid 17950) listening on 10.83.5.2:8080: accept queue 0/511, ...
-    100 sockets: 100 established; rtt 20 ms – 21 ms (median 20 ms); cwnd 138; TCP_NODELAY off
-    on 100 of 100
+  nginx pid 17959 (also held by pid 17950) listening on 10.83.5.2:8080: accept queue 0/511,
+    rcvbuf 128 KB
+    100 sockets: 100 established; rtt 20 ms – 21 ms (median 20 ms) (min_rtt 0.01 ms: the path
+      is that fast; the smoothed rtt counts the time the peer's ACKs were delayed); cwnd 138;
+      TCP_NODELAY off on 100 of 100
     ! nagle_on on 100 of 100 connections: Nagle on (TCP_NODELAY off) on a request/response
       socket: data both ways (...); right now 618 B written and not sent behind 1
       unacknowledged segment. A message written in two parts (headers, then body) has its
       second part held until the first is ACKed, and the peer delays that ACK (~40 ms ...)
-      fix: nginx: `tcp_nodelay on;` (the default; http, server or location block)
+    fix: nginx: `tcp_nodelay on;` (the default; http, server or location block)
 
 What it reads: every TCP socket (IPv4 and IPv6) of the current network namespace from one
 netlink sock_diag dump (as `ss -tinm` does), with tcp_info (rtt, rttvar, cwnd, ssthresh,
@@ -39,8 +41,11 @@ TCP_CORK, TCP_QUICKACK, SO_RCVBUF, SO_SNDBUF, TCP_NOTSENT_LOWAT, TCP_CONGESTION 
 process, through a duplicate of its descriptor (pidfd_getfd: no strace, no restart).
 
 Text groups sockets: a listener with the sockets it accepted (200 connections = one group with
-the range and median of rtt and cwnd, the flags counted, the worst sockets listed), and other
-sockets by process and remote endpoint.
+the range and median of rtt and cwnd, the flags counted, the worst sockets listed); sockets
+sharing a local address whose listener is not selected (`--state connected`), by process and
+that address; other sockets by process and remote endpoint. Lines are wrapped to $COLUMNS, else
+the terminal's width, else 100. An rtt well above the connection's min_rtt is said to be
+inflated: the smoothed rtt counts the time the peer held its delayed ACKs.
 
 Flags, each with the mechanism, the numbers and the fix:
   nagle_on           TCP_NODELAY off on a request/response socket. Judged request/response when
@@ -57,7 +62,8 @@ Flags, each with the mechanism, the numbers and the fix:
 Privileges: the dump (tcp_info, buffers, queues) needs none. The owning process needs root for
 other users' processes (/proc/PID/fd); the options need root or CAP_SYS_PTRACE (pidfd_getfd).
 Without them those columns are null and `could_not_read` says which and why; nagle_on needs
-the options. It never fails for lack of privilege.
+the options, and the text headline says on how many established sockets it could not be
+judged. It never fails for lack of privilege.
 
 JSON (--format json), schema 1:
   {\"schema\": 1,
@@ -81,11 +87,13 @@ JSON (--format json), schema 1:
                        \"reason\": \"...\"}]}
   For a listener recv_q is its accept queue and send_q its backlog. options.so_rcvbuf is what
   the kernel applies (twice the value set); tcp_quickack is the kernel's current quick-ACK mode;
-  tcp_notsent_lowat 0 means unset. A socket held by several processes (nginx master and worker)
+  tcp_notsent_lowat 0 means unset; tcp_info.pacing_rate_bytes_per_sec is null when pacing is
+  unlimited (the kernel reports ~0) and min_rtt_us null before the first RTT sample. A socket held by several processes (nginx master and worker)
   names the one doing the I/O (the child) in process and the others in also_held_by.
 
 Exit status: 0 listed (whatever could not be read for lack of privilege); 1 --fail-on-flag was
-given and a socket is flagged; 2 usage error (e.g. an unknown --state) or netlink unavailable.";
+given and a socket is flagged; 2 usage error (e.g. an unknown --state, a --pid no process has)
+or netlink unavailable.";
 
 #[derive(clap::Args)]
 pub struct SocketsArgs {
@@ -98,7 +106,7 @@ pub struct SocketsArgs {
     /// Only sockets in this state (repeatable): listen, established, syn-sent, syn-recv,
     /// fin-wait-1, fin-wait-2, time-wait, closed, close-wait, last-ack, closing; or
     /// `connected` (all but listen and closed), `all`.
-    #[arg(long, value_name = "STATE", value_parser = parse_states)]
+    #[arg(long, value_name = "STATE", value_parser = StateParser)]
     state: Vec<u32>,
     /// Output format: `text` for people, `json` for machines (schema below).
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -109,6 +117,45 @@ pub struct SocketsArgs {
     /// Exit with status 1 when any socket is flagged (for scripts).
     #[arg(long)]
     fail_on_flag: bool,
+}
+
+/// `--state`: [`parse_states`], with the names for shell completion.
+#[derive(Clone)]
+struct StateParser;
+
+impl clap::builder::TypedValueParser for StateParser {
+    type Value = u32;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<u32, clap::Error> {
+        let v = value.to_string_lossy();
+        parse_states(&v).map_err(|why| {
+            let arg = arg
+                .map(|a| a.to_string())
+                .unwrap_or_else(|| "--state".into());
+            clap::Error::raw(
+                clap::error::ErrorKind::InvalidValue,
+                format!("invalid value '{v}' for '{arg}': {why}\n"),
+            )
+            .with_cmd(cmd)
+        })
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            State::ALL
+                .iter()
+                .map(|s| s.name())
+                .chain(["connected", "all"])
+                .map(clap::builder::PossibleValue::new),
+        ))
+    }
 }
 
 /// A `--state` value as `idiag_states` bits.
@@ -133,6 +180,11 @@ fn parse_states(v: &str) -> Result<u32, String> {
 }
 
 pub fn run(args: &SocketsArgs) -> anyhow::Result<u8> {
+    if let Some(pid) = args.pid {
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            anyhow::bail!("--pid {pid}: no such process");
+        }
+    }
     let query = Query {
         states: if args.state.is_empty() {
             u32::MAX
@@ -156,7 +208,30 @@ pub fn run(args: &SocketsArgs) -> anyhow::Result<u8> {
             serde_json::to_writer(&mut out, &doc)?;
             writeln!(out)?;
         }
-        Format::Text => text::render(&snap, TextOptions { worst: args.worst }, &mut out)?,
+        Format::Text => {
+            use std::io::IsTerminal;
+            // COLUMNS first; on a terminal, its width; else 100.
+            let width = std::env::var("COLUMNS")
+                .ok()
+                .and_then(|c| c.parse::<usize>().ok())
+                .or_else(|| {
+                    io::stdout()
+                        .is_terminal()
+                        .then(terminal_size::terminal_size)
+                        .flatten()
+                        .map(|(w, _)| usize::from(w.0))
+                })
+                .unwrap_or(100)
+                .clamp(40, 400);
+            text::render(
+                &snap,
+                TextOptions {
+                    worst: args.worst,
+                    width,
+                },
+                &mut out,
+            )?
+        }
     }
     out.flush()?;
     let flagged = snap.sockets.iter().any(|s| !s.flags.is_empty());

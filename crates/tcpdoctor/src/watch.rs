@@ -61,7 +61,7 @@ was reported; 2 usage error: no such interface, a filter that does not parse, an
 #[derive(clap::Args)]
 pub struct WatchArgs {
     /// Interface to capture on, in this network namespace (`any` for all of them).
-    #[arg(short = 'i', long, default_value = "any", value_name = "IFACE")]
+    #[arg(short = 'i', long, default_value = "any", value_name = "IFACE", value_hint = clap::ValueHint::Other)]
     interface: String,
     /// Capture filter run by the kernel, tcpdump-like: 'port 8080 and host 10.0.0.2'.
     #[arg(short = 'f', long, value_name = "EXPR")]

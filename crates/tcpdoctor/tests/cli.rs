@@ -710,3 +710,349 @@ fn every_registered_kind_is_documented() {
     }
     assert!(tcpdoctor_diagnose::rules::Kind::ALL.len() >= 17);
 }
+
+fn text_of(path: &Path) -> String {
+    let out = run(&["analyze", path.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn the_median_line_says_when_the_time_lost_is_elsewhere() {
+    // Two exchanges around 115 ms, and 613 ms lost in the findings: the
+    // median alone would hide where the time went.
+    let t = text_of(&fixture("slow-start-warm.client.pcap"));
+    assert!(
+        t.contains("budget     exchanges around the median take 115.3 ms")
+            && t.contains("but the findings below lost")
+            && t.contains("slowest exchange took 828.6 ms"),
+        "{t}"
+    );
+    assert!(
+        t.contains("· 1 connection ·") && t.contains("1 of 1 connection)"),
+        "{t}"
+    );
+    // Nagle on every exchange: the median is the story, nothing added.
+    let t = text_of(&fixture("nginx-nodelay-off.server.pcap"));
+    assert!(t.contains("exchanges around the median take"), "{t}");
+    assert!(!t.contains("but the findings below lost"), "{t}");
+}
+
+#[test]
+fn no_share_of_exchange_time_when_no_exchange_completed() {
+    let path = root().join("fixtures/corpus/zeek-tcp-timestamp.pcap");
+    let v = analyze_json(&path);
+    assert_eq!(v["capture"]["exchanges"], 0);
+    assert!(!findings(&v).is_empty());
+    let t = text_of(&path);
+    assert!(t.contains("lost (no exchange completed)"), "{t}");
+    assert!(!t.contains("of exchange time"), "{t}");
+    let dir = std::env::temp_dir().join(format!("tcpdoctor-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let html = dir.join("r.html");
+    let out = run(&[
+        "analyze",
+        "--html",
+        html.to_str().unwrap(),
+        path.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let h = std::fs::read_to_string(&html).unwrap();
+    assert!(h.contains("lost (no exchange completed)") && !h.contains("of exchange time"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sockets_of_a_pid_no_process_has_is_an_error() {
+    if Path::new("/proc/999999").exists() {
+        return;
+    }
+    let out = run(&["sockets", "--pid", "999999"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--pid 999999: no such process"));
+}
+
+/// What bash completion offers for the words typed so far (the last one
+/// being completed), run in an empty directory but for one file.
+fn bash_completes(words: &[&str]) -> Vec<String> {
+    let dir = std::env::temp_dir().join(format!("tcpdoctor-compl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("a-file-here"), "").unwrap();
+    let script = run(&["completions", "bash"]).stdout;
+    let script_path = dir.join("tcpdoctor.bash");
+    std::fs::write(&script_path, script).unwrap();
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let n = words.len() - 1;
+    let prog = format!(
+        "source '{}'; COMP_WORDS=({}); COMP_CWORD={n}; _tcpdoctor tcpdoctor '{}' '{}'; \
+         printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        script_path.display(),
+        quoted.join(" "),
+        words[n],
+        words[n - 1]
+    );
+    let out = Command::new("bash")
+        .args(["--norc", "-c", &prog])
+        .current_dir(&dir)
+        .output()
+        .expect("bash");
+    let got = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    got
+}
+
+#[test]
+fn completions_offer_interfaces_states_and_cases_not_files() {
+    if Command::new("bash").arg("--version").output().is_err() {
+        return;
+    }
+    let iface = bash_completes(&["tcpdoctor", "watch", "-i", ""]);
+    assert!(
+        iface.contains(&"any".to_string()) && iface.contains(&"lo".to_string()),
+        "{iface:?}"
+    );
+    assert!(
+        !iface.iter().any(|w| w.contains("a-file-here")),
+        "{iface:?}"
+    );
+    let iface = bash_completes(&["tcpdoctor", "watch", "--interface", "l"]);
+    assert!(
+        iface.contains(&"lo".to_string()) && !iface.contains(&"any".to_string()),
+        "{iface:?}"
+    );
+    let states = bash_completes(&["tcpdoctor", "sockets", "--state", ""]);
+    for s in ["established", "listen", "time-wait", "connected", "all"] {
+        assert!(states.contains(&s.to_string()), "{s}: {states:?}");
+    }
+    assert!(
+        !states.iter().any(|w| w.contains("a-file-here")),
+        "{states:?}"
+    );
+    let cases = bash_completes(&["tcpdoctor", "lab", "run", ""]);
+    assert!(
+        cases.contains(&"nagle-delayed-ack".to_string()),
+        "{cases:?}"
+    );
+    assert!(!cases.iter().any(|w| w.starts_with('-')), "{cases:?}");
+    let options = bash_completes(&["tcpdoctor", "lab", "run", "--comp"]);
+    assert_eq!(options, ["--compare"]);
+    // An interval is not a file either.
+    let interval = bash_completes(&["tcpdoctor", "ping", "-i", ""]);
+    assert!(
+        !interval.iter().any(|w| w.contains("a-file-here")),
+        "{interval:?}"
+    );
+}
+
+#[test]
+fn sockets_state_still_accepts_any_case_and_ss_aliases() {
+    for v in ["LISTEN", "listening", "connected"] {
+        let out = run(&["sockets", "--state", v, "--format", "json"]);
+        assert!(
+            out.status.success(),
+            "{v}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = run(&["sockets", "--state", "bogus"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bogus") && err.contains("established"),
+        "{err}"
+    );
+}
+
+/// The frames drawn in the ladder of finding `n` of an HTML report.
+fn ladder_frames(page: &str, n: usize) -> Vec<u64> {
+    let start = page
+        .find(&format!("id=\"finding-{n}\""))
+        .expect("the finding");
+    let end = page[start + 1..]
+        .find("id=\"finding-")
+        .map_or(page.len(), |e| start + 1 + e);
+    let part = &page[start..end];
+    let Some(svg) = part.find("class=\"chart ladder\"") else {
+        return Vec::new();
+    };
+    let svg = &part[svg..part[svg..].find("</svg>").map_or(part.len(), |e| svg + e)];
+    svg.match_indices("<title>frame ")
+        .filter_map(|(i, m)| {
+            svg[i + m.len()..]
+                .split(' ')
+                .next()
+                .and_then(|f| f.parse().ok())
+        })
+        .collect()
+}
+
+#[test]
+fn a_findings_ladder_draws_the_exchange_its_evidence_names() {
+    // network_latency cites the handshake and the first exchange (frames 1,
+    // 3, 4, 8); the engine's own ladder holds the connection's last packets.
+    let cap = fixture("network-latency.client.pcap");
+    let v = analyze_json(&cap);
+    let f = &findings(&v)[0];
+    assert_eq!(f["kind"], "network_latency");
+    let named: Vec<u64> = f["evidence"][0]["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect();
+    let dir = std::env::temp_dir().join(format!("tcpdoctor-ladder-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let html = dir.join("r.html");
+    let out = run(&[
+        "analyze",
+        cap.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    let drawn = ladder_frames(&page, 1);
+    assert_eq!(drawn.first(), named.iter().min(), "{drawn:?} vs {named:?}");
+    assert_eq!(drawn.last(), named.iter().max(), "{drawn:?} vs {named:?}");
+    assert!(
+        named.iter().all(|f| drawn.contains(f)),
+        "{drawn:?} vs {named:?}"
+    );
+    // Read from standard input there is no second pass: a ladder that does
+    // not show the evidence's packets is left out, and the page says so.
+    let bytes = std::fs::read(&cap).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
+        .args(["analyze", "-", "--html", html.to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&bytes).unwrap();
+    assert!(child.wait().unwrap().success());
+    let page = std::fs::read_to_string(&html).unwrap();
+    let drawn = ladder_frames(&page, 1);
+    assert!(
+        drawn.is_empty() || named.iter().any(|f| drawn.contains(f)),
+        "{drawn:?} vs {named:?}"
+    );
+    assert!(page.contains("No ladder: the packets of the exchange the evidence names"));
+    // Evidence naming no frame (a server's time over a whole connection)
+    // keeps the engine's ladder.
+    let cap = fixture("close-delimited.client.pcap");
+    let out = run(&[
+        "analyze",
+        cap.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(!ladder_frames(&page, 1).is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn one_manual_page_per_command_with_the_usual_sections() {
+    let dir = std::env::temp_dir().join(format!("tcpdoctor-man-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = run(&["man", "--dir", dir.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let have_groff = Command::new("groff").arg("--version").output().is_ok();
+    for name in [
+        "tcpdoctor",
+        "tcpdoctor-analyze",
+        "tcpdoctor-watch",
+        "tcpdoctor-sockets",
+        "tcpdoctor-sysctl",
+        "tcpdoctor-lab",
+        "tcpdoctor-lab-run",
+        "tcpdoctor-completions",
+    ] {
+        let path = dir.join(format!("{name}.1"));
+        let page = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for section in [
+            ".SH NAME",
+            ".SH SYNOPSIS",
+            ".SH DESCRIPTION",
+            ".SH OPTIONS",
+            ".SH \"EXIT STATUS\"",
+            ".SH EXAMPLES",
+            ".SH \"SEE ALSO\"",
+        ] {
+            assert!(page.contains(section), "{name} lacks {section}");
+        }
+        assert!(!page.contains("EXTRA"), "{name}");
+        assert!(
+            page.is_ascii(),
+            "{name}: characters outside ASCII are groff escapes"
+        );
+        // Examples are not refilled.
+        let ex = &page[page.find(".SH EXAMPLES").unwrap()..];
+        assert!(
+            ex.starts_with(".SH EXAMPLES\n.nf\n"),
+            "{name}: {}",
+            &ex[..60.min(ex.len())]
+        );
+        if have_groff {
+            let g = Command::new("groff")
+                .args(["-ww", "-z", "-man"])
+                .arg(&path)
+                .output()
+                .unwrap();
+            assert!(
+                g.stderr.is_empty(),
+                "{name}: {}",
+                String::from_utf8_lossy(&g.stderr)
+            );
+        }
+    }
+    let analyze = std::fs::read_to_string(dir.join("tcpdoctor-analyze.1")).unwrap();
+    assert!(
+        analyze.contains("\\fB\\-\\-parquet\\fR \\fIDIR\\fR"),
+        "options with their values"
+    );
+    assert!(analyze.contains("Exit status") || analyze.contains("0 analysed"));
+    let lab_run = std::fs::read_to_string(dir.join("tcpdoctor-lab-run.1")).unwrap();
+    assert!(lab_run.contains("nagle\\-delayed\\-ack \\-\\-compare"));
+    // One page on standard output.
+    let one = run(&["man", "lab", "run"]);
+    assert!(one.status.success());
+    assert_eq!(String::from_utf8(one.stdout).unwrap(), lab_run);
+    assert_eq!(run(&["man", "bogus"]).status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_text_report_says_when_a_ladder_is_not_the_evidences_exchange() {
+    let out = run(&[
+        "analyze",
+        fixture("network-latency.client.pcap").to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(
+            "ladder of the connection's last packets, not the exchange the evidence names"
+        ),
+        "{text}"
+    );
+    assert!(
+        !text.contains("ladder of one exchange (connection 1)"),
+        "{text}"
+    );
+}

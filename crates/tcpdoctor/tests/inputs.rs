@@ -261,6 +261,40 @@ fn a_directory_reads_like_its_files() {
 }
 
 #[test]
+fn a_directory_with_notes_skips_them_and_says_so() {
+    let d = dir().join("with-notes");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::copy(example(), d.join("capture.pcap")).unwrap();
+    std::fs::write(d.join("NOTES.txt"), "taken on the client, 10:02\n").unwrap();
+    let alone: serde_json::Value = serde_json::from_str(&json_of(
+        &["analyze", "--format", "json", example().to_str().unwrap()],
+        None,
+    ))
+    .unwrap();
+    let out = run(&["analyze", "--format", "json", d.to_str().unwrap()], None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("skipped 1 file that is not a capture") && err.contains("NOTES.txt"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["skipped_files"].as_array().unwrap().len(), 1);
+    assert_eq!(v["findings"], alone["findings"]);
+    let text = run(&["analyze", d.to_str().unwrap()], None);
+    assert!(text.status.success());
+    assert!(String::from_utf8_lossy(&text.stdout).contains("SKIPPED  1 file not a capture"));
+    // A damaged capture is still an error.
+    std::fs::write(d.join("broken.pcap"), b"not a capture at all").unwrap();
+    let out = run(&["analyze", d.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
 fn stdin_does_not_merge_with_files() {
     let out = run(&["analyze", "-", example().to_str().unwrap()], Some(vec![]));
     assert_eq!(out.status.code(), Some(2));
@@ -343,7 +377,18 @@ fn from_and_to_cut_a_window_relative_or_absolute() {
     assert_eq!(empty["capture"]["packets"], 0);
     assert!(empty["capture"]["warnings"]
         .to_string()
-        .contains("kept none"));
+        .contains("nothing falls in the window (from 100): the 922 packets read span"));
+    // The text says so too, with no empty link-type list in the capture line.
+    let out = run(
+        &["analyze", "--from", "99", example().to_str().unwrap()],
+        None,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("nothing falls in the window (from 99)"),
+        "{text}"
+    );
+    assert!(!text.contains(",  ·"), "{text}");
     let out = run(
         &[
             "analyze",
@@ -354,4 +399,34 @@ fn from_and_to_cut_a_window_relative_or_absolute() {
         None,
     );
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn each_end_of_a_connection_counts_it_for_its_own_finding() {
+    // Both ends of one connection are Nagle culprits: each finding counts
+    // the connection once, and the words agree with the count.
+    let capture = root().join("fixtures/corpus/sv-tls-tor-bl.pcap");
+    let v: serde_json::Value = serde_json::from_str(&json_of(
+        &["analyze", "--format", "json", capture.to_str().unwrap()],
+        None,
+    ))
+    .unwrap();
+    let all: Vec<&serde_json::Value> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(v["minor_findings"].as_array().unwrap())
+        .collect();
+    let nagle: Vec<_> = all
+        .iter()
+        .filter(|f| f["kind"] == "nagle_delayed_ack")
+        .collect();
+    assert_eq!(nagle.len(), 2);
+    for f in all {
+        assert!(f["connections"].as_u64().unwrap() >= 1, "{f}");
+    }
+    let out = run(&["analyze", capture.to_str().unwrap()], None);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("28 occurrences on 1 connection,"), "{text}");
+    assert!(!text.contains("connection(s), typically"), "{text}");
 }

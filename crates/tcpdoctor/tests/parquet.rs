@@ -167,3 +167,81 @@ fn a_sweep_of_two_hosts_and_a_corrupt_capture() {
     assert_eq!(out.status.code(), Some(0));
     let _ = fs::remove_dir_all(&tmp);
 }
+
+fn floats(batches: &[RecordBatch], column: &str) -> Vec<Option<f64>> {
+    batches
+        .iter()
+        .flat_map(|b| {
+            let c = b
+                .column_by_name(column)
+                .unwrap_or_else(|| panic!("no column {column}"))
+                .as_primitive::<arrow_array::types::Float64Type>();
+            (0..c.len())
+                .map(|i| c.is_valid(i).then(|| c.value(i)))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn columns_need_no_quoting_and_the_phases_add_up() {
+    let tmp = std::env::temp_dir().join(format!("tcpdoctor-parquet-phases-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&tmp);
+    let out = run(&[
+        "analyze",
+        fixture("nginx-nodelay-off.server.pcap").to_str().unwrap(),
+        fixture("slow-start-warm.client.pcap").to_str().unwrap(),
+        "--parquet",
+        tmp.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // No column is an SQL reserved word.
+    for table in ["connections", "exchanges", "findings", "files"] {
+        let b = read(&tmp, table);
+        for field in b[0].schema().fields() {
+            let name = field.name().to_ascii_uppercase();
+            assert!(
+                !["END", "ORDER", "GROUP", "SELECT", "FROM", "WHERE", "TABLE", "USER"]
+                    .contains(&name.as_str()),
+                "{table}.{}",
+                field.name()
+            );
+        }
+    }
+    let c = read(&tmp, "connections");
+    assert!(strings(&c, "end_state")
+        .iter()
+        .all(|e| ["fin", "rst", "open"].contains(&e.as_str())));
+    // setup + request + wait + response = duration, row by row (times
+    // rounded to µs); request_ack_ms lies within wait_ms.
+    let e = read(&tmp, "exchanges");
+    let col = |n: &str| floats(&e, n);
+    let (setup, request, wait, response, duration, ack) = (
+        col("setup_ms"),
+        col("request_ms"),
+        col("wait_ms"),
+        col("response_ms"),
+        col("duration_ms"),
+        col("request_ack_ms"),
+    );
+    assert!(!duration.is_empty());
+    let mut fresh = 0;
+    for i in 0..duration.len() {
+        let d = duration[i].unwrap();
+        let sum = setup[i].unwrap() + request[i].unwrap() + wait[i].unwrap() + response[i].unwrap();
+        assert!((sum - d).abs() < 0.01, "row {i}: {sum} vs {d}");
+        if let Some(a) = ack[i] {
+            assert!(
+                a <= wait[i].unwrap() + 0.001,
+                "row {i}: ack {a} after the response"
+            );
+        }
+        fresh += usize::from(setup[i].unwrap() > 0.0);
+    }
+    assert!(fresh > 0, "no first exchange counts the connection's setup");
+    let _ = fs::remove_dir_all(&tmp);
+}

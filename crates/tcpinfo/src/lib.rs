@@ -51,6 +51,8 @@ pub struct TcpInfo {
     pub rcv_space: u32,
     /// Retransmissions over the connection's life.
     pub total_retrans: u32,
+    /// The pacing rate; `None` when unlimited (the kernel's ~0: no pacing)
+    /// or not reported.
     pub pacing_rate_bytes_per_sec: Option<u64>,
     pub bytes_acked: Option<u64>,
     pub bytes_received: Option<u64>,
@@ -128,7 +130,7 @@ impl TcpInfo {
             rcv_rtt_us: u32_at(92)?,
             rcv_space: u32_at(96)?,
             total_retrans: u32_at(100)?,
-            pacing_rate_bytes_per_sec: u64_at(104),
+            pacing_rate_bytes_per_sec: u64_at(104).filter(|&v| v != u64::MAX),
             bytes_acked: u64_at(120),
             bytes_received: u64_at(128),
             segs_out: u32_at(136),
@@ -136,7 +138,8 @@ impl TcpInfo {
             notsent_bytes: u32_at(144),
             data_segs_in: u32_at(152),
             data_segs_out: u32_at(156),
-            min_rtt_us: u32_at(148),
+            // ~0 until the first RTT sample.
+            min_rtt_us: u32_at(148).filter(|&v| v != u32::MAX),
             delivery_rate_bytes_per_sec: u64_at(160),
             busy_us: u64_at(168),
             rwnd_limited_us: u64_at(176),
@@ -204,6 +207,26 @@ mod tests {
         assert_eq!(full.data_segs_out, Some(567));
         assert_eq!(full.bytes_sent, Some(269_654));
         assert_eq!(full.snd_wnd, Some(65_536));
+    }
+
+    #[test]
+    fn unlimited_pacing_and_no_min_rtt_sample_are_none_not_all_ones() {
+        let mut b = vec![0u8; 236];
+        b[104..112].copy_from_slice(&u64::MAX.to_ne_bytes());
+        b[148..152].copy_from_slice(&u32::MAX.to_ne_bytes());
+        let t = TcpInfo::parse(&b).expect("parse");
+        assert_eq!(t.pacing_rate_bytes_per_sec, None);
+        assert_eq!(t.min_rtt_us, None);
+        let json = serde_json::to_string(&t).expect("json");
+        assert!(
+            json.contains("\"pacing_rate_bytes_per_sec\":null"),
+            "{json}"
+        );
+        b[104..112].copy_from_slice(&1_250_000u64.to_ne_bytes());
+        b[148..152].copy_from_slice(&8u32.to_ne_bytes());
+        let t = TcpInfo::parse(&b).expect("parse");
+        assert_eq!(t.pacing_rate_bytes_per_sec, Some(1_250_000));
+        assert_eq!(t.min_rtt_us, Some(8));
     }
 
     #[test]

@@ -199,3 +199,59 @@ fn the_view_names_the_finding_and_the_drops() {
     assert!(v.contains("KERNEL DROPPED 4"), "{v}");
     assert!(v.contains("no finding so far"), "{v}");
 }
+
+#[test]
+fn connections_reset_at_the_end_are_not_counted_open() {
+    // wrk's four connections end with FIN then RST and nothing follows: the
+    // grace period for trailing segments never passes, but they are closed.
+    let (ivs, _) = watch("nginx-nodelay-off.server.pcap", 1, None);
+    assert_eq!(ivs.last().unwrap().open_connections, 0);
+}
+
+/// Prometheus' `histogram_quantile`: the bucket the rank falls in, and a
+/// linear interpolation inside it (from 0 for the first bucket).
+fn histogram_quantile(q: f64, buckets: &[(f64, f64)]) -> f64 {
+    let total = buckets.last().unwrap().1;
+    let rank = q * total;
+    let mut prev = (0.0, 0.0);
+    for &(le, cum) in buckets {
+        if cum >= rank {
+            if le.is_infinite() {
+                return prev.0;
+            }
+            return prev.0 + (le - prev.0) * (rank - prev.1) / (cum - prev.1);
+        }
+        prev = (le, cum);
+    }
+    prev.0
+}
+
+#[test]
+fn prometheus_quantiles_agree_with_the_live_view() {
+    let metrics = Metrics::new();
+    let registry = metrics.registry();
+    let (ivs, _) = watch("nginx-nodelay-off.server.pcap", 1, Some(metrics));
+    let live = ivs[0].exchange_latency_ms.unwrap();
+    let text = Metrics::encode(&registry);
+    let buckets: Vec<(f64, f64)> = text
+        .lines()
+        .filter(|l| l.starts_with("tcpdoctor_exchange_duration_seconds_bucket{"))
+        .map(|l| {
+            let le = l.split("le=\"").nth(1).unwrap().split('"').next().unwrap();
+            let le = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().unwrap()
+            };
+            (le, l.rsplit(' ').next().unwrap().parse().unwrap())
+        })
+        .collect();
+    assert!(buckets.len() > 100, "{text}");
+    for (q, want) in [(0.5, live.p50), (0.9, live.p90), (0.99, live.p99)] {
+        let got = histogram_quantile(q, &buckets) * 1e3;
+        assert!(
+            (got - want).abs() <= 0.1 * want,
+            "q {q}: Prometheus {got:.3} ms, live view {want:.3} ms"
+        );
+    }
+}

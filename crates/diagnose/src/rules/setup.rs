@@ -191,9 +191,11 @@ pub(crate) fn words(s: &Said<'_>) -> Words {
         "between" => "This capture was taken between the endpoints: a SYN seen here and not answered \
                       was lost beyond this point or ignored by the server."
             .to_string(),
-        _ => "Where this capture was taken cannot be told from the packets (TTLs at their initial \
-              values, endpoints microseconds apart), so neither can whether the path lost the SYN or \
-              the server ignored it: if it was taken at the server, the server ignored it."
+        _ => "This connection's own packets cannot tell where the capture was taken (nothing from \
+              the server to compare with, or TTLs at their initial values and endpoints microseconds \
+              apart), so neither can they whether the path lost the SYN or the server ignored it. If \
+              the capture was taken at the server (the vantage line tells it from the capture's other \
+              connections, when they can), the server ignored it."
             .to_string(),
     };
     let explanation = format!(
