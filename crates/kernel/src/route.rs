@@ -632,6 +632,15 @@ fn findings(r: &Route, fix: impl Fn(&dyn Fn(&mut Metrics)) -> String) -> Vec<Fin
     out
 }
 
+/// `1 segment`, `2 segments`.
+fn segments(n: u32) -> String {
+    if n == 1 {
+        "1 segment".into()
+    } else {
+        format!("{n} segments")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -876,14 +885,5 @@ mod tests {
 
     fn serde_plain(m: &MetricsReport) -> String {
         serde_json::to_string(m).expect("json")
-    }
-}
-
-/// `1 segment`, `2 segments`.
-fn segments(n: u32) -> String {
-    if n == 1 {
-        "1 segment".into()
-    } else {
-        format!("{n} segments")
     }
 }
