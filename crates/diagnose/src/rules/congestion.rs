@@ -43,6 +43,10 @@ struct DirState {
     /// The window had no room for another segment after the last send.
     window_full: bool,
     retransmitted: bool,
+    /// Something was sent again in this direction: later waits are the
+    /// window regrowing after a loss, not slow start.
+    lost: bool,
+    after_loss: u64,
     max_in_flight: u32,
     first: Option<(u64, u64)>,
 }
@@ -70,6 +74,7 @@ impl CongestionState {
         match seg.kind {
             SegKind::Retransmission => {
                 st.retransmitted = true;
+                st.lost = true;
                 return;
             }
             SegKind::NewData => {}
@@ -99,6 +104,7 @@ impl CongestionState {
             {
                 st.wait_ns += pause;
                 st.rounds += 1;
+                st.after_loss += u64::from(st.lost);
                 st.first.get_or_insert((prev_frame, seg.frame));
                 claims.claim(Part::CongestionWait, prev, seg.ts);
             }
@@ -134,6 +140,7 @@ impl CongestionState {
                 span: None,
                 detail: Detail::Congestion(Congestion {
                     rounds: st.rounds,
+                    after_loss: st.after_loss,
                     max_in_flight: st.max_in_flight,
                     bytes: st.bytes,
                     transfer_ns: transfer,
@@ -157,12 +164,30 @@ pub(crate) fn words(s: &Said<'_>) -> Words {
     } else {
         0.0
     };
+    let slow_start = is_slow_start(a);
+    let why = if slow_start {
+        format!(
+            "That is slow start: {n} of the {rounds} waits came before anything was sent again, while \
+             the window grew from its initial size (Linux: 10 segments, `initcwnd`), doubling each \
+             round trip (RFC 5681) — a new connection pays these round trips on every transfer larger \
+             than its window.",
+            n = a.count - a.flagged,
+            rounds = a.count,
+        )
+    } else {
+        format!(
+            "That is the window regrowing after a loss: {n} of the {rounds} waits came after a \
+             segment was sent again, the window cut and growing back by about a segment per round \
+             trip (RFC 5681).",
+            n = a.flagged,
+            rounds = a.count,
+        )
+    };
     let explanation = format!(
         "Transfers to or from {ep} were bound by the sender's congestion window, not by the receiver's \
          window: the sender sent a flight, then waited for ACKs with room left in the receive window, \
          {rounds} times ({total:.0} ms in all, {pct:.0}% of the transfers' time; at most {inflight} in \
-         flight; round trip {rtt}). That is slow start on a fresh connection, or the window regrowing after \
-         a loss (RFC 5681). The transfers moved {bytes} at {tput}.",
+         flight; round trip {rtt}). {why} The transfers moved {bytes} at {tput}.",
         rounds = a.count,
         pct = if a.transfer_ns > 0 { a.total_ns as f64 / a.transfer_ns as f64 * 100.0 } else { 0.0 },
         inflight = human_bytes(f64::from(*max_in_flight)),
@@ -170,16 +195,24 @@ pub(crate) fn words(s: &Said<'_>) -> Words {
         bytes = human_bytes(a.bytes as f64),
         tput = human_rate(tput),
     );
-    let fix = "Avoid paying slow start per transfer: keep connections alive and reuse them (HTTP keep-alive, \
-               connection pools); on Linux keep `net.ipv4.tcp_slow_start_after_idle=0` for long-lived idle \
-               connections; a larger initial window (`ip route … initcwnd 20`) helps short transfers on long \
-               paths. If losses shrink the window, fix the loss, and consider BBR \
-               (`net.ipv4.tcp_congestion_control=bbr`)."
-        .to_string();
+    let fix = if slow_start {
+        "Avoid paying slow start per transfer: keep connections alive and reuse them (HTTP keep-alive, \
+         connection pools), so that later transfers start with the window grown; on Linux keep \
+         `net.ipv4.tcp_slow_start_after_idle=0` for long-lived idle connections; a larger initial window \
+         on the sender's route (`ip route change … initcwnd 20`, or more for large transfers on long \
+         paths) lets a new connection send more in its first round trip."
+    } else {
+        "Fix the loss that cut the window (see the loss findings: a queue overflowing, a lossy link); \
+         a sender with a loss-tolerant congestion control recovers faster (BBR: \
+         `net.ipv4.tcp_congestion_control=bbr`); keep connections alive so the window grown is reused."
+    }
+    .to_string();
     (
         explanation,
         fix,
-        json!({"rounds": a.count, "max_in_flight_bytes": max_in_flight, "rtt_ms": rtt,
+        json!({"cause": if slow_start { "slow_start" } else { "after_loss" },
+               "rounds": a.count, "rounds_after_loss": a.flagged,
+               "max_in_flight_bytes": max_in_flight, "rtt_ms": rtt,
                "throughput_bytes_per_sec": tput.round()}),
     )
 }
@@ -188,6 +221,8 @@ pub(crate) fn words(s: &Said<'_>) -> Words {
 #[derive(Debug, Clone)]
 pub struct Congestion {
     pub rounds: u64,
+    /// Of the rounds, those after a loss (the window regrowing).
+    pub after_loss: u64,
     pub max_in_flight: u32,
     pub bytes: u64,
     pub transfer_ns: i64,
@@ -197,6 +232,7 @@ pub struct Congestion {
 impl super::Fold for Congestion {
     fn fold(self, a: &mut crate::Aggregate) {
         a.count += self.rounds;
+        a.flagged += self.after_loss;
         a.bytes += self.bytes;
         a.transfer_ns += self.transfer_ns;
         a.rtt_ns_min = super::min_opt(a.rtt_ns_min, self.rtt_ns);
@@ -214,10 +250,24 @@ impl super::Rule for CongestionState {
     }
 }
 
+/// Most waits came before any loss: the window growing from its initial
+/// size, not regrowing after a cut.
+fn is_slow_start(a: &crate::Aggregate) -> bool {
+    a.flagged * 4 <= a.count
+}
+
 /// The verdict's sentence of a `congestion_limited` finding.
 pub(crate) fn cause(c: &super::Cause<'_>) -> String {
-    format!(
-        "transfers wait on the sender's congestion window (~{} per exchange)",
-        c.typ
-    )
+    if c.str("cause") == Some("slow_start") {
+        format!(
+            "transfers wait on the congestion window in slow start (~{} per exchange): new connections \
+             start small",
+            c.typ
+        )
+    } else {
+        format!(
+            "transfers wait on the congestion window regrowing after losses (~{} per exchange)",
+            c.typ
+        )
+    }
 }
