@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The project's tests, as CI runs them: formatting, lints, unit/property/
+# The project's tests, as CI runs them: the documentation's links, formatting, lints, unit/property/
 # integration tests over the committed captures, then the end-to-end test with
 # real nginx + wrk in network namespaces (root). Installs what is missing
 # (Debian packages) when run as root.
@@ -46,6 +46,8 @@ fi
 cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
 cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
 
+echo "== documentation: links, anchors, README length, a page per cause"
+python3 scripts/check-links.py
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== no function longer than 120 lines in the engine crates"

@@ -244,7 +244,7 @@ pub struct ExchangeSummary {
     /// `setup_ms + request_ms + wait_ms + response_ms = duration_ms`
     /// (`request_ack_ms` is within `wait_ms`).
     pub setup_ms: Option<f64>,
-    /// Where the time went: parts that add up to `duration_ms` (see the README).
+    /// Where the time went: parts that add up to `duration_ms` (see docs/latency-budget.md).
     pub budget_ms: BudgetParts,
     /// request first, request last, request ACK, response first, response last (null when absent).
     pub frames: [Option<u64>; 5],
@@ -352,7 +352,7 @@ pub struct Finding {
     pub wireshark_filter: String,
     pub explanation: String,
     pub fix: String,
-    /// Kind-specific measurements (see the README's JSON section).
+    /// Kind-specific measurements (see docs/json.md).
     pub details: serde_json::Value,
     pub ladder: Option<Ladder>,
     /// The latency after the fix: the exchanges' budgets with this finding's

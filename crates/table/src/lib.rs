@@ -7,7 +7,7 @@
 //! of a capture) and leave as record batches; [`ParquetSink`] writes a batch
 //! whenever a table holds [`BATCH_ROWS`] rows, so memory stays bounded by
 //! the batch and the row group being encoded, whatever the number of files.
-//! The schemas are in [`schema`] and the README; they only ever grow.
+//! The schemas are in [`schema`] and docs/parquet.md; they only ever grow.
 
 pub mod schema;
 

@@ -169,7 +169,7 @@ What it reports (largest cost first; causes under 1% of the time are listed as m
 With --parquet DIR, every capture (files, directories searched for *.pcap, *.pcapng, *.cap,
 globs) is analysed on its own into DIR/connections.parquet, exchanges.parquet,
 findings.parquet and files.parquet, with columns file, host (--host, or the capture's
-folder) and capture_start; the schema is in the README and only ever grows (table schema 2).
+folder) and capture_start; the schema is in docs/parquet.md and only ever grows (table schema 2).
 findings.share_of_time is a fraction (0 to 1); in exchanges, setup_ms + request_ms + wait_ms +
 response_ms = duration_ms (request_ack_ms is part of wait_ms).
 
@@ -202,7 +202,7 @@ struct AnalyzeArgs {
     /// (the `id` column, JSON `connections[].id`). Reads the file twice.
     #[arg(long, value_name = "ID")]
     connection: Option<u64>,
-    /// Output format: `text` for people, `json` for machines (schema in the README).
+    /// Output format: `text` for people, `json` for machines (schema in docs/json.md).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
     /// Connections shown in the text report (most time lost first).

@@ -686,12 +686,15 @@ fn every_json_document_names_schema_version_command_and_input() {
 }
 
 /// Every kind the rule registry makes is documented where users look: the
-/// README's table and JSON schema, and `analyze --help`.
+/// cause catalogue's table (docs/causes/README.md) and a page of its own,
+/// the JSON schema (docs/json.md), and `analyze --help`.
 #[test]
 fn every_registered_kind_is_documented() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let docs = root().join("docs");
+    let catalogue = std::fs::read_to_string(docs.join("causes/README.md")).unwrap();
+    let json = std::fs::read_to_string(docs.join("json.md")).unwrap();
     let help = String::from_utf8(run(&["analyze", "--help"]).stdout).unwrap();
-    let schema = readme
+    let schema = json
         .split("\"kind\": ")
         .nth(1)
         .and_then(|s| s.split("\"culprit\"").next())
@@ -699,12 +702,16 @@ fn every_registered_kind_is_documented() {
     for kind in tcpdoctor_diagnose::rules::Kind::ALL {
         let name = kind.name();
         assert!(
-            readme.contains(&format!("| `{name}` |")),
-            "README table lacks {name}"
+            catalogue.contains(&format!("| `{name}` |")),
+            "docs/causes/README.md table lacks {name}"
+        );
+        assert!(
+            docs.join(format!("causes/{name}.md")).is_file(),
+            "docs/causes/{name}.md is missing"
         );
         assert!(
             schema.contains(&format!("\"{name}\"")),
-            "README JSON schema lacks {name}"
+            "docs/json.md schema lacks {name}"
         );
         assert!(help.contains(name), "analyze --help lacks {name}");
     }

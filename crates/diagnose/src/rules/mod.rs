@@ -121,8 +121,8 @@ macro_rules! registry {
             kinds: [$($kind:ident = $n:literal $name:literal [$([$($fix:ident),*]),*] ($words:path, $cause:path $(, $standing:path)?)),* $(,)?],
         },
     )*) => {
-        /// The finding vocabulary (the README's "What it finds" table and
-        /// JSON schema); extended only by adding. The numbers are the bits
+        /// The finding vocabulary (docs/causes/README.md's "What it finds"
+        /// table, docs/json.md's schema); extended only by adding. The numbers are the bits
         /// of a connection's kinds seen.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum Kind {
