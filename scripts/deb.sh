@@ -27,6 +27,7 @@ mkdir -p "$out_dir"
 deb="$out_dir/tcpdoctor_${version}_${arch}.deb"
 
 stage=$(mktemp -d)
+chmod 755 "$stage"
 trap 'rm -rf "$stage"' EXIT
 umask 022
 # Timestamps of the last commit when there is one: the same tree gives the same package.

@@ -67,7 +67,7 @@ tcpdoctor analyze --format json examples/nginx-nagle.pcap \
 # The manual, as a user reads it.
 [ "$(man -w tcpdoctor-analyze)" = /usr/share/man/man1/tcpdoctor-analyze.1.gz ] \
   || fail "man -w tcpdoctor-analyze: $(man -w tcpdoctor-analyze 2>&1)"
-MANWIDTH=80 MAN_KEEP_FORMATTING=0 man -P cat tcpdoctor-analyze > "$OUT/man.txt" 2> "$OUT/man.err" \
+MANWIDTH=80 man -P cat tcpdoctor-analyze > "$OUT/man.txt" 2> "$OUT/man.err" \
   || { cat "$OUT/man.err" >&2; fail "man tcpdoctor-analyze"; }
 for section in NAME SYNOPSIS DESCRIPTION OPTIONS 'EXIT STATUS' EXAMPLES; do
   grep -q "^$section" "$OUT/man.txt" || fail "man tcpdoctor-analyze: no $section"
