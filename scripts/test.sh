@@ -27,6 +27,9 @@ command -v capinfos >/dev/null || need_pkgs+=(wireshark-common)
 command -v openssl >/dev/null || need_pkgs+=(openssl)
 command -v gzip    >/dev/null || need_pkgs+=(gzip)
 command -v zstd    >/dev/null || need_pkgs+=(zstd)
+command -v man     >/dev/null || need_pkgs+=(man-db)
+command -v file    >/dev/null || need_pkgs+=(file)
+[ -e /usr/lib/x86_64-linux-gnu/libc.a ] || need_pkgs+=(libc6-dev)
 python3 -c 'import ensurepip' 2>/dev/null || need_pkgs+=(python3-venv)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
@@ -74,6 +77,11 @@ if [ "$(id -u)" -eq 0 ]; then
   bash tests/e2e/watch.sh target/release/tcpdoctor
   bash tests/e2e/lab.sh target/release/tcpdoctor
   bash tests/e2e/fleet.sh target/release/tcpdoctor
+  echo "== the static binary in an empty root, and the Debian package made from it"
+  static=$(bash scripts/static.sh)
+  bash tests/e2e/static.sh "$static" target/release/tcpdoctor
+  deb=$(bash scripts/deb.sh "$static")
+  bash tests/e2e/deb.sh "$deb"
 else
   echo "end-to-end test needs root (network namespaces): skipped" >&2
   exit 3

@@ -26,6 +26,15 @@ use tcpdoctor_capture::ErrorKind;
 use tcpdoctor_diagnose::{Engine, Options};
 use tcpdoctor_report::TextOptions;
 
+/// `tcpdoctor --version`: the crate's version and the commit it was built
+/// from ("unknown" outside a git checkout; see build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("TCPDOCTOR_COMMIT"),
+    ")"
+);
+
 /// Exit status: analysed (findings or not, unless --fail-on-finding).
 pub(crate) const EXIT_OK: u8 = 0;
 /// Exit status: analysed, --fail-on-finding given, and a finding was reported.
@@ -36,7 +45,7 @@ pub(crate) const EXIT_INPUT: u8 = 2;
 #[derive(Parser)]
 #[command(
     name = "tcpdoctor",
-    version,
+    version = VERSION,
     about = "Says why a TCP request is slow: names the mechanism that cost the time, the endpoint \
              responsible, the packets that prove it, and the fix.",
     after_help = "Start with:\n  \
