@@ -169,7 +169,14 @@ fn exchange(evs: &mut Vec<Ev>, kind: Kind, k: u32, t: i64, resp_len: usize) -> i
             // The header alone; the client ACKs it after its delayed-ACK timer, and only
             // then does the body leave the server.
             evs.push(ev(at, false, sbase, cseq + req, PSH | ACK, resp(o, len)));
-            evs.push(ev(at + 40 * MS, true, cseq + req, cack(len), ACK, Data::None));
+            evs.push(ev(
+                at + 40 * MS,
+                true,
+                cseq + req,
+                cack(len),
+                ACK,
+                Data::None,
+            ));
             acked = len;
             at += 40 * MS + RTT;
             i += 1;
@@ -183,7 +190,14 @@ fn exchange(evs: &mut Vec<Ev>, kind: Kind, k: u32, t: i64, resp_len: usize) -> i
             let mut t_dup = at;
             for (j, &(o2, l2)) in segs[i + 1..i + 4].iter().enumerate() {
                 let ta = at + (j as i64 + 1) * SER;
-                evs.push(ev(ta, false, sbase + o2 as u32, cseq + req, ACK, resp(o2, l2)));
+                evs.push(ev(
+                    ta,
+                    false,
+                    sbase + o2 as u32,
+                    cseq + req,
+                    ACK,
+                    resp(o2, l2),
+                ));
                 let mut d = ev(ta + 5 * US, true, cseq + req, hole, ACK, Data::None);
                 d.opts = &[1, 1, 5, 10];
                 d.sack = Some((cack(segs[i + 1].0), cack(o2 + l2)));
@@ -191,9 +205,23 @@ fn exchange(evs: &mut Vec<Ev>, kind: Kind, k: u32, t: i64, resp_len: usize) -> i
                 t_dup = ta + 5 * US;
             }
             let tr = t_dup + RTT;
-            evs.push(ev(tr, false, sbase + o as u32, cseq + req, ACK, resp(o, len)));
+            evs.push(ev(
+                tr,
+                false,
+                sbase + o as u32,
+                cseq + req,
+                ACK,
+                resp(o, len),
+            ));
             let upto = segs[i + 3].0 + segs[i + 3].1;
-            evs.push(ev(tr + 5 * US, true, cseq + req, cack(upto), ACK, Data::None));
+            evs.push(ev(
+                tr + 5 * US,
+                true,
+                cseq + req,
+                cack(upto),
+                ACK,
+                Data::None,
+            ));
             acked = upto;
             since_ack = 0;
             at = tr + SER;
@@ -201,15 +229,36 @@ fn exchange(evs: &mut Vec<Ev>, kind: Kind, k: u32, t: i64, resp_len: usize) -> i
             continue;
         }
         let flags = if last { PSH | ACK } else { ACK };
-        evs.push(ev(at, false, sbase + o as u32, cseq + req, flags, resp(o, len)));
+        evs.push(ev(
+            at,
+            false,
+            sbase + o as u32,
+            cseq + req,
+            flags,
+            resp(o, len),
+        ));
         if lose_tail && last {
             // Seen here, lost after: no ACK; the timer sends it again 200 ms later.
             at += 200 * MS + RTT;
-            evs.push(ev(at, false, sbase + o as u32, cseq + req, flags, resp(o, len)));
+            evs.push(ev(
+                at,
+                false,
+                sbase + o as u32,
+                cseq + req,
+                flags,
+                resp(o, len),
+            ));
         }
         since_ack += 1;
         if since_ack == 2 || last {
-            let mut a = ev(at + 5 * US, true, cseq + req, cack(o + len), ACK, Data::None);
+            let mut a = ev(
+                at + 5 * US,
+                true,
+                cseq + req,
+                cack(o + len),
+                ACK,
+                Data::None,
+            );
             acked = o + len;
             since_ack = 0;
             if zero_after == Some(i) {
@@ -220,10 +269,24 @@ fn exchange(evs: &mut Vec<Ev>, kind: Kind, k: u32, t: i64, resp_len: usize) -> i
                 let probe = at + 200 * MS;
                 let p = ev(probe, false, cack(acked) - 1, cseq + req, ACK, Data::None);
                 evs.push(p);
-                let mut pa = ev(probe + 5 * US, true, cseq + req, cack(acked), ACK, Data::None);
+                let mut pa = ev(
+                    probe + 5 * US,
+                    true,
+                    cseq + req,
+                    cack(acked),
+                    ACK,
+                    Data::None,
+                );
                 pa.window = 0;
                 evs.push(pa);
-                evs.push(ev(at + 300 * MS, true, cseq + req, cack(acked), ACK, Data::None));
+                evs.push(ev(
+                    at + 300 * MS,
+                    true,
+                    cseq + req,
+                    cack(acked),
+                    ACK,
+                    Data::None,
+                ));
                 at += 300 * MS + RTT;
                 i += 1;
                 continue;
@@ -234,7 +297,7 @@ fn exchange(evs: &mut Vec<Ev>, kind: Kind, k: u32, t: i64, resp_len: usize) -> i
         i += 1;
     }
     debug_assert_eq!(acked, resp_len);
-    at + 1 * MS
+    at + MS
 }
 
 /// Connection `id`: its kind, and its packets from `start` on, in time order.
