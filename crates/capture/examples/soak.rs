@@ -134,167 +134,143 @@ fn response() -> Vec<u8> {
     r
 }
 
-/// The packets of one exchange whose request leaves at `t`; returns when the next may start.
-fn exchange(evs: &mut Vec<Ev>, kind: Kind, k: u32, t: i64, resp_len: usize) -> i64 {
-    let req = GET.len() as u32;
-    let cseq = 1 + k * req;
-    let sbase = 1 + k * resp_len as u32;
-    let cack = |upto: usize| sbase + upto as u32;
-    evs.push(ev(t, true, cseq, sbase, PSH | ACK, Data::Req));
-    // Segments of the response as the server cuts them: (offset, length).
+/// One exchange's packets being written: the client's next sequence number (after the
+/// request) and where the response starts in the server's.
+struct Ex<'a> {
+    evs: &'a mut Vec<Ev>,
+    cnext: u32,
+    sbase: u32,
+}
+
+impl Ex<'_> {
+    /// The server sends response bytes `o..o + len`.
+    fn data(&mut self, t: i64, (o, len): (usize, usize), flags: u8) {
+        let seq = self.sbase + o as u32;
+        let e = ev(t, false, seq, self.cnext, flags, Data::Resp(o, len));
+        self.evs.push(e);
+    }
+
+    /// The client ACKs the response up to `upto`.
+    fn ack(&self, t: i64, upto: usize) -> Ev {
+        ev(
+            t,
+            true,
+            self.cnext,
+            self.sbase + upto as u32,
+            ACK,
+            Data::None,
+        )
+    }
+
+    /// `segs[0]` is lost before the capture point: the next three arrive, the client sends a
+    /// duplicate ACK with a SACK block for each, the retransmission comes a round trip after
+    /// the third. Returns when the next segment leaves and how much is acknowledged.
+    fn fast_retransmit(&mut self, at: i64, segs: &[(usize, usize)]) -> (i64, usize) {
+        let mut t_dup = at;
+        for (j, &(o, len)) in segs[1..4].iter().enumerate() {
+            let ta = at + (j as i64 + 1) * SER;
+            self.data(ta, (o, len), ACK);
+            let mut d = self.ack(ta + 5 * US, segs[0].0);
+            d.opts = &[1, 1, 5, 10];
+            d.sack = Some((self.sbase + segs[1].0 as u32, self.sbase + (o + len) as u32));
+            self.evs.push(d);
+            t_dup = ta + 5 * US;
+        }
+        let tr = t_dup + RTT;
+        self.data(tr, segs[0], ACK);
+        let upto = segs[3].0 + segs[3].1;
+        let a = self.ack(tr + 5 * US, upto);
+        self.evs.push(a);
+        (tr + SER, upto)
+    }
+
+    /// The application stopped reading: the ACK at `at` closes the window, the server probes
+    /// (one byte below what it sent, no data), the window opens 300 ms later. Returns when the
+    /// next segment leaves.
+    fn zero_window(&mut self, at: i64, acked: usize) -> i64 {
+        let mut a = self.ack(at + 5 * US, acked);
+        a.window = 0;
+        self.evs.push(a);
+        let probe = at + 200 * MS;
+        let seq = self.sbase + acked as u32 - 1;
+        let p = ev(probe, false, seq, self.cnext, ACK, Data::None);
+        self.evs.push(p);
+        let mut pa = self.ack(probe + 5 * US, acked);
+        pa.window = 0;
+        self.evs.push(pa);
+        let open = self.ack(at + 300 * MS, acked);
+        self.evs.push(open);
+        at + 300 * MS + RTT
+    }
+}
+
+/// The segments of a response as the server cuts them, (offset, length); `header_alone`:
+/// the header in a segment of its own (what Nagle holds the body behind).
+fn segments(resp_len: usize, header_alone: bool) -> Vec<(usize, usize)> {
     let mut segs = Vec::new();
-    let hdr = 238;
     let mut off = 0;
-    if kind == Kind::Nagle && k > 0 {
-        segs.push((0, hdr));
-        off = hdr;
+    if header_alone {
+        segs.push((0, 238));
+        off = 238;
     }
     while off < resp_len {
         let len = MSS.min(resp_len - off);
         segs.push((off, len));
         off += len;
     }
+    segs
+}
+
+/// The packets of one exchange whose request leaves at `t`; returns when the next may start.
+fn exchange(evs: &mut Vec<Ev>, kind: Kind, k: u32, t: i64, resp_len: usize) -> i64 {
+    let req = GET.len() as u32;
+    let cseq = 1 + k * req;
+    let sbase = 1 + k * resp_len as u32;
+    evs.push(ev(t, true, cseq, sbase, PSH | ACK, Data::Req));
+    let mut x = Ex {
+        evs,
+        cnext: cseq + req,
+        sbase,
+    };
+    let nagle = kind == Kind::Nagle && k > 0;
+    let segs = segments(resp_len, nagle);
     let mut at = t + RTT + 200 * US;
-    let mut acked = 0usize;
-    let mut since_ack = 0;
-    let lose_fast = kind == Kind::Loss && k == 2;
-    let lose_tail = kind == Kind::Loss && k == 4;
-    let zero_after = (kind == Kind::ZeroWindow && k == 1).then_some(11);
-    let mut i = 0;
+    let (mut acked, mut since_ack, mut i) = (0usize, 0, 0);
+    if nagle {
+        // The header alone; the client ACKs it after its delayed-ACK timer, and only then
+        // does the body leave the server.
+        x.data(at, segs[0], PSH | ACK);
+        let a = x.ack(at + 40 * MS, segs[0].1);
+        x.evs.push(a);
+        (acked, at, i) = (segs[0].1, at + 40 * MS + RTT, 1);
+    }
     while i < segs.len() {
         let (o, len) = segs[i];
         let last = i + 1 == segs.len();
-        let resp = |o: usize, len: usize| Data::Resp(o, len);
-        if kind == Kind::Nagle && k > 0 && i == 0 {
-            // The header alone; the client ACKs it after its delayed-ACK timer, and only
-            // then does the body leave the server.
-            evs.push(ev(at, false, sbase, cseq + req, PSH | ACK, resp(o, len)));
-            evs.push(ev(
-                at + 40 * MS,
-                true,
-                cseq + req,
-                cack(len),
-                ACK,
-                Data::None,
-            ));
-            acked = len;
-            at += 40 * MS + RTT;
-            i += 1;
-            continue;
-        }
-        if lose_fast && i == 5 && segs.len() > 9 {
-            // Lost before the capture point: the next ones arrive, the client sends a
-            // duplicate ACK with a SACK block for each, the retransmission comes a round
-            // trip after the third.
-            let hole = cack(o);
-            let mut t_dup = at;
-            for (j, &(o2, l2)) in segs[i + 1..i + 4].iter().enumerate() {
-                let ta = at + (j as i64 + 1) * SER;
-                evs.push(ev(
-                    ta,
-                    false,
-                    sbase + o2 as u32,
-                    cseq + req,
-                    ACK,
-                    resp(o2, l2),
-                ));
-                let mut d = ev(ta + 5 * US, true, cseq + req, hole, ACK, Data::None);
-                d.opts = &[1, 1, 5, 10];
-                d.sack = Some((cack(segs[i + 1].0), cack(o2 + l2)));
-                evs.push(d);
-                t_dup = ta + 5 * US;
-            }
-            let tr = t_dup + RTT;
-            evs.push(ev(
-                tr,
-                false,
-                sbase + o as u32,
-                cseq + req,
-                ACK,
-                resp(o, len),
-            ));
-            let upto = segs[i + 3].0 + segs[i + 3].1;
-            evs.push(ev(
-                tr + 5 * US,
-                true,
-                cseq + req,
-                cack(upto),
-                ACK,
-                Data::None,
-            ));
-            acked = upto;
-            since_ack = 0;
-            at = tr + SER;
-            i += 4;
+        if kind == Kind::Loss && k == 2 && i == 5 && segs.len() > 9 {
+            (at, acked) = x.fast_retransmit(at, &segs[i..]);
+            (since_ack, i) = (0, i + 4);
             continue;
         }
         let flags = if last { PSH | ACK } else { ACK };
-        evs.push(ev(
-            at,
-            false,
-            sbase + o as u32,
-            cseq + req,
-            flags,
-            resp(o, len),
-        ));
-        if lose_tail && last {
+        x.data(at, (o, len), flags);
+        if kind == Kind::Loss && k == 4 && last {
             // Seen here, lost after: no ACK; the timer sends it again 200 ms later.
             at += 200 * MS + RTT;
-            evs.push(ev(
-                at,
-                false,
-                sbase + o as u32,
-                cseq + req,
-                flags,
-                resp(o, len),
-            ));
+            x.data(at, (o, len), flags);
         }
         since_ack += 1;
+        i += 1;
         if since_ack == 2 || last {
-            let mut a = ev(
-                at + 5 * US,
-                true,
-                cseq + req,
-                cack(o + len),
-                ACK,
-                Data::None,
-            );
-            acked = o + len;
-            since_ack = 0;
-            if zero_after == Some(i) {
-                // The application stopped reading: the window closes, the server probes
-                // (one byte below what it sent, no data), the window opens 300 ms later.
-                a.window = 0;
-                evs.push(a);
-                let probe = at + 200 * MS;
-                let p = ev(probe, false, cack(acked) - 1, cseq + req, ACK, Data::None);
-                evs.push(p);
-                let mut pa = ev(
-                    probe + 5 * US,
-                    true,
-                    cseq + req,
-                    cack(acked),
-                    ACK,
-                    Data::None,
-                );
-                pa.window = 0;
-                evs.push(pa);
-                evs.push(ev(
-                    at + 300 * MS,
-                    true,
-                    cseq + req,
-                    cack(acked),
-                    ACK,
-                    Data::None,
-                ));
-                at += 300 * MS + RTT;
-                i += 1;
+            (acked, since_ack) = (o + len, 0);
+            if kind == Kind::ZeroWindow && k == 1 && i == 12 {
+                at = x.zero_window(at, acked);
                 continue;
             }
-            evs.push(a);
+            let a = x.ack(at + 5 * US, acked);
+            x.evs.push(a);
         }
         at += SER;
-        i += 1;
     }
     debug_assert_eq!(acked, resp_len);
     at + MS
