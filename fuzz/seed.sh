@@ -10,16 +10,30 @@
 #            with the dump selector byte (0 routes, 1 interfaces, 2 qdiscs).
 #   sock_diag: the netlink dumps recorded in crates/sockets/fixtures, and their heads.
 #   filter:  filter expressions, some followed by NUL and an Ethernet frame.
-# Usage: fuzz/seed.sh   (from anywhere; idempotent)
+#   http_response: responses a server sends (length, chunked, close-delimited,
+#            HEAD, 1xx, 204/304), with the piece-size selector byte.
+#   probe_reply: IPv4 TCP replies (SYN-ACK, RST), a TCP segment alone (what an
+#            IPv6 raw socket delivers), ICMP time exceeded / unreachable quoting a
+#            probe, their ICMPv6 counterparts.
+# Usage: fuzz/seed.sh [--small]   (from anywhere; idempotent)
+#   --small: into fuzz/seeds/ instead of fuzz/corpus/, inputs of at most 8 KB only:
+#            the committed seed corpora that scripts/fuzz.sh starts from.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
-cap="$here/corpus/capture"
-dec="$here/corpus/decode"
-flt="$here/corpus/filter"
-net="$here/corpus/netlink"
-diag="$here/corpus/sock_diag"
-mkdir -p "$cap" "$dec" "$net" "$diag" "$flt"
+out="$here/corpus"
+if [ "${1:-}" = "--small" ]; then
+    out="$here/seeds"
+    rm -rf "$out"
+fi
+cap="$out/capture"
+dec="$out/decode"
+flt="$out/filter"
+net="$out/netlink"
+diag="$out/sock_diag"
+http="$out/http_response"
+probe="$out/probe_reply"
+mkdir -p "$cap" "$dec" "$net" "$diag" "$flt" "$http" "$probe"
 
 # sock_diag: the recorded netlink dumps, whole and cut after 1 and 3 messages.
 python3 - "$root/crates/sockets/fixtures" "$diag" <<'PY'
@@ -59,10 +73,10 @@ if command -v cargo >/dev/null; then
     done
 fi
 
-python3 - "$root" "$cap" "$dec" "$flt" <<'PY'
+python3 - "$root" "$cap" "$dec" "$flt" "$http" "$probe" <<'PY'
 import glob, os, struct, sys
 
-root, cap, dec, flt = sys.argv[1:5]
+root, cap, dec, flt, http, probe = sys.argv[1:7]
 
 def pcap_records(buf):
     """(linktype, endian, [(record_header, frame)]) of a classic pcap."""
@@ -139,18 +153,69 @@ _, _, recs = pcap_records(open(os.path.join(root, "examples", "nginx-nagle.pcap"
 for i, e in enumerate(exprs):
     open(os.path.join(flt, f"expr-{i:02}"), "wb").write(e.encode())
     open(os.path.join(flt, f"expr-frame-{i:02}"), "wb").write(e.encode() + b"\0" + recs[i * 7][1])
+
+# http_response: selector byte (low bit: a HEAD request; the rest: the piece size) + bytes.
+responses = [
+    b"HTTP/1.1 200 OK\r\nServer: nginx\r\nContent-Length: 5\r\n\r\nhello",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\nhello\r\n0\r\nTrailer: t\r\n\r\n",
+    b"HTTP/1.0 200 OK\r\nConnection: close\r\n\r\nclose-delimited body",
+    b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n",
+    b"HTTP/1.1 304 Not Modified\r\nContent-Length: 10\r\n\r\n",
+    b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\n\r\n"
+    b"HTTP/1.1 404 Not Found\r\nContent-Length: 3\r\n\r\nno\n",
+    b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\n",
+]
+for i, r in enumerate(responses):
+    for sel in (0x02, 0x07, 0xFF):
+        open(os.path.join(http, f"resp-{i:02}-{sel:02x}"), "wb").write(bytes([sel]) + r)
+
+# probe_reply: what a raw socket delivers.
+def csum(b):
+    if len(b) % 2:
+        b += b"\0"
+    s = sum(struct.unpack(f"!{len(b) // 2}H", b))
+    while s > 0xFFFF:
+        s = (s & 0xFFFF) + (s >> 16)
+    return (~s) & 0xFFFF
+def tcp(sport, dport, seq, ack, flags, opts=b""):
+    return struct.pack("!HHIIBBHHH", sport, dport, seq, ack, (5 + len(opts) // 4) << 4, flags, 64240, 0, 0) + opts
+def ip4(src, dst, proto, payload, ttl=64):
+    h = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(payload), 1, 0x4000, ttl, proto, 0, bytes(src), bytes(dst))
+    return h[:10] + struct.pack("!H", csum(h)) + h[12:] + payload
+def ip6(nh, payload, hops=1):
+    return struct.pack("!IHBB", 6 << 28, len(payload), nh, hops) + bytes(15) + b"\1" + bytes([0x20, 1, 0xd, 0xb8]) + bytes(11) + b"\2" + payload
+a, b = [10, 0, 0, 1], [10, 0, 0, 2]
+probe_tcp = tcp(40000, 80, 1000, 0, 0x02)
+seeds = {
+    "tcp4-synack": ip4(b, a, 6, tcp(80, 40000, 5000, 1001, 0x12, b"\x02\x04\x05\xb4")),
+    "tcp4-rst": ip4(b, a, 6, tcp(81, 40000, 0, 1001, 0x14)),
+    "tcp6-synack": tcp(80, 40000, 5000, 1001, 0x12, b"\x02\x04\x05\xa0"),
+    "icmp4-time-exceeded": ip4([10, 0, 9, 1], a, 1, bytes([11, 0, 0, 0, 0, 0, 0, 0]) + ip4(a, b, 6, probe_tcp, ttl=1)[:28]),
+    "icmp4-unreachable": ip4([10, 0, 9, 1], a, 1, bytes([3, 3, 0, 0, 0, 0, 0, 0]) + ip4(a, b, 6, probe_tcp, ttl=3)),
+    "icmp6-time-exceeded": bytes([3, 0, 0, 0, 0, 0, 0, 0]) + ip6(6, probe_tcp)[:48],
+    "icmp6-unreachable": bytes([1, 4, 0, 0, 0, 0, 0, 0]) + ip6(6, probe_tcp),
+}
+for name, b_ in seeds.items():
+    open(os.path.join(probe, name), "wb").write(b_)
 print(f"seeded {len(os.listdir(cap))} capture inputs, {n} Ethernet + {m} SLL decode frames, {len(os.listdir(flt))} filter inputs")
 PY
 
 # decompress: small capture seeds, gzip- and zstd-compressed (and cut short).
-dz="$here/corpus/decompress"
+dz="$out/decompress"
+dz_max=20000
+[ "$out" = "$here/seeds" ] && dz_max=1500
 mkdir -p "$dz"
 for f in "$cap"/*; do
     size=$(wc -c < "$f")
-    [ "$size" -lt 20000 ] || continue
+    [ "$size" -lt "$dz_max" ] || continue
     b=$(basename "$f")
     gzip -9 -c "$f" > "$dz/$b.gz"
     if command -v zstd >/dev/null; then zstd -q -c "$f" > "$dz/$b.zst"; fi
     head -c 200 "$dz/$b.gz" > "$dz/$b.head.gz"
 done
 echo "seeded $(ls "$dz" | wc -l) decompress inputs"
+if [ "$out" = "$here/seeds" ]; then
+    find "$out" -type f -size +8k -delete
+    echo "kept $(find "$out" -type f | wc -l) seeds of at most 8 KB, $(du -sk "$out" | cut -f1) KB"
+fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's tests, as CI runs them: the documentation's links, formatting, lints, unit/property/
-# integration tests over the committed captures, then the end-to-end test with
-# real nginx + wrk in network namespaces (root). Installs what is missing
+# integration tests over the committed captures, every fuzz target for 30 s
+# (FUZZ_SECONDS), then the end-to-end test with real nginx + wrk in network
+# namespaces (root) and the short soak (tests/soak/soak.sh --short). Installs what is missing
 # (Debian packages) when run as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +31,8 @@ command -v zstd    >/dev/null || need_pkgs+=(zstd)
 command -v man     >/dev/null || need_pkgs+=(man-db)
 command -v file    >/dev/null || need_pkgs+=(file)
 [ -e /usr/lib/x86_64-linux-gnu/libc.a ] || need_pkgs+=(libc6-dev)
+command -v c++     >/dev/null || need_pkgs+=(g++)
+[ -x /usr/bin/time ] || need_pkgs+=(time)
 python3 -c 'import ensurepip' 2>/dev/null || need_pkgs+=(python3-venv)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
@@ -59,6 +62,8 @@ echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
 cargo test --workspace --locked
+echo "== fuzz: every target for ${FUZZ_SECONDS:-30} s from its seeds"
+bash scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
 echo "== end to end: nginx + wrk in namespaces"
 cargo build --release --locked
 echo "== every committed capture against tshark"
@@ -70,6 +75,7 @@ if [ "$(id -u)" -eq 0 ]; then
   bash tests/e2e/html.sh target/release/tcpdoctor
   bash tests/e2e/diagnose.sh target/release/tcpdoctor
   bash tests/e2e/load.sh target/release/tcpdoctor
+  bash tests/soak/soak.sh --short target/release/tcpdoctor
   bash tests/e2e/probe.sh target/release/tcpdoctor
   bash tests/e2e/trace.sh target/release/tcpdoctor
   bash tests/e2e/sockets.sh target/release/tcpdoctor
