@@ -17,6 +17,9 @@
 set -euo pipefail
 TD=${1:-${TCPDOCTOR:-target/release/tcpdoctor}}
 TD=$(readlink -f "$TD")
+# The text checks below read phrases, not line breaks: one width for all of them (whatever the
+# terminal CI runs in); the wrap itself is checked with COLUMNS=80 further down.
+export COLUMNS=200
 P=tds$$
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"

@@ -165,21 +165,32 @@ impl Default for TextOptions {
 /// Writes `text` wrapped at word boundaries to `width` characters: the first
 /// line after `first`, the others after `indent`.
 fn wrap(text: &str, first: &str, indent: &str, width: usize, w: &mut impl Write) -> io::Result<()> {
-    // A unit stays with its number: `128 KB` is one word here.
+    // A unit stays with its number (`128 KB` is one word here), and a count
+    // with its total (`0 of 4`).
     let mut words: Vec<String> = Vec::new();
+    let mut glue_next = false;
+    let number = |w: &str| {
+        let w = w.trim_start_matches('(');
+        !w.is_empty() && w.chars().all(|c| c.is_ascii_digit())
+    };
     for word in text.split(' ').filter(|x| !x.is_empty()) {
         let bare = word.trim_end_matches([')', ',', ';', ':', '.']);
         let unit = matches!(
             bare,
             "B" | "KB" | "MB" | "GB" | "ms" | "µs" | "s" | "KB/s" | "MB/s" | "GB/s"
         );
+        let of = word == "of"
+            && words
+                .last()
+                .is_some_and(|p| number(p.rsplit(' ').next().unwrap_or(p)));
         match words.last_mut() {
-            Some(prev) if unit => {
+            Some(prev) if unit || of || glue_next => {
                 prev.push(' ');
                 prev.push_str(word);
             }
             _ => words.push(word.to_string()),
         }
+        glue_next = of;
     }
     let mut line = String::from(first);
     let mut empty = true;
@@ -546,4 +557,26 @@ pub fn line(s: &Socket) -> String {
         out += &format!(" [{}]", kinds.join(", "));
     }
     out
+}
+
+#[cfg(test)]
+mod wrap_tests {
+    use super::wrap;
+
+    #[test]
+    fn a_count_stays_with_its_total_and_a_number_with_its_unit() {
+        let mut out = Vec::new();
+        let text = "rcvbuf 128 KB; cwnd 138; TCP_NODELAY off on 0 of 4 (and 12 of 40)";
+        for width in 8..60 {
+            out.clear();
+            wrap(text, "", "  ", width, &mut out).unwrap();
+            let s = String::from_utf8(out.clone()).unwrap();
+            assert!(s.contains("0 of 4"), "width {width}: {s}");
+            assert!(
+                s.contains("(and 12 of 40)") || s.contains("12 of 40)"),
+                "width {width}: {s}"
+            );
+            assert!(s.contains("128 KB;"), "width {width}: {s}");
+        }
+    }
 }
