@@ -66,6 +66,25 @@ print("e2e ok: tcpdoctor %s for Python: %d exchanges as pyarrow; a Python thread
       % (tcpdoctor.__version__, r.exchanges.num_rows, moved))
 PY
 
+# The wheel as a user installs it: an abi3 wheel, into a fresh virtualenv, with pip offline (its
+# one dependency, pyarrow, from a folder of wheels fetched beforehand; no index), then an analysis.
+WHEEL=$(ls "$WORK"/wheel/tcpdoctor-*.whl)
+case "$(basename "$WHEEL")" in *-abi3-*) ;; *) fail "the wheel is not abi3: $(basename "$WHEEL")" ;; esac
+WHEELS=${XDG_CACHE_HOME:-$HOME/.cache}/tcpdoctor-e2e/wheels
+"$VENV/bin/pip" download -q -d "$WHEELS" --only-binary :all: 'pyarrow>=12' \
+  || fail "pip download pyarrow (needs PyPI once)"
+python3 -m venv "$WORK/fresh"
+"$WORK/fresh/bin/pip" install -q --no-index --find-links "$WHEELS" "$WHEEL" \
+  || fail "pip install of the wheel into a fresh virtualenv, offline"
+"$WORK/fresh/bin/python" - "$ROOT/fixtures/nginx-nodelay-off.server.pcap" <<'PY' || fail "the wheel in a fresh virtualenv"
+import sys, tcpdoctor
+r = tcpdoctor.analyze(sys.argv[1])
+kinds = r.findings.column("kind").to_pylist()
+assert "nagle_delayed_ack" in kinds, kinds
+print("e2e ok: the abi3 wheel installed offline into a fresh virtualenv: %d exchanges, findings %s"
+      % (r.exchanges.num_rows, sorted(set(kinds))))
+PY
+
 # 1. The fleet: a lab case per host, 11 captures each; one host healthy; one corrupt capture.
 TREE=$WORK/fleet
 declare -A CASE=([web-nginx]=nginx-nodelay-off.server [api-jdk]=jdk-default.client
