@@ -165,8 +165,11 @@ run_case() {
     "$TD" lab run "$case" --compare --format json --write "$WORK/$case.pcap" --html "$WORK/$case.html" \
       "$@" >"$out" || rc=$?
     if [ "$rc" -eq 0 ] && check_run "$out"; then return 0; fi
-    [ "$case" = packet-loss ] && [ "$try" -eq 1 ] || fail "$case $* (exit $rc): $(head -c 2000 "$out")"
-    say "$case: not reproduced on try $try (random loss); once more"
+    # Random by design: packet-loss drops at random; policer's hashlimit bucket refills on the
+    # kernel's tick, so the rate it holds varies from run to run (0.7–1.3 MB/s seen).
+    { [ "$case" = packet-loss ] || [ "$case" = policer ]; } && [ "$try" -eq 1 ] \
+      || fail "$case $* (exit $rc): $(head -c 2000 "$out")"
+    say "$case: not reproduced on try $try (random loss or rate); once more"
   done
 }
 
