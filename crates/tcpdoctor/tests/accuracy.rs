@@ -138,6 +138,28 @@ fn the_median_budget_is_led_by_the_cause() {
     }
 }
 
+/// A pause inside a response that an ACK ended, with the receiver's window
+/// open and nothing sent again, is the sender's congestion window: on a
+/// 400 ms path whose 89 KB download comes in flights a round trip apart
+/// (a capture made outside the project), those round trips are claimed, not
+/// left to `transfer`. A transfer moving at the path's rate, whose pauses
+/// are shorter than half a round trip, keeps its time as `transfer`.
+#[test]
+fn flights_released_by_acks_are_the_congestion_windows() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let share = |file: &str, part: &str| {
+        let v = analyze(&root.join(file));
+        let m = &v["capture"]["latency_budget"]["mean"];
+        m["parts_ms"][part].as_f64().unwrap_or(0.0) / m["total_ms"].as_f64().unwrap()
+    };
+    let flights = share("corpus/ndpi-exe-download-as-png.pcap", "congestion_wait");
+    assert!(flights >= 0.3, "congestion_wait {flights:.2}");
+    let moving = share("corpus/ndpi-exe-download-as-png.pcap", "transfer");
+    assert!(moving <= 0.15, "transfer {moving:.2}");
+    let rate = share("bulk-healthy.client.pcap", "transfer");
+    assert!(rate >= 0.6, "bulk-healthy transfer {rate:.2}");
+}
+
 /// Every share is of one stated total and overlapping time is claimed once:
 /// on every capture, the findings' shares add up to at most the whole.
 #[test]

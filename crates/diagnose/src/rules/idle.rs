@@ -66,6 +66,12 @@ struct DirState {
     /// Since the last new data: the sender sent something again, the receiver
     /// closed its window below a segment, or the receiver sent data (a new message).
     spoiled: bool,
+    /// The highest ACK of this direction's data seen (relative), and when
+    /// the last one that moved it was seen since the last new data (0: none).
+    ack: u32,
+    moved_ns: i64,
+    /// The receiver's window had no room for another segment after the last new data.
+    window_full: bool,
 }
 
 /// The longest pause counted in an exchange: (ns, frame before it, frame after it).
@@ -94,6 +100,10 @@ impl IdleState {
             } else if seg.flags.ack() && !seg.flags.syn() {
                 if other.acked_ns == 0 && Seq(seg.ack) >= Seq(other.last_end) {
                     other.acked_ns = seg.ts.nanos();
+                }
+                if Seq(seg.ack) > Seq(other.ack) {
+                    other.ack = seg.ack;
+                    other.moved_ns = seg.ts.nanos();
                 }
                 if seg.window < conn.smss(d.reverse()) {
                     other.spoiled = true;
@@ -124,24 +134,61 @@ impl IdleState {
             last_partial: seg.len < smss || (mss_known && seg.len % smss != 0),
             acked_ns: 0,
             spoiled: false,
+            ack: prev.ack,
+            moved_ns: 0,
+            window_full: seg.peer_window > 0
+                && seg.in_flight.saturating_add(smss) > seg.peer_window,
         };
         // The common case: data following data, or a pause TCP may explain.
         // After full segments only a long pause counts: a shorter one can be
         // pacing.
         let gap = seg.ts.nanos() - prev.last_ns;
-        if prev.last_ns == 0
-            || prev.spoiled
-            || (!prev.last_partial && gap < MIN_FULL_PAUSE_NS)
-            || prev.acked_ns == 0
-            || prev.last_end != seg.seq
-            || gap < MIN_PAUSE_NS
+        if prev.last_ns == 0 || prev.spoiled || prev.last_end != seg.seq || gap < MIN_PAUSE_NS {
+            return;
+        }
+        if prev.acked_ns != 0 && (prev.last_partial || gap >= MIN_FULL_PAUSE_NS) {
+            let corked = !prev.last_partial && st.last_partial && CORK_HOLD_NS.contains(&gap);
+            if self.pause(conn, seg, &prev, claims) {
+                self.cork_holds[d.index()] += u32::from(corked);
+                return;
+            }
+        }
+        if prev.moved_ns != 0 {
+            Self::released(conn, seg, &prev, claims);
+        }
+    }
+
+    /// A pause that an ACK ended, with nothing sent again: TCP held data it
+    /// had until the ACK reached the sender, unless a rule named another
+    /// reason (Nagle, loss). With the receiver's window full after the last
+    /// segment, that ACK opened the window (the receiver's time, RFC 9293
+    /// §3.8.6); with room in it, the congestion window let the data go
+    /// (RFC 5681). Pauses of at least half a round trip are flights (slow
+    /// start, a window grown no further, a slow reader's trickle); shorter
+    /// ones are the ACK clock of a transfer at the path's rate.
+    #[cold]
+    #[inline(never)]
+    fn released(conn: &Connection, seg: &Segment<'_>, prev: &DirState, claims: &mut Claims) {
+        let Some(rtt) = conn.path_rtt_ns() else {
+            return;
+        };
+        let now = seg.ts.nanos();
+        if (now - prev.last_ns) * 2 < rtt
+            || !inside_message(conn, seg.dir, prev.last_frame)
+            || claims.ends_at(seg.ts)
         {
             return;
         }
-        let corked = !prev.last_partial && st.last_partial && CORK_HOLD_NS.contains(&gap);
-        if self.pause(conn, seg, &prev, claims) && corked {
-            self.cork_holds[d.index()] += 1;
+        let to_sender = conn.distance_to(seg.dir).unwrap_or(rtt);
+        if now > prev.moved_ns + to_sender + REACT_SLACK_NS + to_sender / 4 {
+            return;
         }
+        let part = if prev.window_full {
+            Part::Window
+        } else {
+            Part::CongestionWait
+        };
+        claims.claim(part, Timestamp::from_nanos(prev.last_ns), seg.ts);
     }
 
     /// A pause after which the sender's data had all been acknowledged:
@@ -156,17 +203,7 @@ impl IdleState {
         claims: &mut Claims,
     ) -> bool {
         let d = seg.dir;
-        let Some(ex) = conn.current_exchange() else {
-            return false;
-        };
-        // Inside one message of the exchange in progress: the response, or
-        // the request before any response.
-        let started = match d {
-            Dir::ServerToClient => ex.response_first,
-            Dir::ClientToServer if ex.response_first.is_none() => ex.request_first,
-            Dir::ClientToServer => None,
-        };
-        if started.is_none_or(|m| m.frame > prev.last_frame) {
+        if !inside_message(conn, d, prev.last_frame) {
             return false;
         }
         // Another rule explained this very pause (Nagle, a window, loss).
@@ -205,6 +242,20 @@ impl IdleState {
         self.cork_holds = [0; 2];
         r
     }
+}
+
+/// Whether the sender's data up to `frame` lies inside one message of the
+/// exchange in progress: the response, or the request before any response.
+fn inside_message(conn: &Connection, d: Dir, frame: u64) -> bool {
+    let Some(ex) = conn.current_exchange() else {
+        return false;
+    };
+    let started = match d {
+        Dir::ServerToClient => ex.response_first,
+        Dir::ClientToServer if ex.response_first.is_none() => ex.request_first,
+        Dir::ClientToServer => None,
+    };
+    started.is_some_and(|m| m.frame <= frame)
 }
 
 impl super::Rule for IdleState {

@@ -298,7 +298,7 @@ registry! {
         kinds: [
             ServerDelay = 6 "server_delay" [[Server]] (timing::server_words, timing::server_cause),
             ClientDelay = 7 "client_delay" [[ClientIdle]] (timing::client_words, timing::client_cause, timing::client_standing),
-            NetworkLatency = 8 "network_latency" [[Setup], [Setup, Network]] (timing::latency_words, timing::latency_cause),
+            NetworkLatency = 8 "network_latency" [[Setup], [Setup, Network, CongestionWait]] (timing::latency_words, timing::latency_cause),
         ],
     },
     /// Round trips above the path's base: a queue on the path.

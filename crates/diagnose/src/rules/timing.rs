@@ -581,12 +581,19 @@ pub(crate) fn latency_words(s: &Said<'_>) -> Words {
         setup = if new_connections {
             format!(
                 " Most exchanges open a connection of their own, so each pays the TCP handshake's round \
-                 trip ({:.0} ms in all){} before its request can leave.",
+                 trip ({:.0} ms in all){} before its request can leave{}.",
                 ms(a.handshake_ns),
                 if a.stalls > 0 {
                     format!(" and its TLS handshake's ({:.0} ms)", ms(a.transfer_ns))
                 } else {
                     String::new()
+                },
+                if a.flights > 0 {
+                    ", and starts cold: its congestion window begins at the initial 10 segments \
+                     and doubles per round trip (slow start, RFC 5681), so a response larger than \
+                     that comes in flights a round trip apart"
+                } else {
+                    ""
                 }
             )
         } else {
