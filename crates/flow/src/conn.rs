@@ -587,7 +587,7 @@ impl Connection {
                 (me.fin.is_some() && peer.fin.is_some()) || me.rst.is_some() || peer.rst.is_some();
         }
         let peer_smss = self.smss[dir.reverse().index()];
-        let (acked, sampled) = peer.take_ack(seg, ts, peer_smss);
+        let (acked, sampled, acks_unseen) = peer.take_ack(seg, ts, peer_smss);
         refresh_rtt |= sampled;
         if dir == Dir::ClientToServer && completes_handshake(&self.handshake, peer, seg) {
             self.handshake.ack = Some(mark);
@@ -616,6 +616,14 @@ impl Connection {
         // Bytes missed before a segment without data open no exchange: when
         // they were sent is unknown.
         let new_data = if kind == SegKind::Ack { 0 } else { new_bytes };
+        // The server acknowledging client bytes the capture missed, after
+        // its response began: the client sent another request, so the
+        // server's next data answers that one, not the response before.
+        if acks_unseen && dir == Dir::ServerToClient {
+            if let Some(done) = self.current.take_if(|e| e.response_first.is_some()) {
+                emit(self, Event::Exchange(&done));
+            }
+        }
         self.exchange_milestones(dir, mark, kind, new_data, end, acked, peer_una, &mut emit);
 
         let event = Segment {
@@ -941,19 +949,23 @@ impl Half {
     /// segments (`peer_smss` is this side's segment size; RFC 1122
     /// §4.2.3.2, RFC 5681 §4.2) and the SYN-ACK's.
     #[inline]
-    fn take_ack(&mut self, seg: &TcpSegment<'_>, ts: Timestamp, smss: u32) -> (u32, bool) {
+    fn take_ack(&mut self, seg: &TcpSegment<'_>, ts: Timestamp, smss: u32) -> (u32, bool, bool) {
         let flags = seg.flags;
         if !flags.ack() || flags.rst() {
-            return (0, false);
+            return (0, false, false);
         }
         let a = Seq(seg.ack);
         if !self.una_init {
             self.una = a;
             self.una_init = true;
-            return (0, false);
+            return (0, false, false);
         }
-        if a <= self.una || (self.snd_init && a > self.snd_max) {
-            return (0, false);
+        if a <= self.una {
+            return (0, false, false);
+        }
+        if self.snd_init && a > self.snd_max {
+            // Bytes the capture never saw (more than a FIN) were received.
+            return (0, false, a.distance_from(self.snd_max) > 1);
         }
         let acked = a.distance_from(self.una);
         self.una = a;
@@ -967,7 +979,7 @@ impl Half {
                 self.rtt_to_peer_ns = Some(self.rtt_to_peer_ns.map_or(sample, |m| m.min(sample)));
             }
         }
-        (acked, sampled)
+        (acked, sampled, false)
     }
 }
 
@@ -1161,22 +1173,27 @@ mod steps {
         // One segment's ACK after 40 ms: possibly delayed, no sample.
         assert_eq!(
             h.take_ack(&seg(1, 1001, ACK, 0, &[]), at(40), 1000),
-            (1000, false)
+            (1000, false, false)
         );
         // Two segments at once: a sample of 9 ms (sent at 1 ms).
         assert_eq!(
             h.take_ack(&seg(1, 3001, ACK, 0, &[]), at(10), 1000),
-            (2000, true)
+            (2000, true, false)
         );
         assert_eq!(h.rtt_to_peer_ns, Some(9_000_000));
-        // Old or beyond what was sent: nothing.
+        // Old: nothing. Beyond what was seen sent: nothing acknowledged,
+        // but bytes the capture missed were received (more than a FIN).
         assert_eq!(
             h.take_ack(&seg(1, 2001, ACK, 0, &[]), at(11), 1000),
-            (0, false)
+            (0, false, false)
+        );
+        assert_eq!(
+            h.take_ack(&seg(1, 3002, ACK, 0, &[]), at(11), 1000),
+            (0, false, false)
         );
         assert_eq!(
             h.take_ack(&seg(1, 9001, ACK, 0, &[]), at(11), 1000),
-            (0, false)
+            (0, false, true)
         );
     }
 

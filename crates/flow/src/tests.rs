@@ -116,6 +116,27 @@ fn handshake_roles_rtt_and_exchange() {
     assert_eq!(e.duration_ns(), 40_000_000);
 }
 
+/// The server acknowledging client bytes the capture never saw, after its
+/// response began, means another request: the data that follows answers it
+/// and is an exchange of its own, not the end of the response before.
+#[test]
+fn an_ack_of_unseen_client_bytes_starts_a_new_exchange() {
+    let mut c = conversation();
+    c.truncate(6);
+    // The client's second request (100 bytes at 1101) is not captured; the
+    // server ACKs it and answers 50 ms later.
+    c.push((42, seg(true, 1101, 8001, F_ACK, 0, 502)));
+    c.push((60, seg(false, 8001, 1201, F_ACK, 0, 509)));
+    c.push((110, seg(false, 8001, 1201, F_ACK, 500, 509)));
+    let log = run(&c);
+    let log_ex: Vec<_> = log
+        .exchanges
+        .iter()
+        .map(|e| (e.start().unwrap().frame, e.end().unwrap().frame))
+        .collect();
+    assert_eq!(log_ex, vec![(1, 6), (9, 9)], "{log_ex:?}");
+}
+
 #[test]
 fn windows_are_scaled_except_on_syn() {
     let log = run(&conversation());
