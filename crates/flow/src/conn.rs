@@ -668,7 +668,19 @@ impl Connection {
                 ex.response_last = Some(mark);
             }
         }
-        if new_bytes > 0 {
+        // Server data after the client closed its side once the response had
+        // begun (a TLS alert or a goodbye answering the close) is waited for
+        // by nobody: it neither extends that response nor opens an exchange.
+        // A client that half-closes before any response still waits for it.
+        let after_close = dir == Dir::ServerToClient
+            && self.client.fin.is_some_and(|fin| {
+                self.current
+                    .as_ref()
+                    .and_then(|e| e.response_first)
+                    .is_some_and(|first| first.frame < fin.frame)
+                    || self.exchanges > 0 && self.current.is_none()
+            });
+        if new_bytes > 0 && !after_close {
             let starts_request = dir == Dir::ClientToServer
                 && self.current.is_none_or(|e| e.response_first.is_some());
             if starts_request || (dir == Dir::ServerToClient && self.current.is_none()) {

@@ -137,6 +137,41 @@ fn an_ack_of_unseen_client_bytes_starts_a_new_exchange() {
     assert_eq!(log_ex, vec![(1, 6), (9, 9)], "{log_ex:?}");
 }
 
+/// Server data answering the client's close (a TLS alert after the client's
+/// FIN, sent once the response had begun) is waited for by nobody: the
+/// exchange ends with the response. A client that half-closes right after
+/// its request still waits for the response, which stays in the exchange.
+#[test]
+fn data_after_the_clients_close_is_not_part_of_the_response() {
+    let mut c = conversation();
+    c.truncate(7);
+    c.push((1400, seg(true, 1101, 8001, F_ACK | F_FIN, 0, 502)));
+    c.push((1420, seg(false, 8001, 1102, F_ACK, 24, 509)));
+    let log = run(&c);
+    let ends: Vec<_> = log
+        .exchanges
+        .iter()
+        .map(|e| e.end().unwrap().frame)
+        .collect();
+    assert_eq!(ends, vec![6], "{ends:?}");
+
+    let half_close = vec![
+        (0, seg(true, 1000, 0, F_SYN, 0, 64240)),
+        (18, seg(false, 5000, 1001, F_SYN | F_ACK, 0, 65160)),
+        (20, seg(true, 1001, 5001, F_ACK, 0, 502)),
+        (21, seg(true, 1001, 5001, F_ACK, 100, 502)),
+        (22, seg(true, 1101, 5001, F_ACK | F_FIN, 0, 502)),
+        (300, seg(false, 5001, 1102, F_ACK, 3000, 509)),
+    ];
+    let log = run(&half_close);
+    let ends: Vec<_> = log
+        .exchanges
+        .iter()
+        .map(|e| e.end().unwrap().frame)
+        .collect();
+    assert_eq!(ends, vec![6], "{ends:?}");
+}
+
 #[test]
 fn windows_are_scaled_except_on_syn() {
     let log = run(&conversation());
