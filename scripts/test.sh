@@ -54,6 +54,8 @@ cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
 
 echo "== documentation: links, anchors, README length, a page per cause"
 python3 scripts/check-links.py
+echo "== rust-version: the true minimum of the locked dependencies, within the toolchain"
+python3 scripts/check-msrv.py
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== no function longer than 120 lines in the engine crates"

@@ -578,7 +578,7 @@ impl<R: Read> CaptureReader<R> {
     }
 
     fn check_block_len(&self, len: usize, min: usize) -> Result<(), CaptureError> {
-        if len < min || len % 4 != 0 || len > MAX_RECORD {
+        if len < min || !len.is_multiple_of(4) || len > MAX_RECORD {
             return Err(self.err(
                 ErrorKind::Corrupt,
                 format!("pcapng block length {len} is impossible: the file is corrupt"),

@@ -275,7 +275,7 @@ fn tc_rate(bits: u64) -> String {
         ("mbit", 1_000_000),
         ("kbit", 1_000),
     ] {
-        if bits >= div && bits % div == 0 {
+        if bits >= div && bits.is_multiple_of(div) {
             return format!("{}{unit}", bits / div);
         }
     }

@@ -75,7 +75,7 @@ pub fn write(
                 .as_ref()
                 .is_some_and(|l| frame >= l.first_frame() && l.wants_more(frame));
             if let Some(r) = recorder.as_mut() {
-                if frame < r.first_frame() || frame % 1024 == 0 {
+                if frame < r.first_frame() || frame.is_multiple_of(1024) {
                     r.tick(p.ts);
                 }
                 if frame >= r.first_frame() && r.wants_more() {

@@ -408,7 +408,7 @@ fn garbage_packets_are_counted_not_fatal() {
     let mut n = 0u64;
     while let Some(p) = r.next_packet().unwrap() {
         n += 1;
-        if n % 50 == 0 {
+        if n.is_multiple_of(50) {
             // A frame cut inside its IP header, and one with a bogus IP version.
             w.write_packet(p.ts, &p.data[..20], p.orig_len).unwrap();
             let mut bad = p.data.to_vec();
@@ -464,7 +464,7 @@ fn pcapng_with_an_unknown_link_type_counts_those_frames_and_analyses_the_rest() 
     while let Some(p) = r.next_packet().unwrap() {
         w.write_packet(eth, p.ts.nanos() as u64, p.data, p.orig_len)
             .unwrap();
-        if n % 10 == 0 {
+        if n.is_multiple_of(10) {
             w.write_packet(odd, (p.ts.nanos() / 1000) as u64, b"not ethernet", 12)
                 .unwrap();
         }

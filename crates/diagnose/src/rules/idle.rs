@@ -131,7 +131,7 @@ impl IdleState {
             last_ns: seg.ts.nanos(),
             last_frame: seg.frame,
             last_end: seg.seq.wrapping_add(seg.len),
-            last_partial: seg.len < smss || (mss_known && seg.len % smss != 0),
+            last_partial: seg.len < smss || (mss_known && !seg.len.is_multiple_of(smss)),
             acked_ns: 0,
             spoiled: false,
             ack: prev.ack,

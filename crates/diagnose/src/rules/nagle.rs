@@ -137,7 +137,7 @@ fn check(
     }
     let mss = conn.smss(d);
     // Nagle only holds data behind a segment smaller than the MSS.
-    if p.len % mss == 0 {
+    if p.len.is_multiple_of(mss) {
         return None;
     }
     let to_receiver = conn.distance_to(d.reverse());

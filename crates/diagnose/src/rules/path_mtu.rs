@@ -155,7 +155,7 @@ impl MtuState {
             return;
         }
         if let Some(c) = st.candidate.as_mut() {
-            if seg.len % c.len == 0 {
+            if seg.len.is_multiple_of(c.len) {
                 c.units += seg.len / c.len;
             } else if seg.len > c.len {
                 st.candidate = None;
