@@ -56,6 +56,8 @@ echo "== documentation: links, anchors, README length, a page per cause"
 python3 scripts/check-links.py
 echo "== rust-version: the true minimum of the locked dependencies, within the toolchain"
 python3 scripts/check-msrv.py
+echo "== lints: every crate inherits the workspace's; unsafe only where a module allows it"
+python3 scripts/check-lints.py
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== no function longer than 120 lines in the engine crates"

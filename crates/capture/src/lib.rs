@@ -13,6 +13,7 @@
 //! order; pcapng sections in either byte order, several interfaces with
 //! their own link type, `if_tsresol` and `if_tsoffset`, Enhanced, Simple and
 //! (obsolete) Packet Blocks; other blocks are skipped.
+#![forbid(unsafe_code)]
 
 use std::fmt;
 use std::io::{self, Read};

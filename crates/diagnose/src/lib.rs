@@ -12,6 +12,7 @@
 //! a closing connection is summarised only if it makes the list). A connection
 //! gets its diagnosis state ([`ConnState`], about 1.8 KB) only once it shows
 //! more than a plain handshake.
+#![forbid(unsafe_code)]
 
 mod aggregate;
 pub mod budget;

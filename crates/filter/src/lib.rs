@@ -59,6 +59,7 @@
 //!   UDP or SCTP follows the fixed header (as tcpdump); `tcp`, `udp`… also
 //!   look through one fragment header (as tcpdump). IPv4 ports are read past
 //!   IP options, and only in the first fragment (as tcpdump).
+#![forbid(unsafe_code)]
 
 mod ast;
 pub mod bpf;

@@ -23,6 +23,7 @@
 //! are closed the same way, and never more than [`Config::max_open`] are held.
 //!
 //! This crate performs no I/O and reads no clock: time arrives with packets.
+#![forbid(unsafe_code)]
 
 mod compact;
 mod conn;

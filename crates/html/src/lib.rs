@@ -8,6 +8,7 @@
 //! page's Content-Security-Policy, so nothing else can run even if a string
 //! escaped escaping. Nothing is loaded from the network. Every string that
 //! can come from packets goes through [`esc`].
+#![forbid(unsafe_code)]
 
 use std::borrow::Cow;
 use std::fmt::Write as _;

@@ -13,6 +13,7 @@
 //! Without root there is no capture: the timings, and what the kernel says
 //! about our own connection (`TCP_INFO`), are reported, with what could not
 //! be seen.
+#![forbid(unsafe_code)]
 
 pub mod render;
 pub mod route;

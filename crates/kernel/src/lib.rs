@@ -36,6 +36,7 @@
 //!
 //! Route metrics appear only when set; `rto_min_ms` is in milliseconds,
 //! `features` is a list (`["ecn"]`). Fields are only ever added.
+#![forbid(unsafe_code)]
 
 pub mod netlink;
 pub mod qdisc;

@@ -21,6 +21,7 @@
 //! let report = run(&Config { duration: Duration::from_secs(2), ..config }, &Live::default()).unwrap();
 //! println!("{:.0} req/s, p50 {:.2} ms", report.requests_per_sec(), report.latency().p50);
 //! ```
+#![forbid(unsafe_code)]
 
 pub mod http;
 

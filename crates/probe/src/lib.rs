@@ -12,6 +12,7 @@
 //! unreachable errors are matched to the probe by the TCP header they quote.
 //!
 //! OS access lives in `raw.rs`; building and parsing packets in `packet.rs`.
+#![forbid(unsafe_code)]
 
 pub mod packet;
 mod raw;

@@ -2,6 +2,7 @@
 //! [`analyze`], reads a capture (a path or its bytes) with the GIL released
 //! and returns each table as an Arrow IPC stream; the `tcpdoctor` package
 //! around it turns those into `pyarrow.Table`s.
+#![forbid(unsafe_code)]
 
 use std::fs::File;
 use std::io::BufReader;

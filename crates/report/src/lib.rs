@@ -1,5 +1,6 @@
 //! Rendering an [`Analysis`]: a text report read top-down (capture, latency,
 //! findings with a ladder diagram each, connections) or the JSON document.
+#![forbid(unsafe_code)]
 
 use std::io::{self, Write};
 

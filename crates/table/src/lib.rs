@@ -8,6 +8,7 @@
 //! whenever a table holds [`BATCH_ROWS`] rows, so memory stays bounded by
 //! the batch and the row group being encoded, whatever the number of files.
 //! The schemas are in [`schema`] and docs/parquet.md; they only ever grow.
+#![forbid(unsafe_code)]
 
 pub mod schema;
 

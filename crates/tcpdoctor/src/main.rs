@@ -1,5 +1,6 @@
 //! `tcpdoctor`: the command line. The work lives in the library crates; this
 //! file defines the interface, reads input and maps outcomes to exit codes.
+#![forbid(unsafe_code)]
 
 use std::io::{self, BufWriter, Write};
 

@@ -19,6 +19,7 @@
 //! let analysis = w.finish(); // the full analysis, as `analyze` gives it
 //! assert!(analysis.findings.is_empty());
 //! ```
+#![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
 use tcpdoctor_diagnose::round3;

@@ -11,6 +11,7 @@
 //! header, not from the captured length. Ethernet pads short frames (a pure
 //! ACK would otherwise look like 6 bytes of data) and a snaplen truncates long
 //! ones.
+#![forbid(unsafe_code)]
 
 pub mod build;
 pub mod ethertype;
