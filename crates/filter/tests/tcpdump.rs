@@ -166,11 +166,9 @@ const REAL_EXPRS: &[&str] = &[
 ];
 
 #[test]
+#[ignore = "needs tcpdump"]
 fn keeps_what_tcpdump_keeps() {
-    if !have_tcpdump() {
-        eprintln!("tcpdump is not installed: comparison skipped");
-        return;
-    }
+    assert!(have_tcpdump(), "needs tcpdump installed");
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
     compare(
         &[data.join("mixed.pcap"), data.join("mixed-raw.pcap")],
@@ -192,11 +190,9 @@ fn keeps_what_tcpdump_keeps() {
 }
 
 #[test]
+#[ignore = "needs tcpdump"]
 fn keeps_what_tcpdump_keeps_with_vlan_on_tagged_frames() {
-    if !have_tcpdump() {
-        eprintln!("tcpdump is not installed: comparison skipped");
-        return;
-    }
+    assert!(have_tcpdump(), "needs tcpdump installed");
     // We look through the tag; tcpdump does with `vlan and`.
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
     compare(&[data.join("vlan.pcap")], MIXED_EXPRS, |e| {

@@ -1,4 +1,5 @@
-//! The lab's network with real namespaces (needs root; skipped otherwise):
+//! The lab's network with real namespaces (needs root: ignored unless run with
+//! `--include-ignored`, as `scripts/test.sh` does as root):
 //! the delay line gives the round trip asked for, the built-in peers talk
 //! through it, and tearing down leaves no namespace behind.
 
@@ -9,11 +10,9 @@ use tcpdoctor_lab::run::server_addr;
 use tcpdoctor_lab::{ns, topo::Topology};
 
 #[test]
+#[ignore = "needs root (network namespaces)"]
 fn delay_line_round_trip_and_cleanup() {
-    if !ns::is_root() {
-        eprintln!("not root: skipped");
-        return;
-    }
+    assert!(ns::is_root(), "needs root (network namespaces)");
     let mut t = Topology::build(true, Duration::from_millis(10)).expect("topology");
     let names = [t.client.clone(), t.router.clone(), t.server.clone()];
     let result = (|| -> tcpdoctor_lab::Result<()> {
