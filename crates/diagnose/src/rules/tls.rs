@@ -69,6 +69,7 @@ fn record_type(p: &[u8]) -> Option<u8> {
 
 const CHANGE_CIPHER_SPEC: u8 = 20;
 const HANDSHAKE: u8 = 22;
+const APPLICATION_DATA: u8 = 23;
 /// A client flight that starts with change_cipher_spec and is no larger than
 /// this is only the handshake's end: CCS (6 bytes) and an encrypted Finished
 /// (58–74 bytes in TLS 1.3, less in a resumed TLS 1.2 session). With a
@@ -82,6 +83,10 @@ pub struct TlsState {
     last_dir: Option<Dir>,
     /// The record type the request in progress began with.
     request_record: Option<u8>,
+    /// The request in progress, begun with a handshake record, carries
+    /// application data after it: TLS False Start (RFC 7918) — the client's
+    /// last handshake flight and its first request leave together.
+    false_start: bool,
     /// The client's first data: a TLS record (`Some(true)`), or not.
     tls: Option<bool>,
     pending: Option<Pending>,
@@ -120,8 +125,16 @@ impl TlsState {
     #[inline]
     pub fn on_segment(&mut self, seg: &Segment<'_>) {
         // Not TLS: decided by the client's first data, for good.
-        if self.tls == Some(false) || self.last_dir == Some(seg.dir) || seg.kind != SegKind::NewData
-        {
+        if self.tls == Some(false) || seg.kind != SegKind::NewData {
+            return;
+        }
+        if self.last_dir == Some(seg.dir) {
+            if seg.dir == Dir::ClientToServer
+                && self.request_record == Some(HANDSHAKE)
+                && record_type(seg.payload) == Some(APPLICATION_DATA)
+            {
+                self.false_start = true;
+            }
             return;
         }
         self.on_message_start(seg);
@@ -135,6 +148,7 @@ impl TlsState {
             let record = record_type(seg.payload);
             let tls = *self.tls.get_or_insert(record == Some(HANDSHAKE));
             self.request_record = record.filter(|_| tls);
+            self.false_start = false;
         }
     }
 
@@ -154,7 +168,9 @@ impl TlsState {
             claims.claim(Part::TlsHandshake, p.last_end, req_first.ts);
             (req_first.ts.since(p.last_end) - to_client).max(0)
         };
-        let round = self.request_record == Some(HANDSHAKE);
+        // A False Start flight is the request itself: the exchange of the
+        // application that the handshake opens.
+        let round = self.request_record == Some(HANDSHAKE) && !self.false_start;
         let finished = self.request_record == Some(CHANGE_CIPHER_SPEC)
             && ex.request_bytes <= MAX_FINISHED_FLIGHT;
         if round || finished {
