@@ -51,6 +51,16 @@ pub struct Outcome {
     pub frames: u64,
     pub kernel: KernelCounters,
     pub elapsed: Duration,
+    /// Why the capture ended before it was asked to (the interface went
+    /// down or was deleted): the analysis covers what came before.
+    pub ended_early: Option<String>,
+}
+
+/// Whether a capture error means the interface went away (down, deleted):
+/// the end of the capture, not a failure of the watch.
+pub fn interface_gone(e: &io::Error) -> bool {
+    // ENETDOWN; ENXIO and ENODEV once the device is gone.
+    e.kind() == io::ErrorKind::NetworkDown || matches!(e.raw_os_error(), Some(6 | 19 | 100))
 }
 
 /// An open capture, ready to run.
@@ -113,8 +123,22 @@ impl Session {
         // How long to wait for a frame: zero while frames keep coming (no
         // clock read per frame), until the next tick once the ring is empty.
         let mut wait = Duration::ZERO;
+        let mut ended_early = None;
         loop {
-            match self.capture.next_frame(wait)? {
+            let next = match self.capture.next_frame(wait) {
+                Ok(next) => next,
+                Err(e) if interface_gone(&e) => {
+                    ended_early = Some(format!(
+                        "the interface {} went down or away {:.1} s into the watch ({e}): \
+                         the capture ended there, the report covers what came before",
+                        self.capture.interface(),
+                        start.elapsed().as_secs_f64()
+                    ));
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
+            match next {
                 Some(f) => {
                     wait = Duration::ZERO;
                     if let Some(w) = self.writer.as_mut() {
@@ -157,18 +181,28 @@ impl Session {
         // What the kernel captured before the end but has not handed over
         // yet (a quiet link's last ring block), read for a bounded time.
         let drain_end = Instant::now() + DRAIN;
-        while Instant::now() < drain_end {
-            let Some(f) = self.capture.next_frame(self.capture.delivery_delay())? else {
-                break;
+        while ended_early.is_none() && Instant::now() < drain_end {
+            let f = match self.capture.next_frame(self.capture.delivery_delay()) {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(e) if interface_gone(&e) => break,
+                Err(e) => return Err(e),
             };
             if let Some(w) = self.writer.as_mut() {
                 w.write_packet(f.ts, f.data, f.orig_len)?;
             }
             self.watcher.push(f.ts, link, f.data, f.orig_len);
         }
-        let kernel = self.kernel()?;
+        // The counters of a socket whose interface is gone may not be read.
+        let kernel = match self.kernel() {
+            Err(e) if ended_early.is_some() && interface_gone(&e) => KernelCounters::default(),
+            k => k?,
+        };
         if let Some(w) = self.writer.take() {
             w.into_inner().flush()?;
+        }
+        if let Some(why) = &ended_early {
+            self.watcher.warn(why.clone());
         }
         if kernel.dropped > 0 {
             self.watcher.warn(format!(
@@ -187,6 +221,7 @@ impl Session {
             frames,
             kernel,
             elapsed: start.elapsed(),
+            ended_early,
         })
     }
 
