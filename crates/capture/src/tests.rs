@@ -407,6 +407,9 @@ fn staged_errors_name_the_final_path() {
     let path = d.join("no-such-dir").join("out.pcapng");
     let e = write::Staged::create(&path).err().unwrap();
     assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
-    assert!(e.to_string().starts_with(&path.display().to_string()), "{e}");
+    assert!(
+        e.to_string().starts_with(&path.display().to_string()),
+        "{e}"
+    );
     std::fs::remove_dir_all(&d).unwrap();
 }

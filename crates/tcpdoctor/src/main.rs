@@ -19,9 +19,9 @@ mod target;
 mod tls;
 mod watch;
 use input::Input;
+use std::process::ExitCode;
 /// SIGINT/SIGTERM: the report over what was read, then 128 + the signal.
 pub(crate) use tcpdoctor_live::signal as interrupt;
-use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use tcpdoctor_capture::ErrorKind;

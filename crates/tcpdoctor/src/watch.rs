@@ -136,7 +136,9 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<u8> {
 
     // SIGINT (Ctrl-C) or SIGTERM: stop capturing, then the full report; a
     // second one quits at once.
-    crate::interrupt::install("tcpdoctor: stopping; the full report follows (Ctrl-C again to quit)\n");
+    crate::interrupt::install(
+        "tcpdoctor: stopping; the full report follows (Ctrl-C again to quit)\n",
+    );
     let stop = &crate::interrupt::STOP;
 
     let input = serde_json::json!({
