@@ -14,6 +14,7 @@
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::time::{Duration, Instant};
 
 /// The first signal received (0: none yet).
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
@@ -86,29 +87,60 @@ pub fn input_cut() -> bool {
     CUT.load(Ordering::SeqCst)
 }
 
-/// Standard input read in the ordinary way until a signal comes; then it
-/// ends (EOF), even if the producer is still writing or idle.
+/// After a signal, what the producer still sends is read for up to this
+/// long (`tcpdump -w -` flushes its last packets when the same Ctrl-C stops it).
+pub const GRACE: Duration = Duration::from_millis(1000);
+/// ... and the input ends once it has been idle this long.
+pub const IDLE: Duration = Duration::from_millis(200);
+
+/// Standard input read in the ordinary way until a signal comes; then what
+/// is still arriving is read for [`GRACE`] at most, and the input ends (EOF)
+/// once idle for [`IDLE`] or at the end of the grace, even if the producer
+/// is still writing. Ending it so is a cut ([`input_cut`]); the producer
+/// closing the pipe first is an ordinary end.
 /// It reads file descriptor 0 itself (no buffer of its own: poll() then
 /// tells the whole truth about what is waiting).
-pub struct Stdin;
+#[derive(Default)]
+pub struct Stdin {
+    /// When this reader first saw the signal.
+    since: Option<Instant>,
+}
+
+impl Stdin {
+    fn cut(&self) -> io::Result<usize> {
+        CUT.store(true, Ordering::SeqCst);
+        Ok(0)
+    }
+}
 
 impl Read for Stdin {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let fd = io::stdin().as_raw_fd();
         loop {
-            if signal().is_some() {
-                CUT.store(true, Ordering::SeqCst);
-                return Ok(0);
-            }
+            let timeout = match (signal(), self.since) {
+                (None, _) => Duration::from_millis(100),
+                (Some(_), None) => {
+                    self.since = Some(Instant::now());
+                    IDLE
+                }
+                (Some(_), Some(t)) => match GRACE.checked_sub(t.elapsed()) {
+                    Some(left) if !left.is_zero() => left.min(IDLE),
+                    _ => return self.cut(),
+                },
+            };
             let mut p = libc::pollfd {
                 fd,
                 events: libc::POLLIN,
                 revents: 0,
             };
             // SAFETY: one valid pollfd.
-            let n = unsafe { libc::poll(&mut p, 1, 100) };
+            let n = unsafe { libc::poll(&mut p, 1, timeout.as_millis() as libc::c_int) };
             if n > 0 {
                 break;
+            }
+            if n == 0 && self.since.is_some() {
+                // Idle since the signal: the producer has nothing more.
+                return self.cut();
             }
             if n < 0 {
                 let e = io::Error::last_os_error();
@@ -127,10 +159,6 @@ impl Read for Stdin {
             let e = io::Error::last_os_error();
             if e.kind() != io::ErrorKind::Interrupted {
                 return Err(e);
-            }
-            if signal().is_some() {
-                CUT.store(true, Ordering::SeqCst);
-                return Ok(0);
             }
         }
     }

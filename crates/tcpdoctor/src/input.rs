@@ -57,7 +57,7 @@ impl Input {
     pub fn open(path: &str, name: &str) -> anyhow::Result<Input> {
         let src: Box<dyn Read + Send> = if path == "-" {
             // Ends early on SIGINT/SIGTERM: the report covers what was read.
-            Box::new(crate::interrupt::Stdin)
+            Box::new(crate::interrupt::Stdin::default())
         } else {
             Box::new(File::open(path).with_context(|| path.to_string())?)
         };

@@ -193,8 +193,8 @@ Exit status: 0 analysed (a truncated or partly corrupt capture is analysed up to
 breaks, with a warning); 1 --fail-on-finding was given and a finding was reported;
 2 usage error, unreadable input or an output file that could not be written (with --parquet:
 a capture that could not be read was skipped, the tables hold the rest); 130 (SIGINT) or
-143 (SIGTERM): reading standard input was interrupted, the report covers what was read and
-says so (JSON `interrupted`).";
+143 (SIGTERM): reading standard input was stopped before its end (what still arrived within
+1 s of the signal was read), the report covers what was read and says so (JSON `interrupted`).";
 
 #[derive(clap::Args)]
 struct AnalyzeArgs {
@@ -630,7 +630,8 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
     }
     out.flush()?;
     written?;
-    if let Some(sig) = interrupt::signal() {
+    if let Some(sig) = interrupt::signal().filter(|_| interrupt::input_cut()) {
+        // The report is partial: the input went on past the signal.
         return Ok(interrupt::status(sig));
     }
     if args.fail_on_finding && !analysis.findings.is_empty() {
