@@ -5,7 +5,8 @@
 #               gone): analyze (text, JSON), sockets, man, completions exit 0, stderr empty
 #   full disk   --annotate, --html, --parquet into a 64 KiB tmpfs: exit 2, the message names
 #               the file and says "No space left on device", no file (complete-looking or
-#               temporary) is left; the text report is still printed
+#               temporary) is left; the text report is still printed. `watch --write` onto a
+#               full disk goes on without the file, gives its report and exits 2
 #   signals     `analyze -` from a FIFO whose writer idles (SIGTERM: 143) and from a producer
 #               that keeps writing (SIGINT: 130): a partial report marked as such (JSON
 #               `interrupted`, a warning); `watch` on a veth with curl against
@@ -198,6 +199,26 @@ print("e2e faults: watch SIG%s -> exit 0, final report of %s packets, %d exchang
 PY
   tcpdump -r "$out.pcap" -w /dev/null 2>/dev/null || fail "tcpdump cannot read the --write pcap after SIG$sig"
 done
+
+# 3c. watch --write onto a full disk: the watch goes on, the report follows, exit 2.
+mkdir -p "$FULL"
+mount -t tmpfs -o size=64k tdflt-full "$FULL"
+ip netns exec "$S" "$TD" watch -i eth0 --filter "tcp port 8000" --interval 200ms --format json \
+  --write "$FULL/live.pcap" --snaplen 65535 --duration 60s > "$WORK/wfull.jsonl" 2> "$WORK/wfull.err" &
+W=$!; PIDS+=("$W")
+disk_full() { [ "$(df --output=avail -k "$FULL" | tail -1 | tr -d ' ')" -le 4 ]; }
+wait_for 20 disk_full || fail "watch --write did not fill the 64 KiB disk: $(df -k "$FULL" | tail -1)"
+wait_for 5 grep -q '"packets":[1-9]' "$WORK/wfull.jsonl" || fail "watch --write (full disk) saw nothing"
+kill -TERM "$W"
+wait_for 5 stopped "$W" || fail "watch (full disk) did not end within 5 s of SIGTERM"
+rc=$(exit_of "$W")
+[ "$rc" = 2 ] || fail "watch --write on a full disk: exit $rc, not 2 ($(cat "$WORK/wfull.err"))"
+grep -q -- "--write $FULL/live.pcap: No space left on device" "$WORK/wfull.err" \
+  || fail "watch --write on a full disk: $(cat "$WORK/wfull.err")"
+tail -1 "$WORK/wfull.jsonl" | grep -q '"command":"watch"' || fail "watch --write on a full disk: no final report"
+"$TD" analyze "$FULL/live.pcap" > /dev/null 2>&1 || fail "the --write pcap left on the full disk cannot be analysed"
+echo "e2e faults: watch --write on a full disk -> went on, final report, exit 2: $(tail -1 "$WORK/wfull.err" | cut -c1-110)…"
+umount "$FULL"
 
 # 4. The watched interface goes down, then away.
 ip netns exec "$S" "$TD" watch -i eth0 --interval 200ms --duration 30s --write "$WORK/down.pcap" \

@@ -62,7 +62,8 @@ complete up to the last frame. A second signal quits at once.
 Needs root or CAP_NET_RAW. Exit status: 0 done (at the end of --duration, or stopped by SIGINT
 or SIGTERM); 1 --fail-on-finding was given and a finding was reported; 2 usage error: no such
 interface, a filter that does not parse, an address for --prometheus that cannot be bound,
-missing privileges; 3 the interface went down or was deleted during the watch: the report
+missing privileges, or --write failed (a full disk: the watch goes on, the report follows, the
+file keeps what was written); 3 the interface went down or was deleted during the watch: the report
 covers what was captured before.";
 
 #[derive(clap::Args)]
@@ -229,6 +230,10 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<u8> {
     if let Some(why) = &outcome.ended_early {
         eprintln!("tcpdoctor: {why}");
         return Ok(EXIT_CAPTURE_ENDED);
+    }
+    if let Some(why) = &outcome.write_failed {
+        eprintln!("tcpdoctor: {why}");
+        return Ok(crate::EXIT_INPUT);
     }
     if args.fail_on_finding && !analysis.findings.is_empty() {
         return Ok(EXIT_FINDING);

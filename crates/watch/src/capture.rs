@@ -54,6 +54,17 @@ pub struct Outcome {
     /// Why the capture ended before it was asked to (the interface went
     /// down or was deleted): the analysis covers what came before.
     pub ended_early: Option<String>,
+    /// Why `--write` stopped before the end (a full disk); the watch went on.
+    pub write_failed: Option<String>,
+}
+
+fn write_failed(config: &Config, e: &io::Error) -> String {
+    let path = config.write.as_deref().unwrap_or(std::path::Path::new("?"));
+    format!(
+        "--write {}: {e}: the file keeps the frames written before (its last one may be cut); \
+         the watch went on without it",
+        path.display()
+    )
 }
 
 /// Whether a capture error means the interface went away (down, deleted):
@@ -68,6 +79,8 @@ pub struct Session {
     config: Config,
     capture: Capture,
     writer: Option<PcapWriter<BufWriter<File>>>,
+    /// Why `--write` stopped (a full disk): the file keeps what came before.
+    write_failed: Option<String>,
     watcher: Watcher,
 }
 
@@ -98,6 +111,7 @@ impl Session {
             config,
             capture,
             writer,
+            write_failed: None,
             watcher: Watcher::new(metrics),
         })
     }
@@ -142,7 +156,10 @@ impl Session {
                 Some(f) => {
                     wait = Duration::ZERO;
                     if let Some(w) = self.writer.as_mut() {
-                        w.write_packet(f.ts, f.data, f.orig_len)?;
+                        if let Err(e) = w.write_packet(f.ts, f.data, f.orig_len) {
+                            self.writer = None;
+                            self.write_failed = Some(write_failed(&self.config, &e));
+                        }
                     }
                     self.watcher.push(f.ts, link, f.data, f.orig_len);
                     since_clock += 1;
@@ -189,7 +206,10 @@ impl Session {
                 Err(e) => return Err(e),
             };
             if let Some(w) = self.writer.as_mut() {
-                w.write_packet(f.ts, f.data, f.orig_len)?;
+                if let Err(e) = w.write_packet(f.ts, f.data, f.orig_len) {
+                    self.writer = None;
+                    self.write_failed = Some(write_failed(&self.config, &e));
+                }
             }
             self.watcher.push(f.ts, link, f.data, f.orig_len);
         }
@@ -199,7 +219,12 @@ impl Session {
             k => k?,
         };
         if let Some(w) = self.writer.take() {
-            w.into_inner().flush()?;
+            if let Err(e) = w.into_inner().flush() {
+                self.write_failed = Some(write_failed(&self.config, &e));
+            }
+        }
+        if let Some(why) = &self.write_failed {
+            self.watcher.warn(why.clone());
         }
         if let Some(why) = &ended_early {
             self.watcher.warn(why.clone());
@@ -222,6 +247,7 @@ impl Session {
             kernel,
             elapsed: start.elapsed(),
             ended_early,
+            write_failed: self.write_failed,
         })
     }
 
