@@ -81,6 +81,7 @@ bash tests/e2e/oracle.sh target/release/tcpdoctor
 if [ "$(id -u)" -eq 0 ]; then
   bash tests/e2e/nginx-wrk.sh target/release/tcpdoctor
   bash tests/e2e/inputs.sh target/release/tcpdoctor
+  bash tests/e2e/faults.sh target/release/tcpdoctor
   bash tests/e2e/tls.sh target/release/tcpdoctor
   bash tests/e2e/html.sh target/release/tcpdoctor
   bash tests/e2e/diagnose.sh target/release/tcpdoctor

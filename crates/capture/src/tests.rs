@@ -358,3 +358,58 @@ mod compressed {
         assert_eq!(n, 20);
     }
 }
+
+fn scratch_dir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("tcpdoctor-staged-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn staged_file_appears_only_when_committed() {
+    use std::io::Write;
+    let d = scratch_dir("commit");
+    let path = d.join("out.pcap");
+    let staged = write::Staged::create(&path).unwrap();
+    let tmp = staged.temporary_path().to_path_buf();
+    assert_eq!(tmp.parent(), Some(d.as_path()));
+    let mut w = std::io::BufWriter::new(staged.writer().unwrap());
+    w.write_all(b"complete").unwrap();
+    w.flush().unwrap();
+    assert!(!path.exists(), "the final name appears before the commit");
+    staged.commit().unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), b"complete");
+    assert!(!tmp.exists());
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn staged_file_dropped_leaves_the_old_file_and_no_temporary() {
+    use std::io::Write;
+    let d = scratch_dir("drop");
+    let path = d.join("report.html");
+    std::fs::write(&path, b"old").unwrap();
+    let staged = write::Staged::create(&path).unwrap();
+    let tmp = staged.temporary_path().to_path_buf();
+    staged.writer().unwrap().write_all(b"half").unwrap();
+    assert!(tmp.exists());
+    drop(staged); // an error before the commit
+    assert!(!tmp.exists(), "the temporary file is left behind");
+    assert_eq!(std::fs::read(&path).unwrap(), b"old");
+    assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn staged_errors_name_the_final_path() {
+    let d = scratch_dir("missing");
+    let path = d.join("no-such-dir").join("out.pcapng");
+    let e = write::Staged::create(&path).err().unwrap();
+    assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+    assert!(
+        e.to_string().starts_with(&path.display().to_string()),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}

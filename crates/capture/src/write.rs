@@ -1,7 +1,9 @@
 //! Writing captures: classic pcap (what tcpdump writes) and a minimal pcapng,
 //! used by the lab and by tests that build captures in memory.
 
+use std::fs::File;
 use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 
 use tcpdoctor_wire::{LinkType, Timestamp};
 
@@ -146,4 +148,96 @@ impl<W: Write> PcapNgWriter<W> {
     pub fn into_inner(self) -> W {
         self.out
     }
+}
+
+/// An output file written under a temporary name in its own directory
+/// (`.NAME.tmp.PID`) and renamed to its name by [`Staged::commit`], once
+/// complete and synced: a reader never finds a half-written file under the
+/// final name, and a file already there stays as it was until then. Dropped
+/// without a commit (an error, a full disk), the temporary file is removed.
+/// Write errors name the final path (`out.html: No space left on device`)
+/// and keep their [`io::ErrorKind`].
+pub struct Staged {
+    path: PathBuf,
+    tmp: PathBuf,
+    file: File,
+    committed: bool,
+}
+
+impl Staged {
+    /// Creates the temporary file next to `path`.
+    pub fn create(path: impl AsRef<Path>) -> io::Result<Staged> {
+        let path = path.as_ref().to_path_buf();
+        let name = path
+            .file_name()
+            .ok_or_else(|| named(&path, io::Error::other("not a file name")))?;
+        let mut tmp_name = std::ffi::OsString::from(".");
+        tmp_name.push(name);
+        tmp_name.push(format!(".tmp.{}", std::process::id()));
+        let tmp = path.with_file_name(tmp_name);
+        let file = File::create(&tmp).map_err(|e| named(&path, e))?;
+        Ok(Staged {
+            path,
+            tmp,
+            file,
+            committed: false,
+        })
+    }
+
+    /// The final path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The temporary file's path (where the bytes are until the commit).
+    pub fn temporary_path(&self) -> &Path {
+        &self.tmp
+    }
+
+    /// A writer into the temporary file (unbuffered: wrap it in a
+    /// `BufWriter`, and flush that before the commit).
+    pub fn writer(&self) -> io::Result<StagedWriter> {
+        Ok(StagedWriter {
+            file: self.file.try_clone().map_err(|e| named(&self.path, e))?,
+            path: self.path.clone(),
+        })
+    }
+
+    /// Syncs the temporary file to disk (a full disk can show only here)
+    /// and renames it to the final path.
+    pub fn commit(mut self) -> io::Result<()> {
+        self.file.sync_all().map_err(|e| named(&self.path, e))?;
+        std::fs::rename(&self.tmp, &self.path).map_err(|e| named(&self.path, e))?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Writes into a [`Staged`] file; errors name the final path.
+pub struct StagedWriter {
+    file: File,
+    path: PathBuf,
+}
+
+impl Write for StagedWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file.write(buf).map_err(|e| named(&self.path, e))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush().map_err(|e| named(&self.path, e))
+    }
+}
+
+/// `e` with the path in front of its message, its kind kept.
+fn named(path: &Path, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }

@@ -56,6 +56,7 @@ pub use tcpdoctor_filter::Filter;
 use tcpdoctor_wire::ethertype::{IPV4 as ETHERTYPE_IPV4, IPV6 as ETHERTYPE_IPV6};
 pub use tcpdoctor_wire::{LinkType, Timestamp};
 
+pub mod signal;
 mod sys;
 
 /// Bytes per ring block.

@@ -12,7 +12,6 @@
 
 pub mod schema;
 
-use std::fs::File;
 use std::io::{self, BufWriter, Read};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -228,7 +227,15 @@ impl From<io::Error> for Error {
 }
 impl From<parquet::errors::ParquetError> for Error {
     fn from(e: parquet::errors::ParquetError) -> Self {
-        Error::Parquet(e)
+        // An I/O error of the file underneath (a full disk) is told as one,
+        // not as "parquet: External: …".
+        match e {
+            parquet::errors::ParquetError::External(inner) => match inner.downcast::<io::Error>() {
+                Ok(io) => Error::Io(*io),
+                Err(other) => Error::Parquet(parquet::errors::ParquetError::External(other)),
+            },
+            e => Error::Parquet(e),
+        }
     }
 }
 impl From<arrow_schema::ArrowError> for Error {
@@ -243,6 +250,8 @@ impl From<arrow_schema::ArrowError> for Error {
 /// of its own, so the analysis goes on meanwhile; at most [`IN_FLIGHT`]
 /// batches wait for it.
 pub struct ParquetSink {
+    /// The files being written, under temporary names until [`ParquetSink::finish`].
+    staged: Vec<tcpdoctor_capture::write::Staged>,
     tables: Tables,
     to_writer: Option<SyncSender<(Table, Tables)>>,
     writer: Option<JoinHandle<Result<(), Error>>>,
@@ -254,9 +263,14 @@ pub const IN_FLIGHT: usize = 2;
 
 impl ParquetSink {
     /// Creates (or replaces) `DIR/{connections,exchanges,findings,files}.parquet`.
+    /// They are written under temporary names (`DIR/.connections.parquet.tmp.PID`)
+    /// and renamed into place only when all four are complete; dropped before
+    /// [`ParquetSink::finish`] or failing (a full disk), the sink removes them
+    /// and leaves the files already in `DIR` as they were.
     pub fn create(dir: &Path) -> Result<ParquetSink, Error> {
         std::fs::create_dir_all(dir)?;
         let mut writers = Vec::new();
+        let mut staged = Vec::new();
         for t in Table::ALL {
             let mut props = WriterProperties::builder()
                 .set_compression(Compression::SNAPPY)
@@ -281,10 +295,11 @@ impl ParquetSink {
             }
             let props = props.build();
             let path = dir.join(format!("{}.parquet", t.name()));
-            let file = File::create(&path)
-                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+            let file = tcpdoctor_capture::write::Staged::create(&path)?;
+            let w = file.writer()?;
+            staged.push(file);
             writers.push(ArrowWriter::try_new(
-                BufWriter::new(file),
+                BufWriter::new(w),
                 t.schema(),
                 Some(props),
             )?);
@@ -300,6 +315,7 @@ impl ParquetSink {
             Ok(())
         });
         Ok(ParquetSink {
+            staged,
             tables: Tables::default(),
             to_writer: Some(tx),
             writer: Some(writer),
@@ -356,6 +372,9 @@ impl ParquetSink {
             self.write(t)?;
         }
         self.stop_writer()?;
+        for file in self.staged.drain(..) {
+            file.commit()?;
+        }
         Ok(self.rows)
     }
 }

@@ -239,3 +239,47 @@ fn empty_tables_are_empty_batches_with_the_schema() {
         assert!(!ipc.is_empty());
     }
 }
+
+#[test]
+fn parquet_tables_appear_only_when_finished() {
+    let dir = std::env::temp_dir().join(format!("tcpdoctor-staged-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    let names = |dir: &std::path::Path| -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(dir)
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    // Dropped before finish (an error part way): nothing is left, not even temporaries.
+    let mut sink = ParquetSink::create(&dir).expect("sink");
+    assert_eq!(names(&dir).len(), 4, "the temporary files");
+    assert!(
+        names(&dir).iter().all(|n| n.starts_with('.')),
+        "{:?}",
+        names(&dir)
+    );
+    let bytes = fs::read(fixture("nginx-nodelay-off.server.pcap")).expect("fixture");
+    analyze_read(
+        &bytes[..],
+        Source::new("a.pcap", "h"),
+        Options::default(),
+        sink.tables(),
+    );
+    drop(sink);
+    assert!(names(&dir).is_empty(), "{:?}", names(&dir));
+    // Finished: the four tables under their names, and only them.
+    let sink = ParquetSink::create(&dir).expect("sink");
+    sink.finish().expect("finish");
+    assert_eq!(
+        names(&dir),
+        [
+            "connections.parquet",
+            "exchanges.parquet",
+            "files.parquet",
+            "findings.parquet"
+        ]
+    );
+    fs::remove_dir_all(&dir).expect("clean");
+}

@@ -7,7 +7,7 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
 
 use anyhow::Context;
-use tcpdoctor_capture::write::PcapNgWriter;
+use tcpdoctor_capture::write::{PcapNgWriter, Staged};
 use tcpdoctor_capture::CaptureReader;
 use tcpdoctor_diagnose::model::{Analysis, Finding, LatencyBin};
 use tcpdoctor_html::{Extras, Ladders, Recorder, Trace};
@@ -45,8 +45,11 @@ pub fn write(
     };
     let mut annotate = match outs.annotate {
         Some(out) => {
-            let f = File::create(out).with_context(|| out.to_string())?;
-            Some((out, PcapNgWriter::new(BufWriter::new(f))?))
+            // Written under a temporary name, renamed once complete: a full
+            // disk leaves no half-written capture under the name asked for.
+            let staged = Staged::create(out)?;
+            let w = PcapNgWriter::new(BufWriter::new(staged.writer()?))?;
+            Some((staged, w))
         }
         None => None,
     };
@@ -124,8 +127,9 @@ pub fn write(
             }
         }
     }
-    if let Some((out, w)) = annotate {
-        w.into_inner().flush().with_context(|| out.to_string())?;
+    if let Some((staged, w)) = annotate {
+        w.into_inner().flush()?;
+        staged.commit()?;
     }
     if let Some(out) = outs.html {
         let traces: Vec<Trace> = recorder.map(Recorder::finish).unwrap_or_default();
@@ -142,8 +146,8 @@ pub fn write(
             }
             _ => a,
         };
-        let f = File::create(out).with_context(|| out.to_string())?;
-        let mut w = BufWriter::new(f);
+        let staged = Staged::create(out)?;
+        let mut w = BufWriter::new(staged.writer()?);
         tcpdoctor_html::render(
             a,
             &Extras {
@@ -154,7 +158,9 @@ pub fn write(
             },
             &mut w,
         )?;
-        w.flush().with_context(|| out.to_string())?;
+        w.flush()?;
+        drop(w);
+        staged.commit()?;
     }
     Ok(())
 }

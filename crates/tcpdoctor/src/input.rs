@@ -9,7 +9,7 @@
 //! steady state allocates nothing.
 
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::Read;
 use std::net::IpAddr;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread;
@@ -56,7 +56,8 @@ pub struct Fed {
 impl Input {
     pub fn open(path: &str, name: &str) -> anyhow::Result<Input> {
         let src: Box<dyn Read + Send> = if path == "-" {
-            Box::new(io::stdin())
+            // Ends early on SIGINT/SIGTERM: the report covers what was read.
+            Box::new(crate::interrupt::Stdin::default())
         } else {
             Box::new(File::open(path).with_context(|| path.to_string())?)
         };

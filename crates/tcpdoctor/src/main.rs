@@ -21,6 +21,8 @@ mod tls;
 mod watch;
 use input::Input;
 use std::process::ExitCode;
+/// SIGINT/SIGTERM: the report over what was read, then 128 + the signal.
+pub(crate) use tcpdoctor_live::signal as interrupt;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use tcpdoctor_capture::ErrorKind;
@@ -183,10 +185,17 @@ folder) and capture_start; the schema is in docs/parquet.md and only ever grows 
 findings.share_of_time is a fraction (0 to 1); in exchanges, setup_ms + request_ms + wait_ms +
 response_ms = duration_ms (request_ack_ms is part of wait_ms).
 
+Output files (--html, --annotate, --parquet) are written under a temporary name next to
+the final one and renamed when complete: an error (a full disk) names the file and leaves
+no half-written file behind. Standard output closed early (`| head`) ends the command
+quietly with status 0.
+
 Exit status: 0 analysed (a truncated or partly corrupt capture is analysed up to where it
 breaks, with a warning); 1 --fail-on-finding was given and a finding was reported;
-2 usage error or unreadable input (with --parquet: a capture that could not be read was
-skipped, the tables hold the rest).";
+2 usage error, unreadable input or an output file that could not be written (with --parquet:
+a capture that could not be read was skipped, the tables hold the rest); 130 (SIGINT) or
+143 (SIGTERM): reading standard input was stopped before its end (what still arrived within
+1 s of the signal was read), the report covers what was read and says so (JSON `interrupted`).";
 
 #[derive(clap::Args)]
 struct AnalyzeArgs {
@@ -289,6 +298,10 @@ fn main() -> ExitCode {
                 return ExitCode::from(EXIT_OK);
             }
             eprintln!("tcpdoctor: {e:#}");
+            if let Some(sig) = interrupt::signal() {
+                // Stopped by a signal before there was anything to report.
+                return ExitCode::from(interrupt::status(sig));
+            }
             ExitCode::from(EXIT_INPUT)
         }
     }
@@ -436,16 +449,13 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
         connection: None,
     };
     if stdin {
-        // `tcpdump -w - | tcpdoctor analyze -` then Ctrl-C: the interrupt reaches
-        // both; tcpdump stops and closes the pipe, and what was captured is
-        // analysed. A second Ctrl-C quits at once.
-        let interrupted = std::sync::atomic::AtomicBool::new(false);
-        let _ = ctrlc::set_handler(move || {
-            if interrupted.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                std::process::exit(130);
-            }
-            eprintln!("tcpdoctor: interrupted; analysing what was read (Ctrl-C again to quit)");
-        });
+        // `tcpdump -w - | tcpdoctor analyze -` then Ctrl-C (or a SIGTERM to
+        // tcpdoctor alone, the producer still writing): reading stops, what
+        // was read is analysed and reported as partial. A second signal
+        // quits at once.
+        interrupt::install(
+            "tcpdoctor: interrupted; analysing what was read (Ctrl-C again to quit)\n",
+        );
     }
     if let Some(id) = args.connection {
         // First pass: which endpoints and when; the second analyses only those packets.
@@ -493,11 +503,14 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
         }
     }
     let selected = !selection.is_empty();
+    let mut written = Ok(());
     if (args.html.is_some() || args.annotate.is_some()) && !(selected && args.annotate.is_some()) {
         // The second pass numbers frames as the file does: with a selection
         // or a merge it would not match, so the time-sequence graphs are left out.
         let reread = (!stdin && !many && !selected).then_some(paths[0].as_str());
-        html::write(
+        // An output that cannot be written (a full disk) fails the command
+        // after the report: the analysis is not lost with it.
+        written = html::write(
             &analysis,
             &bins,
             reread,
@@ -507,7 +520,7 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
                 html: args.html.as_deref(),
                 annotate: args.annotate.as_deref(),
             },
-        )?;
+        );
     } else if args.annotate.is_some() {
         anyhow::bail!(
             "--annotate writes every frame of the capture: it does not combine with a selection"
@@ -526,6 +539,13 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
             }
             if !skipped.is_empty() {
                 extra.push(("skipped_files", serde_json::json!(skipped)));
+            }
+            if let Some(sig) = interrupt::signal().filter(|_| interrupt::input_cut()) {
+                extra.push((
+                    "interrupted",
+                    serde_json::json!({"signal": interrupt::name(sig), "partial": true,
+                                       "packets_read": analysis.capture.packets}),
+                ));
             }
             if selected {
                 extra.push((
@@ -610,6 +630,11 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
         }
     }
     out.flush()?;
+    written?;
+    if let Some(sig) = interrupt::signal().filter(|_| interrupt::input_cut()) {
+        // The report is partial: the input went on past the signal.
+        return Ok(interrupt::status(sig));
+    }
     if args.fail_on_finding && !analysis.findings.is_empty() {
         return Ok(EXIT_FINDING);
     }
@@ -658,7 +683,16 @@ fn analyze_pass(
         ..Options::default()
     });
     let fed = input.feed(&mut engine, selection);
-    if let Some(e) = fed.stopped {
+    let cut = interrupt::input_cut().then(interrupt::signal).flatten();
+    if let Some(sig) = cut {
+        engine.warn(format!(
+            "{name}: interrupted by {} after {} packets: a partial report of what was read \
+             (the input went on)",
+            interrupt::name(sig),
+            engine.frames()
+        ));
+    }
+    if let Some(e) = fed.stopped.filter(|_| cut.is_none()) {
         if e.kind == ErrorKind::Io
             || (engine.frames() == 0 && e.kind != ErrorKind::Truncated && !selected)
         {

@@ -3,8 +3,6 @@
 
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use tcpdoctor_report::TextOptions;
@@ -13,6 +11,10 @@ use tcpdoctor_watch::{view, Metrics};
 
 use crate::load::parse_duration;
 use crate::{Format, EXIT_FINDING, EXIT_OK};
+
+/// Exit status: the interface went down or was deleted during the watch; the
+/// report covers what was captured before.
+pub const EXIT_CAPTURE_ENDED: u8 = 3;
 
 pub const HELP: &str = "\
 Examples:
@@ -54,9 +56,15 @@ Interface `any` captures on every interface of the network namespace (each packe
 interface it crosses, as tcpdump -i any); its frames, and those of interfaces without an Ethernet
 header (tun, WireGuard), are raw IP (--write then writes a raw-IP pcap).
 
-Needs root or CAP_NET_RAW. Exit status: 0 done; 1 --fail-on-finding was given and a finding
-was reported; 2 usage error: no such interface, a filter that does not parse, an address for
---prometheus that cannot be bound, missing privileges.";
+SIGINT (Ctrl-C) and SIGTERM both stop the capture and print the full report; --write's pcap is
+complete up to the last frame. A second signal quits at once.
+
+Needs root or CAP_NET_RAW. Exit status: 0 done (at the end of --duration, or stopped by SIGINT
+or SIGTERM); 1 --fail-on-finding was given and a finding was reported; 2 usage error: no such
+interface, a filter that does not parse, an address for --prometheus that cannot be bound,
+missing privileges, or --write failed (a full disk: the watch goes on, the report follows, the
+file keeps what was written); 3 the interface went down or was deleted during the watch: the report
+covers what was captured before.";
 
 #[derive(clap::Args)]
 pub struct WatchArgs {
@@ -127,14 +135,12 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<u8> {
     }
     eprintln!("{note}");
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&stop);
-    let _ = ctrlc::set_handler(move || {
-        if flag.swap(true, Ordering::SeqCst) {
-            std::process::exit(130);
-        }
-        eprintln!("tcpdoctor: stopping; the full report follows (Ctrl-C again to quit)");
-    });
+    // SIGINT (Ctrl-C) or SIGTERM: stop capturing, then the full report; a
+    // second one quits at once.
+    crate::interrupt::install(
+        "tcpdoctor: stopping; the full report follows (Ctrl-C again to quit)\n",
+    );
+    let stop = &crate::interrupt::STOP;
 
     let input = serde_json::json!({
         "interface": args.interface, "filter": args.filter,
@@ -145,7 +151,7 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<u8> {
     let tty = stdout.is_terminal();
     let mut out = BufWriter::new(stdout.lock());
     let format = args.format;
-    let outcome = session.run(&stop, |iv| {
+    let outcome = session.run(stop, |iv| {
         match format {
             Format::Json => {
                 let mut doc = serde_json::to_value(iv)?;
@@ -221,6 +227,14 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<u8> {
         }
     }
     out.flush()?;
+    if let Some(why) = &outcome.ended_early {
+        eprintln!("tcpdoctor: {why}");
+        return Ok(EXIT_CAPTURE_ENDED);
+    }
+    if let Some(why) = &outcome.write_failed {
+        eprintln!("tcpdoctor: {why}");
+        return Ok(crate::EXIT_INPUT);
+    }
     if args.fail_on_finding && !analysis.findings.is_empty() {
         return Ok(EXIT_FINDING);
     }

@@ -51,6 +51,27 @@ pub struct Outcome {
     pub frames: u64,
     pub kernel: KernelCounters,
     pub elapsed: Duration,
+    /// Why the capture ended before it was asked to (the interface went
+    /// down or was deleted): the analysis covers what came before.
+    pub ended_early: Option<String>,
+    /// Why `--write` stopped before the end (a full disk); the watch went on.
+    pub write_failed: Option<String>,
+}
+
+fn write_failed(config: &Config, e: &io::Error) -> String {
+    let path = config.write.as_deref().unwrap_or(std::path::Path::new("?"));
+    format!(
+        "--write {}: {e}: the file keeps the frames written before (its last one may be cut); \
+         the watch went on without it",
+        path.display()
+    )
+}
+
+/// Whether a capture error means the interface went away (down, deleted):
+/// the end of the capture, not a failure of the watch.
+pub fn interface_gone(e: &io::Error) -> bool {
+    // ENETDOWN; ENXIO and ENODEV once the device is gone.
+    e.kind() == io::ErrorKind::NetworkDown || matches!(e.raw_os_error(), Some(6 | 19 | 100))
 }
 
 /// An open capture, ready to run.
@@ -58,6 +79,8 @@ pub struct Session {
     config: Config,
     capture: Capture,
     writer: Option<PcapWriter<BufWriter<File>>>,
+    /// Why `--write` stopped (a full disk): the file keeps what came before.
+    write_failed: Option<String>,
     watcher: Watcher,
 }
 
@@ -88,6 +111,7 @@ impl Session {
             config,
             capture,
             writer,
+            write_failed: None,
             watcher: Watcher::new(metrics),
         })
     }
@@ -113,12 +137,29 @@ impl Session {
         // How long to wait for a frame: zero while frames keep coming (no
         // clock read per frame), until the next tick once the ring is empty.
         let mut wait = Duration::ZERO;
+        let mut ended_early = None;
         loop {
-            match self.capture.next_frame(wait)? {
+            let next = match self.capture.next_frame(wait) {
+                Ok(next) => next,
+                Err(e) if interface_gone(&e) => {
+                    ended_early = Some(format!(
+                        "the interface {} went down or away {:.1} s into the watch ({e}): \
+                         the capture ended there, the report covers what came before",
+                        self.capture.interface(),
+                        start.elapsed().as_secs_f64()
+                    ));
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
+            match next {
                 Some(f) => {
                     wait = Duration::ZERO;
                     if let Some(w) = self.writer.as_mut() {
-                        w.write_packet(f.ts, f.data, f.orig_len)?;
+                        if let Err(e) = w.write_packet(f.ts, f.data, f.orig_len) {
+                            self.writer = None;
+                            self.write_failed = Some(write_failed(&self.config, &e));
+                        }
                     }
                     self.watcher.push(f.ts, link, f.data, f.orig_len);
                     since_clock += 1;
@@ -157,18 +198,36 @@ impl Session {
         // What the kernel captured before the end but has not handed over
         // yet (a quiet link's last ring block), read for a bounded time.
         let drain_end = Instant::now() + DRAIN;
-        while Instant::now() < drain_end {
-            let Some(f) = self.capture.next_frame(self.capture.delivery_delay())? else {
-                break;
+        while ended_early.is_none() && Instant::now() < drain_end {
+            let f = match self.capture.next_frame(self.capture.delivery_delay()) {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(e) if interface_gone(&e) => break,
+                Err(e) => return Err(e),
             };
             if let Some(w) = self.writer.as_mut() {
-                w.write_packet(f.ts, f.data, f.orig_len)?;
+                if let Err(e) = w.write_packet(f.ts, f.data, f.orig_len) {
+                    self.writer = None;
+                    self.write_failed = Some(write_failed(&self.config, &e));
+                }
             }
             self.watcher.push(f.ts, link, f.data, f.orig_len);
         }
-        let kernel = self.kernel()?;
+        // The counters of a socket whose interface is gone may not be read.
+        let kernel = match self.kernel() {
+            Err(e) if ended_early.is_some() && interface_gone(&e) => KernelCounters::default(),
+            k => k?,
+        };
         if let Some(w) = self.writer.take() {
-            w.into_inner().flush()?;
+            if let Err(e) = w.into_inner().flush() {
+                self.write_failed = Some(write_failed(&self.config, &e));
+            }
+        }
+        if let Some(why) = &self.write_failed {
+            self.watcher.warn(why.clone());
+        }
+        if let Some(why) = &ended_early {
+            self.watcher.warn(why.clone());
         }
         if kernel.dropped > 0 {
             self.watcher.warn(format!(
@@ -187,6 +246,8 @@ impl Session {
             frames,
             kernel,
             elapsed: start.elapsed(),
+            ended_early,
+            write_failed: self.write_failed,
         })
     }
 
