@@ -93,15 +93,22 @@ pub struct Outcome {
     pub setup: Setup,
     /// CPU time this process used (user + system).
     pub cpu: Duration,
+    /// Wall-clock time traced.
+    pub elapsed: Duration,
 }
 
 impl Outcome {
     pub fn json(&self) -> serde_json::Value {
-        report::final_doc(&self.report, &self.setup, self.cpu.as_secs_f64() * 1e3)
+        report::final_doc(
+            &self.report,
+            &self.setup,
+            self.cpu.as_secs_f64() * 1e3,
+            self.elapsed.as_secs_f64() * 1e3,
+        )
     }
 
     pub fn text(&self) -> String {
-        text::final_report(&self.report)
+        text::final_report(&self.report, self.elapsed.as_secs_f64())
     }
 }
 
@@ -411,6 +418,7 @@ impl Session {
         stop: &AtomicBool,
         mut each: impl FnMut(&View<'_>) -> io::Result<()>,
     ) -> io::Result<Outcome> {
+        sys::stop_on_sigterm();
         let start = Instant::now();
         let interval = self.config.interval.max(Duration::from_millis(100));
         let mut next = start + interval;
@@ -420,6 +428,7 @@ impl Session {
         loop {
             let now = Instant::now();
             let done = stop.load(Ordering::SeqCst)
+                || sys::SIGTERM.load(Ordering::SeqCst)
                 || self
                     .config
                     .duration
@@ -432,7 +441,7 @@ impl Session {
                 .config
                 .duration
                 .map_or(until_tick, |d| (start + d).saturating_duration_since(now));
-            let wait = until_tick.min(until_end).min(Duration::from_millis(250));
+            let wait = until_tick.min(until_end).min(Duration::from_millis(100));
             sys::Ring::poll(&self.rings, wait.as_millis() as i32)?;
             self.drain(&mut buf, &mut batch);
             let now = Instant::now();
@@ -468,6 +477,7 @@ impl Session {
             report: self.tracker.finish(),
             setup: self.setup,
             cpu: sys::cpu_time(),
+            elapsed: start.elapsed(),
         })
     }
 }

@@ -75,7 +75,7 @@ fn conn(c: &Conn, f: &Final) -> Value {
         "role": role.map(|r| if r == Role::Listener { "listener" } else { r.name() }),
         "roles_from": roles_from,
         "pid": c.pid,
-        "command": c.pid.and_then(|p| f.names.get(&p)).map(|n| n.command.clone()),
+        "command": c.pid.and_then(|p| f.names.get(&p)).map(|n| n.command.clone()).filter(|n| !n.is_empty()),
         "owner_from": c.owner_source,
         "state": c.state,
         "closed": c.closed_ns.is_some(),
@@ -121,7 +121,7 @@ pub struct Setup {
 }
 
 /// The final document.
-pub fn final_doc(f: &Final, setup: &Setup, cpu_ms: f64) -> Value {
+pub fn final_doc(f: &Final, setup: &Setup, cpu_ms: f64, elapsed_ms: f64) -> Value {
     let conns: Vec<Value> = f.connections.iter().map(|c| conn(c, f)).collect();
     let s = &f.stats;
     json!({
@@ -129,7 +129,8 @@ pub fn final_doc(f: &Final, setup: &Setup, cpu_ms: f64) -> Value {
         "trace": {
             "events": s.events,
             "lost": s.lost,
-            "duration_ms": f.duration_ns as f64 / 1e6,
+            "duration_ms": elapsed_ms,
+            "events_span_ms": f.duration_ns as f64 / 1e6,
             "connections": s.connections_seen,
             "connections_unlisted": s.connections_unlisted,
             "processes": f.processes.len(),

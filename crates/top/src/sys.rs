@@ -276,3 +276,19 @@ pub fn cpu_time() -> std::time::Duration {
     };
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
+
+/// Set by SIGTERM once [`stop_on_sigterm`] has run.
+pub static SIGTERM: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_sigterm(_: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    SIGTERM.store(true, Ordering::SeqCst);
+}
+
+/// SIGTERM ends the trace as Ctrl-C does (the report is still written).
+pub fn stop_on_sigterm() {
+    let handler: extern "C" fn(libc::c_int) = on_sigterm;
+    // SAFETY: the handler only stores to a static atomic; signal() with a
+    // valid function pointer has no other precondition.
+    unsafe { libc::signal(libc::SIGTERM, handler as libc::sighandler_t) };
+}

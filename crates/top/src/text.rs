@@ -133,13 +133,13 @@ pub fn interval(
 }
 
 /// The final report.
-pub fn final_report(f: &Final) -> String {
+pub fn final_report(f: &Final, elapsed_s: f64) -> String {
     let mut o = String::new();
     let s = &f.stats;
     let _ = writeln!(
         o,
         "tcpdoctor top: {:.1} s traced, {} events, {} lost, {}, {}",
-        f.duration_ns as f64 / 1e9,
+        elapsed_s,
         s.events,
         s.lost,
         plural(s.connections_seen, "connection"),

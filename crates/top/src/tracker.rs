@@ -274,6 +274,9 @@ pub struct Tracker {
     pub stats: Stats,
     pub names: FxHashMap<u32, ProcName>,
     unnamed: Vec<u32>,
+    /// Closed connections whose socket address was taken by a new one
+    /// before the interval ended: reported with the interval, then retired.
+    closing: Vec<Conn>,
     finished: Vec<Conn>,
     /// Per process: the counters of its connections already retired.
     retired: FxHashMap<u32, (Counters, u64)>,
@@ -294,6 +297,7 @@ impl Tracker {
             stats: Stats::default(),
             names: FxHashMap::default(),
             unnamed: Vec::new(),
+            closing: Vec::new(),
             finished: Vec::new(),
             retired: FxHashMap::default(),
             findings: Findings::default(),
@@ -348,6 +352,20 @@ impl Tracker {
                 return;
             }
         }
+        // The kernel reuses a freed socket's memory: a socket starting a new
+        // life at the address of a closed one is a new connection.
+        let new_life = matches!(ev.detail, Detail::SetState { old, new, .. }
+            if old == state::CLOSE || new == state::SYN_SENT || (old == state::LISTEN && new == state::SYN_RECV));
+        if new_life && self.live.get(&ev.sk).is_some_and(|c| c.closed_ns.is_some() || c.state_num == Some(state::CLOSE)) {
+            if let Some(mut old) = self.live.remove(&ev.sk) {
+                old.closed_ns.get_or_insert(old.last_ns);
+                if self.closing.len() < MAX_LIVE {
+                    self.closing.push(old);
+                } else {
+                    self.retire(old);
+                }
+            }
+        }
         if !self.live.contains_key(&ev.sk) {
             if self.live.len() >= MAX_LIVE {
                 self.make_room();
@@ -361,11 +379,14 @@ impl Tracker {
             return;
         };
         c.last_ns = c.last_ns.max(time_ns);
-        if c.local.is_none() {
+        // The first address, or a better one: a connecting socket has no
+        // local port yet when it enters SYN-SENT.
+        let better = c.local.is_none_or(|l| l.port() == 0) || c.remote.is_some_and(|r| r.port() == 0);
+        if better && !matches!(ev.detail, Detail::SynackRetransmit) {
             if let Some((l, r)) = ev.tuple {
                 c.local = Some(l);
-                c.remote = Some(r);
-                if c.role.is_none() && !matches!(ev.detail, Detail::SynackRetransmit) {
+                c.remote = (r.port() != 0 || !r.ip().is_unspecified()).then_some(r);
+                if c.role.is_none() && r.port() != 0 {
                     c.role = Some(if l.port() < r.port() {
                         Role::ServerGuessed
                     } else {
@@ -627,7 +648,7 @@ impl Tracker {
     pub fn interval(&mut self, top: usize) -> Interval {
         let mut procs: FxHashMap<Option<u32>, ProcRow> = FxHashMap::default();
         let mut rows = Vec::new();
-        for c in self.live.values() {
+        for c in self.live.values().chain(self.closing.iter()) {
             if !self.visible(c) {
                 continue;
             }
@@ -665,6 +686,9 @@ impl Tracker {
                 self.retire(c);
             }
         }
+        for c in std::mem::take(&mut self.closing) {
+            self.retire(c);
+        }
         Interval {
             processes,
             connections: rows,
@@ -675,6 +699,9 @@ impl Tracker {
     /// The final report: every connection (retired and still open), per
     /// process totals, findings.
     pub fn finish(mut self) -> Final {
+        for c in std::mem::take(&mut self.closing) {
+            self.retire(c);
+        }
         let open: Vec<u64> = self.live.keys().copied().collect();
         for sk in open {
             if let Some(c) = self.live.remove(&sk) {
@@ -799,5 +826,6 @@ pub struct Final {
     pub connections: Vec<Conn>,
     pub findings: Vec<crate::findings::Finding>,
     pub names: FxHashMap<u32, ProcName>,
+    /// From the first event to the last.
     pub duration_ns: u64,
 }
