@@ -143,6 +143,7 @@ pub fn final_doc(f: &Final, setup: &Setup, cpu_ms: f64, elapsed_ms: f64) -> Valu
             "cpus": setup.cpus,
             "ring_bytes_per_cpu": setup.ring_bytes_per_cpu,
             "cpu_time_ms": cpu_ms,
+            "notes": s.notes(),
         },
         "system": {
             "rcvqueue_full": s.rcvqueue_full,

@@ -145,12 +145,8 @@ pub fn final_report(f: &Final, elapsed_s: f64) -> String {
         plural(s.connections_seen, "connection"),
         plural(f.processes.len() as u64, "process")
     );
-    if s.lost > 0 {
-        let _ = writeln!(
-            o,
-            "  the kernel dropped {} samples (ring full): every count below is a lower bound",
-            s.lost
-        );
+    for n in s.notes() {
+        let _ = writeln!(o, "  note: {n}");
     }
     if s.rcvqueue_full + s.exceed_buf_limit_receive + s.exceed_buf_limit_send > 0 {
         let _ = writeln!(

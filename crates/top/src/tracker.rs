@@ -128,6 +128,8 @@ pub struct Conn {
     pub first_ns: u64,
     pub last_ns: u64,
     pub closed_ns: Option<u64>,
+    #[serde(skip)]
+    pub destroyed: bool,
     pub totals: Counters,
     #[serde(skip)]
     pub shown: Counters,
@@ -184,6 +186,7 @@ impl Conn {
             first_ns: now,
             last_ns: now,
             closed_ns: None,
+            destroyed: false,
             totals: Counters::default(),
             shown: Counters::default(),
             write_min: None,
@@ -258,6 +261,34 @@ pub struct Stats {
     pub resets_without_socket: u64,
     pub connections_seen: u64,
     pub connections_unlisted: u64,
+    /// `tcp_destroy_sock` and `inet_sock_set_state` events: destroys without
+    /// any state change mean the latter are being suppressed (see [`Stats::notes`]).
+    pub destroys: u64,
+    pub state_events: u64,
+}
+
+impl Stats {
+    /// What the counts say about the trace itself.
+    pub fn notes(&self) -> Vec<String> {
+        let mut n = Vec::new();
+        if self.destroys >= 5 && self.state_events == 0 {
+            n.push(format!(
+                "{} sockets were destroyed but no sock:inet_sock_set_state event arrived: a BPF \
+                 program attached to that tracepoint through perf (tcplife, tcpstates) that \
+                 returns 0 hides its events from every other reader; client/server roles are \
+                 then guessed from the ports and processes come from socket calls only",
+                self.destroys
+            ));
+        }
+        if self.lost > 0 {
+            n.push(format!(
+                "the kernel dropped {} samples (a ring was full): counts are lower bounds; \
+                 raise --ring-pages",
+                self.lost
+            ));
+        }
+        n
+    }
 }
 
 /// What the user asked to see.
@@ -310,6 +341,11 @@ impl Tracker {
     /// Feeds one event; `pid` is the sampled process (thread group).
     pub fn handle(&mut self, time_ns: u64, pid: u32, ev: &Event) {
         self.stats.events += 1;
+        match ev.detail {
+            Detail::Destroy => self.stats.destroys += 1,
+            Detail::SetState { .. } => self.stats.state_events += 1,
+            _ => {}
+        }
         self.first_ns.get_or_insert(time_ns);
         self.last_ns = self.last_ns.max(time_ns);
         match ev.detail {
@@ -356,7 +392,13 @@ impl Tracker {
         // life at the address of a closed one is a new connection.
         let new_life = matches!(ev.detail, Detail::SetState { old, new, .. }
             if old == state::CLOSE || new == state::SYN_SENT || (old == state::LISTEN && new == state::SYN_RECV));
-        if new_life && self.live.get(&ev.sk).is_some_and(|c| c.closed_ns.is_some() || c.state_num == Some(state::CLOSE)) {
+        // After tcp_destroy_sock the memory is free: anything later at that
+        // address is another socket (even when no state change was seen).
+        let reborn = |c: &Conn| {
+            (c.destroyed && !matches!(ev.detail, Detail::Destroy))
+                || (new_life && (c.closed_ns.is_some() || c.state_num == Some(state::CLOSE)))
+        };
+        if self.live.get(&ev.sk).is_some_and(reborn) {
             if let Some(mut old) = self.live.remove(&ev.sk) {
                 old.closed_ns.get_or_insert(old.last_ns);
                 if self.closing.len() < MAX_LIVE {
@@ -491,6 +533,7 @@ impl Tracker {
             Detail::SendReset { .. } => c.resets_sent += 1,
             Detail::ReceiveReset => c.resets_received += 1,
             Detail::Destroy => {
+                c.destroyed = true;
                 c.closed_ns.get_or_insert(time_ns);
             }
             Detail::SetState { old, new, .. } => {
