@@ -470,17 +470,32 @@ impl Io {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Detail {
     Probe(Probe),
-    Retransmit { state: Option<i32>, err: i32 },
+    Retransmit {
+        state: Option<i32>,
+        err: i32,
+    },
     SynackRetransmit,
     CongState(Option<u8>),
-    SendReset { state: Option<i32> },
+    SendReset {
+        state: Option<i32>,
+    },
     ReceiveReset,
     Destroy,
-    SetState { old: i32, new: i32, protocol: Option<u16> },
+    SetState {
+        old: i32,
+        new: i32,
+        protocol: Option<u16>,
+    },
     Send(Io),
     Recv(Io),
-    RcvqueueFull { rmem_alloc: i64, truesize: u64, rcvbuf: i64 },
-    ExceedBufLimit { receive: bool },
+    RcvqueueFull {
+        rmem_alloc: i64,
+        truesize: u64,
+        rcvbuf: i64,
+    },
+    ExceedBufLimit {
+        receive: bool,
+    },
 }
 
 /// TCP states (`include/net/tcp_states.h`).
@@ -520,5 +535,7 @@ pub mod ca {
 
 /// Finds a layout by the record's `common_type` (its first two bytes).
 pub fn common_type(raw: &[u8]) -> Option<u32> {
-    Some(u32::from(u16::from_ne_bytes(raw.get(..2)?.try_into().ok()?)))
+    Some(u32::from(u16::from_ne_bytes(
+        raw.get(..2)?.try_into().ok()?,
+    )))
 }

@@ -11,7 +11,8 @@
 //! - `syn_retransmit`: a SYN sent again (`tcp_retransmit_skb` in SYN-SENT),
 //!   or a listener's SYN-ACK sent again (`tcp_retransmit_synack`).
 //! - `connection_reset`: an RST sent on or received by a connection.
-//! - `zero_window`: segments received while the peer advertised a window of 0.
+//! - `zero_window`: the peer advertised a window of 0 for >= 10 ms in all
+//!   (timed from the received segments that show it).
 //! - `receive_window_limited`: on >= 10 received segments and >= 20% of those
 //!   with data in flight, the bytes in flight were at >= 90% of the peer's
 //!   advertised window.
@@ -26,6 +27,10 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use crate::tracker::{Conn, ProcName, Role};
+
+/// A zero window shorter than this in all is the receiver keeping pace
+/// with a fast sender (loopback fills a buffer in microseconds), not a stall.
+pub const ZERO_WINDOW_MIN_NS: u64 = 10_000_000;
 
 /// Evidence kept per finding.
 const MAX_EVIDENCE: usize = 10;
@@ -114,7 +119,12 @@ impl Findings {
     /// Folds one connection's counts in.
     pub fn add(&mut self, c: &Conn, peer: Option<Peer>) {
         let role = c.role.unwrap_or(Role::ClientGuessed);
-        let mut hit = |kind, endpoint: Option<SocketAddr>, role, pid, occ: u64, details: &[(&'static str, u64)]| {
+        let mut hit = |kind,
+                       endpoint: Option<SocketAddr>,
+                       role,
+                       pid,
+                       occ: u64,
+                       details: &[(&'static str, u64)]| {
             if occ == 0 {
                 return;
             }
@@ -148,7 +158,10 @@ impl Findings {
             "network",
             c.pid,
             c.loss_episodes,
-            &[("rto_episodes", c.loss_episodes), ("retransmissions", c.rto_retransmits)],
+            &[
+                ("rto_episodes", c.loss_episodes),
+                ("retransmissions", c.rto_retransmits),
+            ],
         );
         // Episodes when the congestion-state tracepoint saw them; else retransmissions.
         let loss_occ = if fast == 0 {
@@ -162,7 +175,10 @@ impl Findings {
             "network",
             c.pid,
             loss_occ,
-            &[("retransmissions", fast), ("recovery_episodes", c.recovery_episodes)],
+            &[
+                ("retransmissions", fast),
+                ("recovery_episodes", c.recovery_episodes),
+            ],
         );
         hit(
             FindingKind::SynRetransmit,
@@ -197,14 +213,19 @@ impl Findings {
             c.resets_received,
             &[("resets_received", c.resets_received)],
         );
-        hit(
-            FindingKind::ZeroWindow,
-            c.remote,
-            role.peer(),
-            peer_pid,
-            c.zero_window_segments,
-            &[("zero_window_segments", c.zero_window_segments)],
-        );
+        if c.zero_window_ns >= ZERO_WINDOW_MIN_NS {
+            hit(
+                FindingKind::ZeroWindow,
+                c.remote,
+                role.peer(),
+                peer_pid,
+                c.zero_window_segments,
+                &[
+                    ("zero_window_segments", c.zero_window_segments),
+                    ("stalled_us", c.zero_window_ns / 1000),
+                ],
+            );
+        }
         let bound = c.window_bound_segments;
         if bound >= 10 && bound * 5 >= c.in_flight_segments {
             hit(
@@ -353,9 +374,10 @@ fn words(kind: FindingKind, endpoint: &str, who: &str, a: &Acc) -> (String, Stri
         }
         FindingKind::ZeroWindow => (
             format!(
-                "{endpoint} ({who}) advertised a zero window while data was waiting on {conns} \
-                 ({} segments received at window 0): its application did not read fast enough \
-                 and the sender stalled",
+                "{endpoint} ({who}) advertised a zero window on {conns}: the sender stalled for \
+                 at least {:.1} ms in all ({} segments received at window 0): the application \
+                 did not read fast enough",
+                d(a, "stalled_us") as f64 / 1000.0,
                 d(a, "zero_window_segments")
             ),
             "read the socket faster (or from a dedicated thread); a bigger receive buffer \

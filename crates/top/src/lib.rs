@@ -1,3 +1,4 @@
+#![recursion_limit = "256"]
 //! `tcpdoctor top`: the kernel's own view of TCP, per process, from its
 //! tracepoints. No packets are copied and no BPF program is compiled: each
 //! tracepoint is opened with `perf_event_open(PERF_TYPE_TRACEPOINT)` on every
@@ -235,9 +236,11 @@ impl Session {
                 continue;
             };
             if !layout.missing.is_empty() {
-                setup
-                    .missing_fields
-                    .push(format!("{}: {}", kind.label(), layout.missing.join(", ")));
+                setup.missing_fields.push(format!(
+                    "{}: {}",
+                    kind.label(),
+                    layout.missing.join(", ")
+                ));
             }
             setup.tracepoints.push(kind.label());
             order.push(layout.id);
@@ -268,7 +271,10 @@ impl Session {
                     };
                     err(
                         e.kind(),
-                        format!("perf_event_open {} on cpu {cpu}: {msg}", layout.kind.label()),
+                        format!(
+                            "perf_event_open {} on cpu {cpu}: {msg}",
+                            layout.kind.label()
+                        ),
                     )
                 })?;
                 if let Some(f) = kernel_filter(layout.kind, layout, config.port) {
@@ -289,7 +295,10 @@ impl Session {
                     }
                     Some(r) => {
                         ev.set_output(r).map_err(|e| {
-                            err(e.kind(), format!("PERF_EVENT_IOC_SET_OUTPUT on cpu {cpu}: {e}"))
+                            err(
+                                e.kind(),
+                                format!("PERF_EVENT_IOC_SET_OUTPUT on cpu {cpu}: {e}"),
+                            )
                         })?;
                         others.push(ev);
                     }

@@ -18,7 +18,13 @@ pub fn anomalies(s: &Stats) -> Value {
 }
 
 /// One interval's document.
-pub fn interval(iv: &Interval, elapsed_s: f64, stats: &Stats, lost_now: u64, names: &dyn Fn(u32) -> Option<String>) -> Value {
+pub fn interval(
+    iv: &Interval,
+    elapsed_s: f64,
+    stats: &Stats,
+    lost_now: u64,
+    names: &dyn Fn(u32) -> Option<String>,
+) -> Value {
     let conns: Vec<Value> = iv
         .connections
         .iter()
@@ -101,6 +107,7 @@ fn conn(c: &Conn, f: &Final) -> Value {
         "resets_sent": c.resets_sent,
         "resets_received": c.resets_received,
         "zero_window_segments": c.zero_window_segments,
+        "zero_window_ms": c.zero_window_ns as f64 / 1e6,
         "window_bound_segments": c.window_bound_segments,
         "in_flight_segments": c.in_flight_segments,
     })

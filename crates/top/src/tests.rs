@@ -47,9 +47,15 @@ fn format_arrays_enums_and_longs_are_named_by_their_last_word() {
     assert_eq!(f.field("sysctl_mem").map(|x| x.size), Some(24));
     assert_eq!(f.field("kind").map(|x| x.offset), Some(92));
     let r = Format::parse(SEND_RESET);
-    assert_eq!(r.field("reason").map(|x| (x.offset, x.decl.as_str())), Some((28, "enum sk_rst_reason reason")));
+    assert_eq!(
+        r.field("reason").map(|x| (x.offset, x.decl.as_str())),
+        Some((28, "enum sk_rst_reason reason"))
+    );
     let s = Format::parse(SET_STATE);
-    assert_eq!(s.field("saddr_v6").map(|x| (x.offset, x.size)), Some((40, 16)));
+    assert_eq!(
+        s.field("saddr_v6").map(|x| (x.offset, x.size)),
+        Some((40, 16))
+    );
 }
 
 #[test]
@@ -73,7 +79,9 @@ fn a_field_missing_on_this_kernel_is_reported_and_reads_none() {
     assert_eq!(l.missing, vec!["snd_wnd", "srtt"]);
     let raw = probe_raw(&l, [10, 0, 0, 1], 80, [10, 0, 0, 2], 5555, 1000, 2000, 50);
     let ev = l.decode(&raw).expect("decodes");
-    let Detail::Probe(p) = ev.detail else { panic!("a probe") };
+    let Detail::Probe(p) = ev.detail else {
+        panic!("a probe")
+    };
     assert_eq!((p.srtt_us, p.snd_wnd, p.cwnd), (None, None, Some(10)));
 }
 
@@ -81,7 +89,9 @@ fn a_field_missing_on_this_kernel_is_reported_and_reads_none() {
 
 fn put(raw: &mut [u8], l: &Layout, name: &str, v: u64, text: &str) {
     let f = Format::parse(text);
-    let field = f.field(name).unwrap_or_else(|| panic!("{name} in {}", l.kind.label()));
+    let field = f
+        .field(name)
+        .unwrap_or_else(|| panic!("{name} in {}", l.kind.label()));
     let b = v.to_ne_bytes();
     raw[field.offset..field.offset + field.size].copy_from_slice(&b[..field.size]);
 }
@@ -95,9 +105,23 @@ fn sockaddr4(ip: [u8; 4], port: u16) -> [u8; 28] {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn probe_raw(l: &Layout, s: [u8; 4], sp: u16, d: [u8; 4], dp: u16, una: u32, nxt: u32, wnd: u32) -> Vec<u8> {
+fn probe_raw(
+    l: &Layout,
+    s: [u8; 4],
+    sp: u16,
+    d: [u8; 4],
+    dp: u16,
+    una: u32,
+    nxt: u32,
+    wnd: u32,
+) -> Vec<u8> {
     let f = Format::parse(TCP_PROBE);
-    let len = f.fields.iter().map(|x| x.offset + x.size).max().unwrap_or(0);
+    let len = f
+        .fields
+        .iter()
+        .map(|x| x.offset + x.size)
+        .max()
+        .unwrap_or(0);
     let mut raw = vec![0u8; len];
     put(&mut raw, l, "common_type", u64::from(l.id), TCP_PROBE);
     raw[8..36].copy_from_slice(&sockaddr4(s, sp));
@@ -108,7 +132,9 @@ fn probe_raw(l: &Layout, s: [u8; 4], sp: u16, d: [u8; 4], dp: u16, una: u32, nxt
     put(&mut raw, l, "snd_una", u64::from(una), TCP_PROBE);
     put(&mut raw, l, "snd_nxt", u64::from(nxt), TCP_PROBE);
     put(&mut raw, l, "snd_cwnd", 10, TCP_PROBE);
-    if Format::parse(TCP_PROBE).field("snd_wnd").is_some() && l.field(crate::decode::Slot::SndWnd).is_some() {
+    if Format::parse(TCP_PROBE).field("snd_wnd").is_some()
+        && l.field(crate::decode::Slot::SndWnd).is_some()
+    {
         put(&mut raw, l, "snd_wnd", u64::from(wnd), TCP_PROBE);
         put(&mut raw, l, "srtt", 250, TCP_PROBE);
     }
@@ -125,11 +151,22 @@ fn sa(s: &str) -> SocketAddr {
 fn tcp_probe_decodes_sockaddr_addresses_ports_and_windows() {
     let l = layout(Kind::Probe, TCP_PROBE);
     assert!(l.missing.is_empty(), "{:?}", l.missing);
-    let raw = probe_raw(&l, [10, 0, 0, 1], 80, [10, 0, 0, 2], 40000, 1000, 3896, 65536);
+    let raw = probe_raw(
+        &l,
+        [10, 0, 0, 1],
+        80,
+        [10, 0, 0, 2],
+        40000,
+        1000,
+        3896,
+        65536,
+    );
     let ev = l.decode(&raw).expect("decodes");
     assert_eq!(ev.sk, 0xffff_8880_1234_5678);
     assert_eq!(ev.tuple, Some((sa("10.0.0.1:80"), sa("10.0.0.2:40000"))));
-    let Detail::Probe(p) = ev.detail else { panic!("a probe") };
+    let Detail::Probe(p) = ev.detail else {
+        panic!("a probe")
+    };
     assert_eq!(p.snd_una, Some(1000));
     assert_eq!(p.snd_nxt, Some(3896));
     assert_eq!(p.snd_wnd, Some(65536));
@@ -166,17 +203,40 @@ fn retransmit_raw(l: &Layout, family: u16, s6: [u8; 16], d6: [u8; 16], st: i32) 
 #[test]
 fn retransmit_decodes_ipv4_ipv6_and_v4_mapped() {
     let l = layout(Kind::Retransmit, RETRANSMIT);
-    let v6a: [u8; 16] = "2001:db8::1".parse::<std::net::Ipv6Addr>().expect("v6").octets();
-    let v6b: [u8; 16] = "2001:db8::2".parse::<std::net::Ipv6Addr>().expect("v6").octets();
+    let v6a: [u8; 16] = "2001:db8::1"
+        .parse::<std::net::Ipv6Addr>()
+        .expect("v6")
+        .octets();
+    let v6b: [u8; 16] = "2001:db8::2"
+        .parse::<std::net::Ipv6Addr>()
+        .expect("v6")
+        .octets();
     let ev = l.decode(&retransmit_raw(&l, 2, v6a, v6b, 1)).expect("v4");
     assert_eq!(ev.tuple, Some((sa("192.0.2.1:443"), sa("192.0.2.2:51000"))));
-    assert_eq!(ev.detail, Detail::Retransmit { state: Some(1), err: 0 });
+    assert_eq!(
+        ev.detail,
+        Detail::Retransmit {
+            state: Some(1),
+            err: 0
+        }
+    );
     let ev = l.decode(&retransmit_raw(&l, 10, v6a, v6b, 2)).expect("v6");
-    assert_eq!(ev.tuple, Some((sa("[2001:db8::1]:443"), sa("[2001:db8::2]:51000"))));
-    let mapped: [u8; 16] = "::ffff:198.51.100.7".parse::<std::net::Ipv6Addr>().expect("v6").octets();
-    let ev = l.decode(&retransmit_raw(&l, 10, mapped, v6b, 1)).expect("mapped");
+    assert_eq!(
+        ev.tuple,
+        Some((sa("[2001:db8::1]:443"), sa("[2001:db8::2]:51000")))
+    );
+    let mapped: [u8; 16] = "::ffff:198.51.100.7"
+        .parse::<std::net::Ipv6Addr>()
+        .expect("v6")
+        .octets();
+    let ev = l
+        .decode(&retransmit_raw(&l, 10, mapped, v6b, 1))
+        .expect("mapped");
     assert_eq!(ev.tuple.map(|t| t.0), Some(sa("198.51.100.7:443")));
-    assert_eq!(l.decode(&retransmit_raw(&l, 1, v6a, v6b, 1)), Err(Anomaly::Family));
+    assert_eq!(
+        l.decode(&retransmit_raw(&l, 1, v6a, v6b, 1)),
+        Err(Anomaly::Family)
+    );
 }
 
 #[test]
@@ -188,14 +248,26 @@ fn send_length_signs_and_peeks() {
     put(&mut raw, &l, "protocol", 6, SEND_LENGTH);
     put(&mut raw, &l, "ret", (-11i32) as u32 as u64, SEND_LENGTH);
     let ev = l.decode(&raw).expect("decodes");
-    let Detail::Send(io) = ev.detail else { panic!("send") };
+    let Detail::Send(io) = ev.detail else {
+        panic!("send")
+    };
     assert_eq!(io.ret, -11);
     assert_eq!(io.bytes(), 0);
     assert!(io.is_tcp());
     assert_eq!(ev.tuple, None);
-    let peek = Io { ret: 100, flags: 2, family: Some(2), protocol: Some(6) };
+    let peek = Io {
+        ret: 100,
+        flags: 2,
+        family: Some(2),
+        protocol: Some(6),
+    };
     assert_eq!(peek.bytes(), 0);
-    let udp = Io { ret: 100, flags: 0, family: Some(2), protocol: Some(17) };
+    let udp = Io {
+        ret: 100,
+        flags: 0,
+        family: Some(2),
+        protocol: Some(17),
+    };
     assert!(!udp.is_tcp());
 }
 
@@ -237,8 +309,13 @@ fn ring_records_samples_lost_and_a_broken_size() {
     b.extend_from_slice(&5u64.to_ne_bytes());
     let recs: Vec<Record<'_>> = Records::new(&b).collect();
     assert_eq!(recs.len(), 2);
-    let Record::Sample(s) = recs[0] else { panic!("a sample") };
-    assert_eq!((s.pid, s.tid, s.time_ns, s.cpu, s.raw), (42, 43, 1000, 1, &raw[..]));
+    let Record::Sample(s) = recs[0] else {
+        panic!("a sample")
+    };
+    assert_eq!(
+        (s.pid, s.tid, s.time_ns, s.cpu, s.raw),
+        (42, 43, 1000, 1, &raw[..])
+    );
     assert_eq!(recs[1], Record::Lost(5));
     // A size past the end stops the walk and says so.
     let mut bad = b.clone();
@@ -259,22 +336,70 @@ const PEER_SK: u64 = 0xdef0;
 const SOFTIRQ: u8 = 0x10;
 
 fn ev(kind: Kind, sk: u64, tuple: Option<(&str, &str)>, flags: u8, detail: Detail) -> Event {
-    Event { kind, flags, sk, tuple: tuple.map(|(l, r)| (sa(l), sa(r))), detail }
+    Event {
+        kind,
+        flags,
+        sk,
+        tuple: tuple.map(|(l, r)| (sa(l), sa(r))),
+        detail,
+    }
 }
 
 const SERVER: (&str, &str) = ("10.0.0.1:80", "10.0.0.2:40000");
 
 fn accepted(t: &mut Tracker, now: u64) {
-    t.handle(now, 0, &ev(Kind::SetState, SK, Some(SERVER), SOFTIRQ, Detail::SetState { old: state::LISTEN, new: state::SYN_RECV, protocol: Some(6) }));
-    t.handle(now + 1, 0, &ev(Kind::SetState, SK, Some(SERVER), SOFTIRQ, Detail::SetState { old: state::SYN_RECV, new: state::ESTABLISHED, protocol: Some(6) }));
+    t.handle(
+        now,
+        0,
+        &ev(
+            Kind::SetState,
+            SK,
+            Some(SERVER),
+            SOFTIRQ,
+            Detail::SetState {
+                old: state::LISTEN,
+                new: state::SYN_RECV,
+                protocol: Some(6),
+            },
+        ),
+    );
+    t.handle(
+        now + 1,
+        0,
+        &ev(
+            Kind::SetState,
+            SK,
+            Some(SERVER),
+            SOFTIRQ,
+            Detail::SetState {
+                old: state::SYN_RECV,
+                new: state::ESTABLISHED,
+                protocol: Some(6),
+            },
+        ),
+    );
 }
 
 fn send(n: i32) -> Detail {
-    Detail::Send(Io { ret: n, flags: 0, family: Some(2), protocol: Some(6) })
+    Detail::Send(Io {
+        ret: n,
+        flags: 0,
+        family: Some(2),
+        protocol: Some(6),
+    })
 }
 
 fn probe(una: u32, nxt: u32, wnd: u32) -> Detail {
-    Detail::Probe(Probe { snd_una: Some(una), snd_nxt: Some(nxt), snd_wnd: Some(wnd), srtt_us: Some(300), cwnd: Some(10), rcv_wnd: Some(65535), ssthresh: None, data_len: Some(0) })
+    Detail::Probe(Probe {
+        snd_una: Some(una),
+        snd_nxt: Some(nxt),
+        snd_wnd: Some(wnd),
+        srtt_us: Some(300),
+        cwnd: Some(10),
+        rcv_wnd: Some(65535),
+        ssthresh: None,
+        data_len: Some(0),
+    })
 }
 
 #[test]
@@ -282,25 +407,78 @@ fn softirq_events_are_charged_to_the_process_that_wrote() {
     let mut t = Tracker::new(Filter::default());
     accepted(&mut t, 1);
     // A segment in softirq while pid 999 happened to run: not the owner.
-    t.handle(5, 999, &ev(Kind::Probe, SK, Some(SERVER), SOFTIRQ, probe(100, 100, 65535)));
+    t.handle(
+        5,
+        999,
+        &ev(
+            Kind::Probe,
+            SK,
+            Some(SERVER),
+            SOFTIRQ,
+            probe(100, 100, 65535),
+        ),
+    );
     t.handle(10, 4242, &ev(Kind::SendLength, SK, None, 0, send(1000)));
     t.handle(11, 4242, &ev(Kind::SendLength, SK, None, 0, send(500)));
-    t.handle(20, 999, &ev(Kind::Probe, SK, Some(SERVER), SOFTIRQ, probe(1600, 1600, 65535)));
-    t.handle(21, 999, &ev(Kind::Retransmit, SK, Some(SERVER), SOFTIRQ, Detail::Retransmit { state: Some(1), err: 0 }));
+    t.handle(
+        20,
+        999,
+        &ev(
+            Kind::Probe,
+            SK,
+            Some(SERVER),
+            SOFTIRQ,
+            probe(1600, 1600, 65535),
+        ),
+    );
+    t.handle(
+        21,
+        999,
+        &ev(
+            Kind::Retransmit,
+            SK,
+            Some(SERVER),
+            SOFTIRQ,
+            Detail::Retransmit {
+                state: Some(1),
+                err: 0,
+            },
+        ),
+    );
     assert_eq!(t.take_unnamed(), vec![4242]);
-    t.name(4242, ProcName { command: "nginx".into(), cmdline: "nginx: worker process".into() });
+    t.name(
+        4242,
+        ProcName {
+            command: "nginx".into(),
+            cmdline: "nginx: worker process".into(),
+        },
+    );
     let f = t.finish();
     assert_eq!(f.connections.len(), 1);
     let c = &f.connections[0];
     assert_eq!(c.pid, Some(4242));
-    assert_eq!((c.totals.sent, c.totals.writes, c.totals.acked), (1500, 2, 1500));
+    assert_eq!(
+        (c.totals.sent, c.totals.writes, c.totals.acked),
+        (1500, 2, 1500)
+    );
     assert_eq!(c.write_min, Some(500));
     assert_eq!(c.role.map(|r| r.name()), Some("server"));
-    let loss = f.findings.iter().find(|x| x.kind == FindingKind::PacketLoss).expect("packet_loss");
-    assert_eq!(loss.process.as_ref().map(|p| (p.pid, p.command.as_deref())), Some((4242, Some("nginx"))));
+    let loss = f
+        .findings
+        .iter()
+        .find(|x| x.kind == FindingKind::PacketLoss)
+        .expect("packet_loss");
+    assert_eq!(
+        loss.process.as_ref().map(|p| (p.pid, p.command.as_deref())),
+        Some((4242, Some("nginx")))
+    );
     assert_eq!(loss.culprit.role, "network");
     assert_eq!(loss.culprit.endpoint, "10.0.0.1:80");
-    assert!(loss.explanation.contains("nginx (pid 4242)"), "{}", loss.explanation);
+    assert!(
+        loss.explanation.contains("nginx (pid 4242)"),
+        "{}",
+        loss.explanation
+    );
 }
 
 #[test]
@@ -309,7 +487,17 @@ fn a_clean_connection_has_no_findings() {
     accepted(&mut t, 1);
     t.handle(10, 7, &ev(Kind::SendLength, SK, None, 0, send(100)));
     for i in 0..50u32 {
-        t.handle(20 + u64::from(i), 0, &ev(Kind::Probe, SK, Some(SERVER), SOFTIRQ, probe(i * 100, i * 100 + 100, 1 << 20)));
+        t.handle(
+            20 + u64::from(i),
+            0,
+            &ev(
+                Kind::Probe,
+                SK,
+                Some(SERVER),
+                SOFTIRQ,
+                probe(i * 100, i * 100 + 100, 1 << 20),
+            ),
+        );
     }
     let f = t.finish();
     assert!(f.findings.is_empty(), "{:?}", f.findings);
@@ -320,8 +508,25 @@ fn rto_is_told_from_fast_retransmit_by_the_congestion_state() {
     let mut t = Tracker::new(Filter::default());
     accepted(&mut t, 1);
     t.handle(10, 7, &ev(Kind::SendLength, SK, None, 0, send(100_000)));
-    let cong = |s| ev(Kind::CongState, SK, Some(SERVER), SOFTIRQ, Detail::CongState(Some(s)));
-    let rtx = ev(Kind::Retransmit, SK, Some(SERVER), SOFTIRQ, Detail::Retransmit { state: Some(1), err: 0 });
+    let cong = |s| {
+        ev(
+            Kind::CongState,
+            SK,
+            Some(SERVER),
+            SOFTIRQ,
+            Detail::CongState(Some(s)),
+        )
+    };
+    let rtx = ev(
+        Kind::Retransmit,
+        SK,
+        Some(SERVER),
+        SOFTIRQ,
+        Detail::Retransmit {
+            state: Some(1),
+            err: 0,
+        },
+    );
     t.handle(20, 0, &cong(ca::RECOVERY));
     t.handle(21, 0, &rtx);
     t.handle(22, 0, &cong(ca::OPEN));
@@ -331,7 +536,10 @@ fn rto_is_told_from_fast_retransmit_by_the_congestion_state() {
     t.handle(33, 0, &cong(ca::OPEN));
     let f = t.finish();
     let kinds: Vec<FindingKind> = f.findings.iter().map(|x| x.kind).collect();
-    assert_eq!(kinds, vec![FindingKind::RetransmissionTimeout, FindingKind::PacketLoss]);
+    assert_eq!(
+        kinds,
+        vec![FindingKind::RetransmissionTimeout, FindingKind::PacketLoss]
+    );
     let rto = &f.findings[0];
     assert_eq!(rto.occurrences, 1);
     assert_eq!(rto.details.get("retransmissions"), Some(&2));
@@ -345,15 +553,95 @@ fn zero_window_blames_the_reader_at_the_other_end() {
     t.handle(2, 7, &ev(Kind::SendLength, SK, None, 0, send(1_000_000)));
     // The client's socket, same host: its owner reads (slowly).
     let client = ("10.0.0.2:40000", "10.0.0.1:80");
-    t.handle(3, 8, &ev(Kind::SetState, PEER_SK, Some(client), 0, Detail::SetState { old: state::CLOSE, new: state::SYN_SENT, protocol: Some(6) }));
-    t.handle(50, 0, &ev(Kind::Probe, SK, Some(SERVER), SOFTIRQ, probe(1000, 5000, 0)));
-    t.handle(51, 0, &ev(Kind::Probe, SK, Some(SERVER), SOFTIRQ, probe(1000, 5000, 0)));
+    t.handle(
+        3,
+        8,
+        &ev(
+            Kind::SetState,
+            PEER_SK,
+            Some(client),
+            0,
+            Detail::SetState {
+                old: state::CLOSE,
+                new: state::SYN_SENT,
+                protocol: Some(6),
+            },
+        ),
+    );
+    // A blink of zero window (the reader keeping pace): no finding.
+    t.handle(
+        50,
+        0,
+        &ev(Kind::Probe, SK, Some(SERVER), SOFTIRQ, probe(1000, 5000, 0)),
+    );
+    t.handle(
+        60,
+        0,
+        &ev(
+            Kind::Probe,
+            SK,
+            Some(SERVER),
+            SOFTIRQ,
+            probe(1000, 5000, 65535),
+        ),
+    );
+    let mut blink = Tracker::new(Filter::default());
+    std::mem::swap(&mut blink, &mut t);
+    assert!(blink
+        .finish()
+        .findings
+        .iter()
+        .all(|x| x.kind != FindingKind::ZeroWindow));
+    accepted(&mut t, 1);
+    t.handle(2, 7, &ev(Kind::SendLength, SK, None, 0, send(1_000_000)));
+    t.handle(
+        3,
+        8,
+        &ev(
+            Kind::SetState,
+            PEER_SK,
+            Some(client),
+            0,
+            Detail::SetState {
+                old: state::CLOSE,
+                new: state::SYN_SENT,
+                protocol: Some(6),
+            },
+        ),
+    );
+    // 25 ms at window 0, then open.
+    t.handle(
+        50_000_000,
+        0,
+        &ev(Kind::Probe, SK, Some(SERVER), SOFTIRQ, probe(1000, 5000, 0)),
+    );
+    t.handle(
+        75_000_000,
+        0,
+        &ev(Kind::Probe, SK, Some(SERVER), SOFTIRQ, probe(1000, 5000, 0)),
+    );
+    t.handle(
+        75_100_000,
+        0,
+        &ev(
+            Kind::Probe,
+            SK,
+            Some(SERVER),
+            SOFTIRQ,
+            probe(1000, 5000, 65535),
+        ),
+    );
     let f = t.finish();
-    let z = f.findings.iter().find(|x| x.kind == FindingKind::ZeroWindow).expect("zero_window");
+    let z = f
+        .findings
+        .iter()
+        .find(|x| x.kind == FindingKind::ZeroWindow)
+        .expect("zero_window");
     assert_eq!(z.culprit.endpoint, "10.0.0.2:40000");
     assert_eq!(z.culprit.role, "client");
     assert_eq!(z.process.as_ref().map(|p| p.pid), Some(8));
     assert_eq!(z.occurrences, 2);
+    assert_eq!(z.details.get("stalled_us"), Some(&25_000));
 }
 
 #[test]
@@ -363,10 +651,23 @@ fn window_bound_sender_makes_receive_window_limited_only_past_thresholds() {
         accepted(&mut t, 1);
         t.handle(2, 7, &ev(Kind::SendLength, SK, None, 0, send(1_000_000)));
         for i in 0..bound {
-            t.handle(10 + u64::from(i), 0, &ev(Kind::Probe, SK, Some(SERVER), SOFTIRQ, probe(i * 4000, i * 4000 + 3900, 4096)));
+            t.handle(
+                10 + u64::from(i),
+                0,
+                &ev(
+                    Kind::Probe,
+                    SK,
+                    Some(SERVER),
+                    SOFTIRQ,
+                    probe(i * 4000, i * 4000 + 3900, 4096),
+                ),
+            );
         }
         let f = t.finish();
-        let hit = f.findings.iter().any(|x| x.kind == FindingKind::ReceiveWindowLimited);
+        let hit = f
+            .findings
+            .iter()
+            .any(|x| x.kind == FindingKind::ReceiveWindowLimited);
         assert_eq!(hit, expect, "{bound} window-bound segments");
     }
 }
@@ -375,22 +676,67 @@ fn window_bound_sender_makes_receive_window_limited_only_past_thresholds() {
 fn resets_name_who_sent_them() {
     let mut t = Tracker::new(Filter::default());
     accepted(&mut t, 1);
-    t.handle(2, 7, &ev(Kind::RecvLength, SK, None, 0, Detail::Recv(Io { ret: 10, flags: 0, family: Some(2), protocol: Some(6) })));
-    t.handle(3, 7, &ev(Kind::SendReset, SK, Some(SERVER), 0, Detail::SendReset { state: Some(1) }));
+    t.handle(
+        2,
+        7,
+        &ev(
+            Kind::RecvLength,
+            SK,
+            None,
+            0,
+            Detail::Recv(Io {
+                ret: 10,
+                flags: 0,
+                family: Some(2),
+                protocol: Some(6),
+            }),
+        ),
+    );
+    t.handle(
+        3,
+        7,
+        &ev(
+            Kind::SendReset,
+            SK,
+            Some(SERVER),
+            0,
+            Detail::SendReset { state: Some(1) },
+        ),
+    );
     let f = t.finish();
-    let r = f.findings.iter().find(|x| x.kind == FindingKind::ConnectionReset).expect("reset");
-    assert_eq!((r.culprit.endpoint.as_str(), r.culprit.role), ("10.0.0.1:80", "server"));
+    let r = f
+        .findings
+        .iter()
+        .find(|x| x.kind == FindingKind::ConnectionReset)
+        .expect("reset");
+    assert_eq!(
+        (r.culprit.endpoint.as_str(), r.culprit.role),
+        ("10.0.0.1:80", "server")
+    );
     assert_eq!(r.process.as_ref().map(|p| p.pid), Some(7));
 }
 
 #[test]
 fn port_filter_drops_other_sockets_and_their_unaddressed_writes() {
-    let mut t = Tracker::new(Filter { port: Some(80), pid: None });
+    let mut t = Tracker::new(Filter {
+        port: Some(80),
+        pid: None,
+    });
     accepted(&mut t, 1);
     t.handle(2, 7, &ev(Kind::SendLength, SK, None, 0, send(10)));
     // Another socket: learns its (non-matching) address, then is forgotten.
     t.handle(3, 9, &ev(Kind::SendLength, 0x5555, None, 0, send(10)));
-    t.handle(4, 0, &ev(Kind::Probe, 0x5555, Some(("10.0.0.1:22", "10.0.0.3:5000")), SOFTIRQ, probe(1, 1, 1)));
+    t.handle(
+        4,
+        0,
+        &ev(
+            Kind::Probe,
+            0x5555,
+            Some(("10.0.0.1:22", "10.0.0.3:5000")),
+            SOFTIRQ,
+            probe(1, 1, 1),
+        ),
+    );
     // A third never gets an address.
     t.handle(5, 9, &ev(Kind::SendLength, 0x6666, None, 0, send(10)));
     let f = t.finish();
@@ -404,12 +750,30 @@ fn closed_connections_are_reported_once_then_retired() {
     let mut t = Tracker::new(Filter::default());
     accepted(&mut t, 1);
     t.handle(2, 7, &ev(Kind::SendLength, SK, None, 0, send(10)));
-    t.handle(3, 7, &ev(Kind::SetState, SK, Some(SERVER), 0, Detail::SetState { old: state::ESTABLISHED, new: state::CLOSE, protocol: Some(6) }));
+    t.handle(
+        3,
+        7,
+        &ev(
+            Kind::SetState,
+            SK,
+            Some(SERVER),
+            0,
+            Detail::SetState {
+                old: state::ESTABLISHED,
+                new: state::CLOSE,
+                protocol: Some(6),
+            },
+        ),
+    );
     let iv = t.interval(10);
     assert_eq!(iv.connections.len(), 1);
     assert!(iv.connections[0].closed);
     // Its destroy arrives after it was retired: no ghost connection.
-    t.handle(4, 0, &ev(Kind::Destroy, SK, Some(SERVER), SOFTIRQ, Detail::Destroy));
+    t.handle(
+        4,
+        0,
+        &ev(Kind::Destroy, SK, Some(SERVER), SOFTIRQ, Detail::Destroy),
+    );
     let iv = t.interval(10);
     assert!(iv.connections.is_empty());
     assert_eq!(iv.open, 0);
@@ -434,8 +798,35 @@ fn interval_deltas_count_each_byte_once() {
 fn syn_retries_of_a_client_are_syn_retransmit() {
     let mut t = Tracker::new(Filter::default());
     let c = ("10.0.0.2:40000", "10.0.0.1:80");
-    t.handle(1, 8, &ev(Kind::SetState, SK, Some(c), 0, Detail::SetState { old: state::CLOSE, new: state::SYN_SENT, protocol: Some(6) }));
-    t.handle(1_000_000_000, 0, &ev(Kind::Retransmit, SK, Some(c), SOFTIRQ, Detail::Retransmit { state: Some(state::SYN_SENT), err: 0 }));
+    t.handle(
+        1,
+        8,
+        &ev(
+            Kind::SetState,
+            SK,
+            Some(c),
+            0,
+            Detail::SetState {
+                old: state::CLOSE,
+                new: state::SYN_SENT,
+                protocol: Some(6),
+            },
+        ),
+    );
+    t.handle(
+        1_000_000_000,
+        0,
+        &ev(
+            Kind::Retransmit,
+            SK,
+            Some(c),
+            SOFTIRQ,
+            Detail::Retransmit {
+                state: Some(state::SYN_SENT),
+                err: 0,
+            },
+        ),
+    );
     let f = t.finish();
     assert_eq!(f.findings.len(), 1);
     assert_eq!(f.findings[0].kind, FindingKind::SynRetransmit);
@@ -459,4 +850,92 @@ proptest::proptest! {
             let _ = r;
         }
     }
+}
+
+#[test]
+fn a_socket_address_reused_after_destroy_is_a_new_connection() {
+    let mut t = Tracker::new(Filter::default());
+    accepted(&mut t, 1);
+    t.handle(2, 7, &ev(Kind::SendLength, SK, None, 0, send(100)));
+    t.handle(
+        3,
+        0,
+        &ev(Kind::Destroy, SK, Some(SERVER), SOFTIRQ, Detail::Destroy),
+    );
+    // Same memory, next connection; its state changes are not seen (another
+    // BPF program may hide them): the write alone starts it.
+    t.handle(4, 7, &ev(Kind::SendLength, SK, None, 0, send(200)));
+    t.handle(
+        5,
+        0,
+        &ev(
+            Kind::Probe,
+            SK,
+            Some(("10.0.0.1:80", "10.0.0.9:41000")),
+            SOFTIRQ,
+            probe(1, 1, 65535),
+        ),
+    );
+    let f = t.finish();
+    let mut sent: Vec<(String, u64)> = f
+        .connections
+        .iter()
+        .map(|c| {
+            (
+                c.remote.map(|r| r.to_string()).unwrap_or_default(),
+                c.totals.sent,
+            )
+        })
+        .collect();
+    sent.sort();
+    assert_eq!(
+        sent,
+        vec![
+            ("10.0.0.2:40000".to_string(), 100),
+            ("10.0.0.9:41000".to_string(), 200)
+        ]
+    );
+}
+
+#[test]
+fn a_connecting_socket_learns_its_local_port_later() {
+    let mut t = Tracker::new(Filter {
+        port: Some(80),
+        pid: None,
+    });
+    // SYN-SENT fires before the source port is chosen.
+    t.handle(
+        1,
+        8,
+        &ev(
+            Kind::SetState,
+            SK,
+            Some(("10.0.0.2:0", "10.0.0.1:80")),
+            0,
+            Detail::SetState {
+                old: state::CLOSE,
+                new: state::SYN_SENT,
+                protocol: Some(6),
+            },
+        ),
+    );
+    t.handle(
+        2,
+        0,
+        &ev(
+            Kind::SetState,
+            SK,
+            Some(("10.0.0.2:40000", "10.0.0.1:80")),
+            SOFTIRQ,
+            Detail::SetState {
+                old: state::SYN_SENT,
+                new: state::ESTABLISHED,
+                protocol: Some(6),
+            },
+        ),
+    );
+    let f = t.finish();
+    assert_eq!(f.connections[0].local, Some(sa("10.0.0.2:40000")));
+    assert_eq!(f.connections[0].pid, Some(8));
+    assert_eq!(f.connections[0].role.map(|r| r.name()), Some("client"));
 }

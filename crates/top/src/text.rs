@@ -103,7 +103,16 @@ pub fn interval(
         let _ = writeln!(
             o,
             "\n{:>8} {:<46} {:>10} {:>10} {:>7} {:>7} {:>5} {:>9} {:>9} {:>4}",
-            "PID", "LOCAL -> REMOTE", "WRITTEN", "READ", "SRTT", "MIN", "CWND", "SND_WND", "RCV_WND", "RTX"
+            "PID",
+            "LOCAL -> REMOTE",
+            "WRITTEN",
+            "READ",
+            "SRTT",
+            "MIN",
+            "CWND",
+            "SND_WND",
+            "RCV_WND",
+            "RTX"
         );
         for c in &iv.connections {
             let pid = c.pid.map_or_else(|| "?".into(), |p| p.to_string());
@@ -162,7 +171,11 @@ pub fn final_report(f: &Final, elapsed_s: f64) -> String {
             o,
             "  {} {} — {}: wrote {} in {} writes, read {}, {} retransmitted, {} RTO, {} resets",
             p.pid,
-            if p.command.is_empty() { "(exited)" } else { &p.command },
+            if p.command.is_empty() {
+                "(exited)"
+            } else {
+                &p.command
+            },
             plural(p.connections, "connection"),
             bytes(p.totals.sent),
             p.totals.writes,
@@ -172,7 +185,11 @@ pub fn final_report(f: &Final, elapsed_s: f64) -> String {
             p.resets
         );
         if !p.cmdline.is_empty() {
-            let _ = writeln!(o, "      {}", p.cmdline.chars().take(100).collect::<String>());
+            let _ = writeln!(
+                o,
+                "      {}",
+                p.cmdline.chars().take(100).collect::<String>()
+            );
         }
     }
     if f.findings.is_empty() {

@@ -151,6 +151,12 @@ pub struct Conn {
     pub rcv_wnd_min: Option<u32>,
     /// Segments received while the peer's window was 0.
     pub zero_window_segments: u64,
+    /// Time the peer's window stayed 0: from the first segment showing it
+    /// to the last before one showing it open (a lower bound: the segment
+    /// that closed it shows the window before it).
+    pub zero_window_ns: u64,
+    #[serde(skip)]
+    zw_since: Option<(u64, u64)>,
     /// Segments received with data in flight.
     pub in_flight_segments: u64,
     /// … of which with bytes in flight at >= 90% of the peer's window.
@@ -203,6 +209,8 @@ impl Conn {
             rcv_wnd: None,
             rcv_wnd_min: None,
             zero_window_segments: 0,
+            zero_window_ns: 0,
+            zw_since: None,
             in_flight_segments: 0,
             window_bound_segments: 0,
             rto_retransmits: 0,
@@ -231,7 +239,8 @@ impl Conn {
     }
 
     fn matches_port(&self, port: u16) -> bool {
-        self.local.is_some_and(|a| a.port() == port) || self.remote.is_some_and(|a| a.port() == port)
+        self.local.is_some_and(|a| a.port() == port)
+            || self.remote.is_some_and(|a| a.port() == port)
     }
 }
 
@@ -423,7 +432,8 @@ impl Tracker {
         c.last_ns = c.last_ns.max(time_ns);
         // The first address, or a better one: a connecting socket has no
         // local port yet when it enters SYN-SENT.
-        let better = c.local.is_none_or(|l| l.port() == 0) || c.remote.is_some_and(|r| r.port() == 0);
+        let better =
+            c.local.is_none_or(|l| l.port() == 0) || c.remote.is_some_and(|r| r.port() == 0);
         if better && !matches!(ev.detail, Detail::SynackRetransmit) {
             if let Some((l, r)) = ev.tuple {
                 c.local = Some(l);
@@ -484,15 +494,18 @@ impl Tracker {
                 }
                 if let (Some(nxt), Some(una), Some(wnd)) = (p.snd_nxt, p.snd_una, p.snd_wnd) {
                     let flight = nxt.wrapping_sub(una);
+                    if wnd == 0 {
+                        c.zero_window_segments += 1;
+                        let since = c.zw_since.map_or(time_ns, |(s, _)| s);
+                        c.zw_since = Some((since, time_ns));
+                    } else if let Some((s, last)) = c.zw_since.take() {
+                        c.zero_window_ns += last.saturating_sub(s);
+                    }
                     if flight > 0 && flight < 1 << 31 {
                         c.in_flight_segments += 1;
-                        if wnd == 0 {
-                            c.zero_window_segments += 1;
-                        } else if u64::from(flight) * 10 >= u64::from(wnd) * 9 {
+                        if wnd > 0 && u64::from(flight) * 10 >= u64::from(wnd) * 9 {
                             c.window_bound_segments += 1;
                         }
-                    } else if wnd == 0 && c.state_num == Some(state::ESTABLISHED) {
-                        c.zero_window_segments += 1;
                     }
                 }
             }
@@ -657,7 +670,10 @@ impl Tracker {
             && self.filter.pid.is_none_or(|p| c.pid == Some(p))
     }
 
-    fn retire(&mut self, c: Conn) {
+    fn retire(&mut self, mut c: Conn) {
+        if let Some((s, last)) = c.zw_since.take() {
+            c.zero_window_ns += last.saturating_sub(s);
+        }
         if !self.visible(&c) || !c.active() {
             if c.local.is_none() {
                 self.stats.unmatched += 1;
@@ -676,6 +692,17 @@ impl Tracker {
             self.finished.push(c);
         } else {
             self.stats.connections_unlisted += 1;
+        }
+    }
+
+    fn register_owners(&mut self) {
+        for c in self.live.values().chain(self.closing.iter()) {
+            if let (Some(pid), Some(t), Some(role)) = (c.pid, c.tuple(), c.role) {
+                if self.owners.len() >= MAX_LIVE {
+                    self.owners.clear();
+                }
+                self.owners.insert(t, (pid, role));
+            }
         }
     }
 
@@ -698,7 +725,10 @@ impl Tracker {
             let d = c.totals.minus(&c.shown);
             let p = procs.entry(c.pid).or_insert_with(|| ProcRow {
                 pid: c.pid,
-                command: c.pid.and_then(|p| self.names.get(&p)).map(|n| n.command.clone()),
+                command: c
+                    .pid
+                    .and_then(|p| self.names.get(&p))
+                    .map(|n| n.command.clone()),
                 ..ProcRow::default()
             });
             p.connections += 1;
@@ -712,11 +742,12 @@ impl Tracker {
         rows.sort_by_key(|r| std::cmp::Reverse(r.delta.sent + r.delta.received + r.delta.acked));
         rows.truncate(top);
         let mut processes: Vec<ProcRow> = procs.into_values().collect();
-        processes.sort_by_key(|p| {
-            std::cmp::Reverse(p.delta.sent + p.delta.received + p.delta.acked)
-        });
+        processes
+            .sort_by_key(|p| std::cmp::Reverse(p.delta.sent + p.delta.received + p.delta.acked));
         processes.truncate(top);
-        // Everything now counted as shown; closed sockets retire.
+        // Everything now counted as shown; closed sockets retire (after
+        // every owner is known, for the findings about the other end).
+        self.register_owners();
         let mut closed = Vec::new();
         for c in self.live.values_mut() {
             c.shown = c.totals;
@@ -742,6 +773,7 @@ impl Tracker {
     /// The final report: every connection (retired and still open), per
     /// process totals, findings.
     pub fn finish(mut self) -> Final {
+        self.register_owners();
         for c in std::mem::take(&mut self.closing) {
             self.retire(c);
         }
@@ -774,9 +806,8 @@ impl Tracker {
             }
         }
         let mut processes: Vec<ProcTotal> = procs.into_values().collect();
-        processes.sort_by_key(|p| {
-            std::cmp::Reverse(p.totals.sent + p.totals.received + p.totals.acked)
-        });
+        processes
+            .sort_by_key(|p| std::cmp::Reverse(p.totals.sent + p.totals.received + p.totals.acked));
         let findings = self.findings.finish(&self.names);
         Final {
             stats: self.stats,
@@ -784,7 +815,9 @@ impl Tracker {
             connections: self.finished,
             findings,
             names: self.names,
-            duration_ns: self.last_ns.saturating_sub(self.first_ns.unwrap_or(self.last_ns)),
+            duration_ns: self
+                .last_ns
+                .saturating_sub(self.first_ns.unwrap_or(self.last_ns)),
         }
     }
 }
