@@ -317,10 +317,14 @@ impl Session {
         for e in &others {
             e.enable()?;
         }
-        let tracker = Tracker::new(Filter {
+        let mut tracker = Tracker::new(Filter {
             port: config.port,
             pid: config.pid,
         });
+        tracker.stats.max_sample_rate =
+            std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+                .ok()
+                .and_then(|s| s.trim().parse().ok());
         Ok(Session {
             config,
             rings,
@@ -360,6 +364,7 @@ impl Session {
                         self.lost_now += n;
                     }
                     Record::Malformed => self.tracker.stats.bad_records += 1,
+                    Record::Throttle => self.tracker.stats.throttled += 1,
                     Record::Other(_) => {}
                 }
             }

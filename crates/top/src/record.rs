@@ -5,6 +5,10 @@
 
 /// `PERF_RECORD_LOST`: `{ u64 id; u64 lost; }`.
 pub const RECORD_LOST: u32 = 2;
+/// `PERF_RECORD_THROTTLE`: the kernel stopped sampling this event for the
+/// rest of the tick (more than `kernel.perf_event_max_sample_rate`); the
+/// events of that time are missed without a count.
+pub const RECORD_THROTTLE: u32 = 5;
 /// `PERF_RECORD_SAMPLE`.
 pub const RECORD_SAMPLE: u32 = 9;
 /// `PERF_RECORD_LOST_SAMPLES`: `{ u64 lost; }`.
@@ -33,6 +37,8 @@ pub enum Record<'a> {
     Sample(Sample<'a>),
     /// Samples the kernel dropped because the ring was full.
     Lost(u64),
+    /// Sampling was throttled (events missed, uncounted).
+    Throttle,
     /// A record type `top` does not ask for (skipped).
     Other(u32),
     /// A sample too short for the fields its type promises.
@@ -91,6 +97,7 @@ impl<'a> Iterator for Records<'a> {
             RECORD_SAMPLE => parse_sample(body).map_or(Record::Malformed, Record::Sample),
             RECORD_LOST => u64_at(body, 8).map_or(Record::Malformed, Record::Lost),
             RECORD_LOST_SAMPLES => u64_at(body, 0).map_or(Record::Malformed, Record::Lost),
+            RECORD_THROTTLE => Record::Throttle,
             k => Record::Other(k),
         })
     }

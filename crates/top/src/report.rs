@@ -12,7 +12,7 @@ fn ms(us: Option<u32>) -> Value {
 
 pub fn anomalies(s: &Stats) -> Value {
     json!({
-        "truncated": s.truncated, "unknown_type": s.unknown_type,
+        "truncated": s.truncated, "unknown_type": s.unknown_type, "throttled": s.throttled,
         "other_family": s.other_family, "bad_records": s.bad_records,
     })
 }

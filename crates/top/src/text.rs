@@ -49,6 +49,9 @@ fn lost_words(stats: &Stats, lost_now: u64) -> String {
             stats.lost
         ));
     }
+    if stats.throttled > 0 {
+        s.push_str(&format!(", sampling throttled {} times", stats.throttled));
+    }
     let bad = stats.truncated + stats.bad_records + stats.unknown_type;
     if bad > 0 {
         s.push_str(&format!(", {bad} records not decoded"));

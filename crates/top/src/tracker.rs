@@ -257,6 +257,10 @@ pub struct Stats {
     pub events: u64,
     /// Samples the kernel dropped (ring full): holes in every count below.
     pub lost: u64,
+    /// Times the kernel throttled sampling (events missed, uncounted).
+    pub throttled: u64,
+    /// `kernel.perf_event_max_sample_rate` when the trace began.
+    pub max_sample_rate: Option<u64>,
     pub truncated: u64,
     pub unknown_type: u64,
     pub other_family: u64,
@@ -287,6 +291,17 @@ impl Stats {
                  returns 0 hides its events from every other reader; client/server roles are \
                  then guessed from the ports and processes come from socket calls only",
                 self.destroys
+            ));
+        }
+        if self.throttled > 0 {
+            let rate = self
+                .max_sample_rate
+                .map_or_else(|| "?".to_string(), |r| r.to_string());
+            n.push(format!(
+                "the kernel throttled sampling {} times (kernel.perf_event_max_sample_rate = \
+                 {rate}): events of those moments were missed and not counted; raise it \
+                 (sysctl -w kernel.perf_event_max_sample_rate=...) or trace one --port",
+                self.throttled
             ));
         }
         if self.lost > 0 {
