@@ -90,7 +90,7 @@ pub struct TopArgs {
     #[arg(long, default_value_t = 10, value_name = "N")]
     top: usize,
     /// Ring buffer per CPU, in 4 KiB pages (a power of two; more if samples are lost).
-    #[arg(long, default_value_t = 256, value_name = "PAGES")]
+    #[arg(long, default_value_t = 512, value_name = "PAGES")]
     ring_pages: usize,
     /// Exit with status 1 when the report has a finding (for scripts).
     #[arg(long)]

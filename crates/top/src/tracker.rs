@@ -483,8 +483,9 @@ impl Tracker {
                 if let Some(una) = p.snd_una {
                     if let Some(last) = c.last_una {
                         let d = una.wrapping_sub(last);
-                        // Only forward moves (a reordered sample reads as a huge jump).
-                        if d < 1 << 31 {
+                        // Only forward moves within a window (a reordered
+                        // sample reads as a huge jump).
+                        if d < 1 << 30 {
                             c.totals.acked += u64::from(d);
                         }
                     }
