@@ -939,3 +939,45 @@ fn a_connecting_socket_learns_its_local_port_later() {
     assert_eq!(f.connections[0].pid, Some(8));
     assert_eq!(f.connections[0].role.map(|r| r.name()), Some("client"));
 }
+
+#[test]
+fn synack_retries_name_the_listener_and_its_process() {
+    let mut t = Tracker::new(Filter::default());
+    const LISTENER: u64 = 0x7000;
+    t.handle(
+        1,
+        77,
+        &ev(
+            Kind::SetState,
+            LISTENER,
+            Some(("0.0.0.0:8443", "0.0.0.0:0")),
+            0,
+            Detail::SetState {
+                old: state::CLOSE,
+                new: state::LISTEN,
+                protocol: Some(6),
+            },
+        ),
+    );
+    for i in 0..3 {
+        t.handle(
+            1_000 + i,
+            0,
+            &ev(
+                Kind::SynackRetransmit,
+                LISTENER,
+                Some(("10.0.0.1:8443", "10.0.0.5:50000")),
+                SOFTIRQ,
+                Detail::SynackRetransmit,
+            ),
+        );
+    }
+    let f = t.finish();
+    assert_eq!(f.findings.len(), 1, "{:?}", f.findings);
+    let s = &f.findings[0];
+    assert_eq!(s.kind, FindingKind::SynRetransmit);
+    assert_eq!(s.occurrences, 3);
+    assert_eq!(s.culprit.endpoint, "10.0.0.1:8443");
+    assert_eq!(s.process.as_ref().map(|p| p.pid), Some(77));
+    assert!(s.explanation.contains("SYN-ACK"), "{}", s.explanation);
+}
