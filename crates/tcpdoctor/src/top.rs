@@ -101,6 +101,9 @@ pub fn run(args: &TopArgs) -> anyhow::Result<u8> {
     if args.interval < Duration::from_millis(100) {
         anyhow::bail!("--interval must be at least 100ms");
     }
+    if args.ring_pages == 0 || args.ring_pages > 1 << 16 {
+        anyhow::bail!("--ring-pages must be between 1 and 65536 (rounded up to a power of two)");
+    }
     if let Some(pid) = args.pid {
         if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
             anyhow::bail!("--pid {pid}: no such process");
