@@ -32,6 +32,9 @@ use crate::tracker::{Conn, ProcName, Role};
 /// with a fast sender (loopback fills a buffer in microseconds), not a stall.
 pub const ZERO_WINDOW_MIN_NS: u64 = 10_000_000;
 
+/// Distinct (kind, endpoint, process) kept apart.
+const MAX_KEYS: usize = 10_000;
+
 /// Evidence kept per finding.
 const MAX_EVIDENCE: usize = 10;
 
@@ -128,15 +131,17 @@ impl Findings {
             if occ == 0 {
                 return;
             }
-            let a = self
-                .acc
-                .entry(Key {
-                    kind,
-                    endpoint: ep(endpoint),
-                    role,
-                    pid,
-                })
-                .or_default();
+            let mut key = Key {
+                kind,
+                endpoint: ep(endpoint),
+                role,
+                pid,
+            };
+            // Bounded: past MAX_KEYS, new endpoints share one entry per kind and process.
+            if self.acc.len() >= MAX_KEYS && !self.acc.contains_key(&key) {
+                key.endpoint = "*".into();
+            }
+            let a = self.acc.entry(key).or_default();
             a.connections += 1;
             a.occurrences += occ;
             for &(k, v) in details {

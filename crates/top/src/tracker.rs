@@ -21,6 +21,8 @@ use crate::findings::{Findings, Peer};
 
 /// Connections listed in the final report; the rest are counted.
 pub const MAX_FINISHED: usize = 10_000;
+/// Processes named and totalled; beyond, later ones are summed under pid 0.
+pub const MAX_PROCS: usize = 100_000;
 /// Sockets tracked at once (open, and seen only by address); beyond it the
 /// oldest without an address are dropped, then the oldest closed.
 pub const MAX_LIVE: usize = 65_536;
@@ -334,7 +336,7 @@ pub struct Tracker {
     closing: Vec<Conn>,
     finished: Vec<Conn>,
     /// Per process: the counters of its connections already retired.
-    retired: FxHashMap<u32, (Counters, u64)>,
+    retired: FxHashMap<u32, ProcAcc>,
     findings: Findings,
     /// Who owns which (local, remote): to name the process at the other end
     /// of a connection when both ends are on this host. Bounded.
@@ -654,7 +656,9 @@ impl Tracker {
     }
 
     pub fn name(&mut self, pid: u32, name: ProcName) {
-        self.names.insert(pid, name);
+        if self.names.len() < MAX_PROCS {
+            self.names.insert(pid, name);
+        }
     }
 
     /// Connections with an address and no owner yet, for a lookup in the
@@ -698,9 +702,17 @@ impl Tracker {
         }
         self.stats.connections_seen += 1;
         if let Some(pid) = c.pid {
+            // Bounded: past MAX_PROCS processes, the rest are summed under pid 0.
+            let pid = if self.retired.len() >= MAX_PROCS && !self.retired.contains_key(&pid) {
+                0
+            } else {
+                pid
+            };
             let e = self.retired.entry(pid).or_default();
-            e.0.add(&c.totals);
-            e.1 += 1;
+            e.totals.add(&c.totals);
+            e.connections += 1;
+            e.rto_episodes += c.loss_episodes;
+            e.resets += c.resets_sent + c.resets_received;
         }
         let peer = self.peer_of(&c);
         self.findings.add(&c, peer);
@@ -800,7 +812,7 @@ impl Tracker {
             }
         }
         let mut procs: FxHashMap<u32, ProcTotal> = FxHashMap::default();
-        for (&pid, (t, n)) in &self.retired {
+        for (&pid, a) in &self.retired {
             let name = self.names.get(&pid).cloned().unwrap_or_default();
             procs.insert(
                 pid,
@@ -808,18 +820,12 @@ impl Tracker {
                     pid,
                     command: name.command,
                     cmdline: name.cmdline,
-                    connections: *n,
-                    totals: *t,
-                    rto_episodes: 0,
-                    resets: 0,
+                    connections: a.connections,
+                    totals: a.totals,
+                    rto_episodes: a.rto_episodes,
+                    resets: a.resets,
                 },
             );
-        }
-        for c in &self.finished {
-            if let Some(p) = c.pid.and_then(|pid| procs.get_mut(&pid)) {
-                p.rto_episodes += c.loss_episodes;
-                p.resets += c.resets_sent + c.resets_received;
-            }
         }
         let mut processes: Vec<ProcTotal> = procs.into_values().collect();
         processes
@@ -836,6 +842,15 @@ impl Tracker {
                 .saturating_sub(self.first_ns.unwrap_or(self.last_ns)),
         }
     }
+}
+
+/// A process's retired connections, summed.
+#[derive(Debug, Clone, Default)]
+struct ProcAcc {
+    totals: Counters,
+    connections: u64,
+    rto_episodes: u64,
+    resets: u64,
 }
 
 /// One process in an interval.
