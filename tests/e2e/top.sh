@@ -8,7 +8,7 @@
 #      over the same traffic must agree on pid and bytes per connection.
 #   2. 5% random loss of the server's segments (iptables -m statistic in the client
 #      namespace): retransmissions > 0 and a packet_loss or retransmission_timeout finding
-#      naming the nginx worker.
+#      naming the nginx worker; /metrics (--prometheus) counts the worker's bytes.
 # Needs root, nginx, curl, iptables, python3; tcplife (libbpf-tools) for the comparison, which
 # is skipped with the reason printed when it cannot run here. Usage: tests/e2e/top.sh TCPDOCTOR
 set -euo pipefail
@@ -142,11 +142,25 @@ fi
 # 2. 5% of the server's segments dropped at the client.
 ip netns exec "$C" iptables -A INPUT -p tcp --sport "$PORT" -m statistic --mode random \
   --probability 0.05 -j DROP
-"$TD" top --duration 4 --format json --port "$PORT" > "$WORK/loss.jsonl" 2> "$WORK/loss.err" &
+MPORT=$((19000 + $$ % 1000))
+"$TD" top --duration 6 --format json --port "$PORT" --prometheus "127.0.0.1:$MPORT" \
+  > "$WORK/loss.jsonl" 2> "$WORK/loss.err" &
 TOP=$!
 PIDS+=("$TOP")
 sleep 0.7
-for _ in 1 2 3; do
+ip netns exec "$C" curl -s -m 3 -o /dev/null "http://$SERVER_IP:$PORT/huge.bin" || true
+# An interval later, the metrics have the worker's bytes.
+sleep 1.2
+curl -s "http://127.0.0.1:$MPORT/metrics" > "$WORK/metrics.txt" || fail "no /metrics at 127.0.0.1:$MPORT"
+python3 - "$WORK/metrics.txt" <<'PY' || fail "metrics"
+import re, sys
+t = open(sys.argv[1]).read()
+m = re.search(r'^tcpdoctor_top_written_bytes_total\{command="nginx"\} (\d+)', t, re.M)
+assert m and int(m.group(1)) >= 1000000, t
+assert re.search(r"^tcpdoctor_top_lost_samples_total \d+", t, re.M), t
+print("top e2e ok: /metrics: nginx wrote", m.group(1), "bytes")
+PY
+for _ in 1 2; do
   ip netns exec "$C" curl -s -m 3 -o /dev/null "http://$SERVER_IP:$PORT/huge.bin" || true
 done
 wait "$TOP" || { cat "$WORK/loss.err" >&2; fail "top exited with $?"; }

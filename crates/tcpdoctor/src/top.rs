@@ -66,8 +66,13 @@ JSON (--format json): one object per interval and line ({\"type\": \"interval\",
                  \"connections\", \"occurrences\", \"details\", \"evidence\": [{\"connection\", \"local\",
                  \"remote\", \"count\"}], \"explanation\", \"fix\"}]}
 
+--prometheus ADDR serves /metrics (OpenMetrics text): tcpdoctor_top_events_total,
+tcpdoctor_top_lost_samples_total, tcpdoctor_top_open_connections, and per command
+tcpdoctor_top_written_bytes_total, tcpdoctor_top_read_bytes_total, tcpdoctor_top_writes_total,
+tcpdoctor_top_retransmits_total (labelled by command, not pid: pids come and go).
+
 Exit status: 0 done; 1 --fail-on-finding was given and a finding was reported; 2 usage error,
-no tracepoints, or missing privileges.";
+no tracepoints, an address for --prometheus that cannot be bound, or missing privileges.";
 
 #[derive(clap::Args)]
 pub struct TopArgs {
@@ -92,6 +97,9 @@ pub struct TopArgs {
     /// Ring buffer per CPU, in 4 KiB pages (a power of two; more if samples are lost).
     #[arg(long, default_value_t = 512, value_name = "PAGES")]
     ring_pages: usize,
+    /// Serve Prometheus metrics at http://ADDR/metrics (`:9465`, `127.0.0.1:9465`).
+    #[arg(long, value_name = "ADDR")]
+    prometheus: Option<String>,
     /// Exit with status 1 when the report has a finding (for scripts).
     #[arg(long)]
     fail_on_finding: bool,
@@ -109,6 +117,14 @@ pub fn run(args: &TopArgs) -> anyhow::Result<u8> {
             anyhow::bail!("--pid {pid}: no such process");
         }
     }
+    let mut metrics = args
+        .prometheus
+        .as_ref()
+        .map(|_| tcpdoctor_top::metrics::Metrics::new());
+    let served = match (&args.prometheus, &metrics) {
+        (Some(addr), Some(m)) => Some(tcpdoctor_watch::serve::serve(addr, m.registry())?),
+        _ => None,
+    };
     let session = Session::open(Config {
         port: args.port,
         pid: args.pid,
@@ -125,6 +141,9 @@ pub fn run(args: &TopArgs) -> anyhow::Result<u8> {
     );
     if let Some(p) = args.port {
         note.push_str(&format!(", port {p}"));
+    }
+    if let Some(addr) = served {
+        note.push_str(&format!("; metrics at http://{addr}/metrics"));
     }
     match args.duration {
         Some(d) => note.push_str(&format!(" for {:.0} s", d.as_secs_f64())),
@@ -158,6 +177,9 @@ pub fn run(args: &TopArgs) -> anyhow::Result<u8> {
     let mut out = BufWriter::new(stdout.lock());
     let format = args.format;
     let outcome = session.run(&stop, |view| {
+        if let Some(m) = metrics.as_mut() {
+            m.update(view);
+        }
         match format {
             Format::Json => {
                 let mut doc = view.json();

@@ -28,6 +28,7 @@ use rustc_hash::FxHashMap;
 pub mod decode;
 pub mod findings;
 pub mod format;
+pub mod metrics;
 pub mod record;
 pub mod report;
 mod sys;
@@ -66,7 +67,7 @@ pub struct View<'a> {
 }
 
 impl View<'_> {
-    fn name(&self, pid: u32) -> Option<String> {
+    pub fn name(&self, pid: u32) -> Option<String> {
         self.names.get(&pid).map(|n| n.command.clone())
     }
 

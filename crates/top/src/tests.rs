@@ -981,3 +981,21 @@ fn synack_retries_name_the_listener_and_its_process() {
     assert_eq!(s.process.as_ref().map(|p| p.pid), Some(77));
     assert!(s.explanation.contains("SYN-ACK"), "{}", s.explanation);
 }
+
+#[test]
+fn writes_of_an_earlier_socket_at_the_same_address_are_not_the_new_connections() {
+    // --port 80: another socket's writes arrive (no address), its destroy is
+    // filtered out in the kernel; then nginx's child is born at that address.
+    let mut t = Tracker::new(Filter {
+        port: Some(80),
+        pid: None,
+    });
+    t.handle(1, 9, &ev(Kind::SendLength, SK, None, 0, send(697)));
+    accepted(&mut t, 2);
+    t.handle(3, 7, &ev(Kind::SendLength, SK, None, 0, send(1000)));
+    let f = t.finish();
+    assert_eq!(f.connections.len(), 1);
+    assert_eq!(f.connections[0].totals.sent, 1000);
+    assert_eq!(f.connections[0].pid, Some(7));
+    assert_eq!(f.stats.unmatched, 1);
+}

@@ -424,6 +424,13 @@ impl Tracker {
             (c.destroyed && !matches!(ev.detail, Detail::Destroy))
                 || (new_life && (c.closed_ns.is_some() || c.state_num == Some(state::CLOSE)))
         };
+        // A socket being born at an address whose earlier events never got
+        // an address (another socket's writes, filtered out by port in the
+        // kernel, its destroy too): those were not this connection's.
+        if new_life && self.live.get(&ev.sk).is_some_and(|c| c.local.is_none()) {
+            self.live.remove(&ev.sk);
+            self.stats.unmatched += 1;
+        }
         if self.live.get(&ev.sk).is_some_and(reborn) {
             if let Some(mut old) = self.live.remove(&ev.sk) {
                 old.closed_ns.get_or_insert(old.last_ns);
