@@ -999,3 +999,35 @@ fn writes_of_an_earlier_socket_at_the_same_address_are_not_the_new_connections()
     assert_eq!(f.connections[0].pid, Some(7));
     assert_eq!(f.stats.unmatched, 1);
 }
+
+#[test]
+fn cpu_lists_as_sysfs_writes_them() {
+    assert_eq!(crate::parse_cpu_list("0-1\n"), vec![0, 1]);
+    assert_eq!(crate::parse_cpu_list("0,2-4,7"), vec![0, 2, 3, 4, 7]);
+    assert_eq!(crate::parse_cpu_list("5"), vec![5]);
+    assert!(crate::parse_cpu_list("").is_empty());
+    assert!(crate::parse_cpu_list("3-1,x").is_empty());
+}
+
+#[test]
+fn kernel_filters_only_on_fields_the_tracepoint_has() {
+    let probe = layout(Kind::Probe, TCP_PROBE);
+    assert_eq!(
+        crate::kernel_filter(Kind::Probe, &probe, Some(80)).as_deref(),
+        Some("(sport == 80 || dport == 80)")
+    );
+    assert_eq!(crate::kernel_filter(Kind::Probe, &probe, None), None);
+    let st = layout(Kind::SetState, SET_STATE);
+    assert_eq!(
+        crate::kernel_filter(Kind::SetState, &st, Some(443)).as_deref(),
+        Some("protocol == 6 && (sport == 443 || dport == 443)")
+    );
+    // No ports on sock_send_length, none on tcp_send_reset (its addresses are sockaddrs).
+    let send = layout(Kind::SendLength, SEND_LENGTH);
+    assert_eq!(
+        crate::kernel_filter(Kind::SendLength, &send, Some(80)).as_deref(),
+        Some("protocol == 6")
+    );
+    let rst = layout(Kind::SendReset, SEND_RESET);
+    assert_eq!(crate::kernel_filter(Kind::SendReset, &rst, Some(80)), None);
+}
