@@ -30,6 +30,7 @@ command -v gzip    >/dev/null || need_pkgs+=(gzip)
 command -v zstd    >/dev/null || need_pkgs+=(zstd)
 command -v man     >/dev/null || need_pkgs+=(man-db)
 command -v file    >/dev/null || need_pkgs+=(file)
+command -v tcplife >/dev/null || need_pkgs+=(libbpf-tools)
 [ -e /usr/lib/x86_64-linux-gnu/libc.a ] || need_pkgs+=(libc6-dev)
 command -v c++     >/dev/null || need_pkgs+=(g++)
 [ -x /usr/bin/time ] || need_pkgs+=(time)
@@ -90,6 +91,7 @@ if [ "$(id -u)" -eq 0 ]; then
   bash tests/e2e/probe.sh target/release/tcpdoctor
   bash tests/e2e/trace.sh target/release/tcpdoctor
   bash tests/e2e/sockets.sh target/release/tcpdoctor
+  bash tests/e2e/top.sh target/release/tcpdoctor
   bash tests/e2e/sysctl.sh target/release/tcpdoctor
   bash tests/e2e/watch.sh target/release/tcpdoctor
   bash tests/e2e/lab.sh target/release/tcpdoctor

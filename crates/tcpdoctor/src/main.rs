@@ -18,6 +18,7 @@ mod sweep;
 mod sysctl;
 mod target;
 mod tls;
+mod top;
 mod watch;
 use input::Input;
 use std::process::ExitCode;
@@ -93,6 +94,9 @@ enum Command {
     /// Live capture analysed as it happens: findings every interval, the full report at the end.
     #[command(after_help = watch::HELP)]
     Watch(watch::WatchArgs),
+    /// The kernel's own view per process from TCP tracepoints: bytes, RTT, windows, loss, resets.
+    #[command(after_help = top::HELP)]
+    Top(top::TopArgs),
     /// Shell completions for bash, zsh or fish, on standard output.
     #[command(after_help = COMPLETIONS_HELP)]
     Completions {
@@ -281,6 +285,7 @@ fn main() -> ExitCode {
         Command::Sockets(args) => sockets::run(&args),
         Command::Sysctl(args) => sysctl::run(&args),
         Command::Watch(args) => watch::run(&args),
+        Command::Top(args) => top::run(&args),
         Command::Completions { shell } => completions(shell),
         Command::Man { command, dir } => {
             use clap::CommandFactory;

@@ -986,6 +986,7 @@ fn one_manual_page_per_command_with_the_usual_sections() {
         "tcpdoctor-analyze",
         "tcpdoctor-watch",
         "tcpdoctor-sockets",
+        "tcpdoctor-top",
         "tcpdoctor-sysctl",
         "tcpdoctor-lab",
         "tcpdoctor-lab-run",

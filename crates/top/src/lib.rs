@@ -1,0 +1,516 @@
+#![recursion_limit = "256"]
+//! `tcpdoctor top`: the kernel's own view of TCP, per process, from its
+//! tracepoints. No packets are copied and no BPF program is compiled: each
+//! tracepoint is opened with `perf_event_open(PERF_TYPE_TRACEPOINT)` on every
+//! CPU, its raw records land in one mmap'd ring per CPU, and are decoded by
+//! the field offsets the tracepoint's `format` file gives at startup.
+//!
+//! - `format.rs` parses format files; `decode.rs` turns raw records into
+//!   events (addresses of either family, states, windows, bytes);
+//!   `record.rs` walks the ring's records (samples, lost counts).
+//! - `tracker.rs` (sans-IO) keeps connections and who owns them;
+//!   `findings.rs` names mechanisms in `analyze`'s vocabulary;
+//!   `text.rs` and `report.rs` render.
+//! - `sys.rs` holds every system call (perf, mmap, poll, mount): the crate's
+//!   only `unsafe` code.
+//!
+//! Samples the kernel drops because a ring is full are counted and shown
+//! every interval; a record that cannot be decoded is counted, never fatal.
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use rustc_hash::FxHashMap;
+
+pub mod decode;
+pub mod findings;
+pub mod format;
+pub mod metrics;
+pub mod record;
+pub mod report;
+mod sys;
+#[cfg(test)]
+mod tests;
+pub mod text;
+pub mod tracker;
+
+use decode::{Anomaly, Kind, Layout};
+use record::{Record, Records};
+pub use report::Setup;
+use tracker::{Filter, Final, Interval, ProcName, Stats, Tracker};
+
+/// What to trace.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub port: Option<u16>,
+    pub pid: Option<u32>,
+    pub interval: Duration,
+    pub duration: Option<Duration>,
+    /// Ring buffer pages per CPU (a power of two).
+    pub ring_pages: usize,
+    /// Rows per table in an interval.
+    pub top: usize,
+}
+
+/// One interval, ready to render.
+pub struct View<'a> {
+    pub interval: &'a Interval,
+    pub stats: &'a Stats,
+    /// Samples lost in this interval.
+    pub lost: u64,
+    pub secs: f64,
+    pub elapsed: f64,
+    names: &'a FxHashMap<u32, ProcName>,
+}
+
+impl View<'_> {
+    pub fn name(&self, pid: u32) -> Option<String> {
+        self.names.get(&pid).map(|n| n.command.clone())
+    }
+
+    pub fn text(&self) -> String {
+        text::interval(
+            self.interval,
+            self.secs,
+            self.elapsed,
+            self.stats,
+            self.lost,
+            &|p| self.name(p),
+        )
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        report::interval(self.interval, self.elapsed, self.stats, self.lost, &|p| {
+            self.name(p)
+        })
+    }
+}
+
+/// The end of a trace.
+pub struct Outcome {
+    pub report: Final,
+    pub setup: Setup,
+    /// CPU time this process used (user + system).
+    pub cpu: Duration,
+    /// Wall-clock time traced.
+    pub elapsed: Duration,
+}
+
+impl Outcome {
+    pub fn json(&self) -> serde_json::Value {
+        report::final_doc(
+            &self.report,
+            &self.setup,
+            self.cpu.as_secs_f64() * 1e3,
+            self.elapsed.as_secs_f64() * 1e3,
+        )
+    }
+
+    pub fn text(&self) -> String {
+        text::final_report(&self.report, self.elapsed.as_secs_f64())
+    }
+}
+
+/// Open tracepoints, enabled.
+pub struct Session {
+    config: Config,
+    rings: Vec<sys::Ring>,
+    /// Events writing into another event's ring (kept open).
+    others: Vec<sys::Event>,
+    layouts: FxHashMap<u32, Layout>,
+    pub setup: Setup,
+    tracker: Tracker,
+    lost_now: u64,
+}
+
+fn err(kind: io::ErrorKind, msg: String) -> io::Error {
+    io::Error::new(kind, msg)
+}
+
+/// Where tracefs is, mounting it if it is not.
+fn tracefs() -> io::Result<PathBuf> {
+    for dir in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
+        if Path::new(dir).join("events/tcp").is_dir() {
+            return Ok(PathBuf::from(dir));
+        }
+    }
+    sys::mount_tracefs().map_err(|e| {
+        err(
+            e.kind(),
+            format!(
+                "tracefs is not mounted and mounting it failed ({e}); as root: \
+                 mount -t tracefs nodev /sys/kernel/tracing"
+            ),
+        )
+    })?;
+    let dir = PathBuf::from("/sys/kernel/tracing");
+    if dir.join("events/tcp").is_dir() {
+        Ok(dir)
+    } else {
+        Err(err(
+            io::ErrorKind::NotFound,
+            "tracefs has no events/tcp: this kernel has no TCP tracepoints".into(),
+        ))
+    }
+}
+
+/// `0-3,5` → [0, 1, 2, 3, 5].
+pub fn parse_cpu_list(s: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                if let (Ok(a), Ok(b)) = (a.trim().parse::<u32>(), b.trim().parse::<u32>()) {
+                    if b >= a && b - a < 4096 {
+                        out.extend(a..=b);
+                    }
+                }
+            }
+            None => {
+                if let Ok(a) = part.trim().parse() {
+                    out.push(a);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The kernel-side filter of one tracepoint (ftrace filter syntax).
+pub fn kernel_filter(kind: Kind, layout: &Layout, port: Option<u16>) -> Option<String> {
+    let mut parts = Vec::new();
+    if matches!(kind, Kind::SendLength | Kind::RecvLength | Kind::SetState)
+        && layout.field(decode::Slot::Protocol).is_some()
+    {
+        parts.push("protocol == 6".to_string());
+    }
+    if let Some(p) = port {
+        if kind.has_ports(layout) {
+            parts.push(format!("(sport == {p} || dport == {p})"));
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join(" && "))
+}
+
+fn privilege_hint(e: &io::Error) -> String {
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "?".into());
+    format!(
+        "{e}: tracing every process's TCP needs root, or CAP_PERFMON (and CAP_SYS_ADMIN or \
+         CAP_BPF for tracepoints on older kernels), with kernel.perf_event_paranoid at {paranoid} \
+         (above 1 an unprivileged user cannot trace other processes; -1 allows all)"
+    )
+}
+
+impl Session {
+    /// Opens every tracepoint on every online CPU and enables them.
+    pub fn open(config: Config) -> io::Result<Session> {
+        let root = tracefs()?;
+        let cpus = std::fs::read_to_string("/sys/devices/system/cpu/online")
+            .map(|s| parse_cpu_list(&s))
+            .unwrap_or_default();
+        if cpus.is_empty() {
+            return Err(err(
+                io::ErrorKind::NotFound,
+                "cannot read the online CPUs (/sys/devices/system/cpu/online)".into(),
+            ));
+        }
+        let mut setup = Setup {
+            cpus: cpus.len() as u32,
+            ..Setup::default()
+        };
+        let mut layouts = FxHashMap::default();
+        let mut order = Vec::new();
+        for kind in Kind::ALL {
+            let (s, n) = kind.tracepoint();
+            let path = root.join("events").join(s).join(n).join("format");
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                setup.unavailable.push(kind.label());
+                continue;
+            };
+            let Some(layout) = Layout::new(kind, &format::Format::parse(&text)) else {
+                setup.unavailable.push(kind.label());
+                continue;
+            };
+            if !layout.missing.is_empty() {
+                setup.missing_fields.push(format!(
+                    "{}: {}",
+                    kind.label(),
+                    layout.missing.join(", ")
+                ));
+            }
+            setup.tracepoints.push(kind.label());
+            order.push(layout.id);
+            layouts.insert(layout.id, layout);
+        }
+        if order.is_empty() {
+            return Err(err(
+                io::ErrorKind::NotFound,
+                "none of the TCP tracepoints exist on this kernel".into(),
+            ));
+        }
+        let pages = config.ring_pages.max(1).next_power_of_two();
+        let page = 4096usize;
+        setup.ring_bytes_per_cpu = pages * page;
+        let wakeup = (pages * page / 4) as u32;
+        let mut rings = Vec::new();
+        let mut others = Vec::new();
+        let mut filter_notes = FxHashMap::default();
+        for &cpu in &cpus {
+            let mut ring: Option<sys::Ring> = None;
+            for id in &order {
+                let layout = &layouts[id];
+                let ev = sys::Event::open(*id, cpu, record::SAMPLE_TYPE, wakeup).map_err(|e| {
+                    let msg = if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) {
+                        privilege_hint(&e)
+                    } else {
+                        e.to_string()
+                    };
+                    err(
+                        e.kind(),
+                        format!(
+                            "perf_event_open {} on cpu {cpu}: {msg}",
+                            layout.kind.label()
+                        ),
+                    )
+                })?;
+                if let Some(f) = kernel_filter(layout.kind, layout, config.port) {
+                    let note = match ev.set_filter(&f) {
+                        Ok(()) => format!("{}: {f}", layout.kind.label()),
+                        Err(e) => format!(
+                            "{}: kernel refused `{f}` ({e}); filtered in user space",
+                            layout.kind.label()
+                        ),
+                    };
+                    filter_notes.insert(layout.kind, note);
+                }
+                match &ring {
+                    None => {
+                        ring = Some(sys::Ring::map(ev, pages).map_err(|e| {
+                            err(e.kind(), format!("mmap of the perf ring on cpu {cpu}: {e}"))
+                        })?)
+                    }
+                    Some(r) => {
+                        ev.set_output(r).map_err(|e| {
+                            err(
+                                e.kind(),
+                                format!("PERF_EVENT_IOC_SET_OUTPUT on cpu {cpu}: {e}"),
+                            )
+                        })?;
+                        others.push(ev);
+                    }
+                }
+            }
+            if let Some(r) = ring {
+                rings.push(r);
+            }
+        }
+        let mut notes: Vec<(Kind, String)> = filter_notes.into_iter().collect();
+        notes.sort();
+        setup.kernel_filters = notes.into_iter().map(|(_, n)| n).collect();
+        for r in &rings {
+            r.event().enable()?;
+        }
+        for e in &others {
+            e.enable()?;
+        }
+        let mut tracker = Tracker::new(Filter {
+            port: config.port,
+            pid: config.pid,
+        });
+        tracker.stats.max_sample_rate =
+            std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+                .ok()
+                .and_then(|s| s.trim().parse().ok());
+        Ok(Session {
+            config,
+            rings,
+            others,
+            layouts,
+            setup,
+            tracker,
+            lost_now: 0,
+        })
+    }
+
+    /// Reads every ring, decodes, feeds the tracker in time order.
+    fn drain(&mut self, buf: &mut Vec<u8>, batch: &mut Vec<(u64, u32, decode::Event)>) {
+        batch.clear();
+        for ring in &mut self.rings {
+            buf.clear();
+            ring.drain(buf);
+            let mut recs = Records::new(buf);
+            for rec in recs.by_ref() {
+                match rec {
+                    Record::Sample(s) => {
+                        let layout = decode::common_type(s.raw).and_then(|t| self.layouts.get(&t));
+                        let Some(layout) = layout else {
+                            self.tracker.stats.unknown_type += 1;
+                            continue;
+                        };
+                        match layout.decode(s.raw) {
+                            Ok(ev) => batch.push((s.time_ns, s.pid, ev)),
+                            Err(Anomaly::Truncated) => self.tracker.stats.truncated += 1,
+                            Err(Anomaly::Family) => self.tracker.stats.other_family += 1,
+                            Err(Anomaly::UnknownType) => self.tracker.stats.unknown_type += 1,
+                            Err(Anomaly::BadRecord) => self.tracker.stats.bad_records += 1,
+                        }
+                    }
+                    Record::Lost(n) => {
+                        self.tracker.stats.lost += n;
+                        self.lost_now += n;
+                    }
+                    Record::Malformed => self.tracker.stats.bad_records += 1,
+                    Record::Throttle => self.tracker.stats.throttled += 1,
+                    Record::Other(_) => {}
+                }
+            }
+            if recs.broken {
+                self.tracker.stats.bad_records += 1;
+            }
+        }
+        // Rings are per CPU: merge them into one timeline.
+        batch.sort_by_key(|(t, _, _)| *t);
+        for (t, pid, ev) in batch.drain(..) {
+            self.tracker.handle(t, pid, &ev);
+        }
+        for pid in self.tracker.take_unnamed() {
+            self.tracker.name(pid, proc_name(pid));
+        }
+    }
+
+    /// Owners of connections no socket call has named yet, from the socket
+    /// table of this network namespace (sock_diag + /proc/PID/fd).
+    fn look_up_owners(&mut self) {
+        let ownerless = self.tracker.ownerless();
+        if ownerless.is_empty() {
+            return;
+        }
+        let query = tcpdoctor_sockets::Query {
+            states: u32::MAX,
+            port: self.config.port,
+            pid: None,
+        };
+        let Ok(snap) = tcpdoctor_sockets::snapshot(&query) else {
+            return;
+        };
+        let mut by: FxHashMap<(SocketAddr, Option<SocketAddr>), u32> = FxHashMap::default();
+        for s in &snap.sockets {
+            let Some(p) = &s.process else { continue };
+            let remote = (s.remote.port() != 0).then_some(s.remote);
+            by.insert((s.local, remote), p.pid);
+            if remote.is_none() {
+                // A listener on 0.0.0.0 / :: serves every local address.
+                by.insert((SocketAddr::new(s.local.ip(), s.local.port()), None), p.pid);
+            }
+        }
+        for (sk, local, remote) in ownerless {
+            let pid = by.get(&(local, remote)).copied().or_else(|| {
+                remote.is_none().then(|| {
+                    snap.sockets.iter().find_map(|s| {
+                        (s.local.port() == local.port() && s.remote.port() == 0)
+                            .then(|| s.process.as_ref().map(|p| p.pid))
+                            .flatten()
+                    })
+                })?
+            });
+            if let Some(pid) = pid {
+                self.tracker.set_owner(sk, pid);
+            }
+        }
+        for pid in self.tracker.take_unnamed() {
+            self.tracker.name(pid, proc_name(pid));
+        }
+    }
+
+    /// Traces until `stop` is set or the duration ends, calling `each` every interval.
+    pub fn run(
+        mut self,
+        stop: &AtomicBool,
+        mut each: impl FnMut(&View<'_>) -> io::Result<()>,
+    ) -> io::Result<Outcome> {
+        sys::stop_on_sigterm();
+        let start = Instant::now();
+        let interval = self.config.interval.max(Duration::from_millis(100));
+        let mut next = start + interval;
+        let mut last = start;
+        let mut buf = Vec::with_capacity(1 << 20);
+        let mut batch = Vec::with_capacity(1 << 14);
+        loop {
+            let now = Instant::now();
+            let done = stop.load(Ordering::SeqCst)
+                || sys::SIGTERM.load(Ordering::SeqCst)
+                || self
+                    .config
+                    .duration
+                    .is_some_and(|d| now.duration_since(start) >= d);
+            if done {
+                break;
+            }
+            let until_tick = next.saturating_duration_since(now);
+            let until_end = self
+                .config
+                .duration
+                .map_or(until_tick, |d| (start + d).saturating_duration_since(now));
+            let wait = until_tick.min(until_end).min(Duration::from_millis(100));
+            sys::Ring::poll(&self.rings, wait.as_millis() as i32)?;
+            self.drain(&mut buf, &mut batch);
+            let now = Instant::now();
+            if now >= next {
+                self.look_up_owners();
+                let iv = self.tracker.interval(self.config.top);
+                let view = View {
+                    interval: &iv,
+                    stats: &self.tracker.stats,
+                    lost: self.lost_now,
+                    secs: now.duration_since(last).as_secs_f64(),
+                    elapsed: now.duration_since(start).as_secs_f64(),
+                    names: &self.tracker.names,
+                };
+                each(&view)?;
+                self.lost_now = 0;
+                last = now;
+                while next <= now {
+                    next += interval;
+                }
+            }
+        }
+        for r in &self.rings {
+            let _ = r.event().disable();
+        }
+        for e in &self.others {
+            let _ = e.disable();
+        }
+        self.drain(&mut buf, &mut batch);
+        self.look_up_owners();
+        let _ = self.tracker.interval(self.config.top);
+        Ok(Outcome {
+            report: self.tracker.finish(),
+            setup: self.setup,
+            cpu: sys::cpu_time(),
+            elapsed: start.elapsed(),
+        })
+    }
+}
+
+/// `/proc/PID/comm` and `cmdline` (empty once the process has exited).
+fn proc_name(pid: u32) -> ProcName {
+    let command = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|s| s.trim_end().to_string())
+        .unwrap_or_default();
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            let s: Vec<String> = b
+                .split(|&c| c == 0)
+                .filter(|p| !p.is_empty())
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .collect();
+            s.join(" ")
+        })
+        .unwrap_or_default();
+    ProcName { command, cmdline }
+}

@@ -1,0 +1,168 @@
+//! The JSON documents: one per interval, and the final report (schema 1,
+//! shaped like `analyze`'s: `connections`, `findings` with `kind`,
+//! `culprit`, evidence, explanation and fix).
+
+use serde_json::{json, Value};
+
+use crate::tracker::{Conn, Final, Interval, Role, Stats};
+
+fn ms(us: Option<u32>) -> Value {
+    us.map_or(Value::Null, |u| json!(f64::from(u) / 1000.0))
+}
+
+pub fn anomalies(s: &Stats) -> Value {
+    json!({
+        "truncated": s.truncated, "unknown_type": s.unknown_type, "throttled": s.throttled,
+        "other_family": s.other_family, "bad_records": s.bad_records,
+    })
+}
+
+/// One interval's document.
+pub fn interval(
+    iv: &Interval,
+    elapsed_s: f64,
+    stats: &Stats,
+    lost_now: u64,
+    names: &dyn Fn(u32) -> Option<String>,
+) -> Value {
+    let conns: Vec<Value> = iv
+        .connections
+        .iter()
+        .map(|c| {
+            json!({
+                "id": c.id, "pid": c.pid, "command": c.pid.and_then(names),
+                "local": c.local.map(|a| a.to_string()), "remote": c.remote.map(|a| a.to_string()),
+                "state": c.state, "closed": c.closed,
+                "interval": c.delta, "totals": c.totals,
+                "srtt_ms": ms(c.srtt_us), "srtt_min_ms": ms(c.srtt_min_us),
+                "cwnd": c.cwnd, "snd_wnd": c.snd_wnd, "rcv_wnd": c.rcv_wnd,
+                "rto_episodes": c.loss_episodes, "resets": c.resets,
+            })
+        })
+        .collect();
+    json!({
+        "type": "interval",
+        "elapsed_s": elapsed_s,
+        "events": stats.events,
+        "lost": lost_now,
+        "lost_total": stats.lost,
+        "anomalies": anomalies(stats),
+        "open_connections": iv.open,
+        "processes": iv.processes,
+        "connections": conns,
+    })
+}
+
+fn conn(c: &Conn, f: &Final) -> Value {
+    let role = c.role;
+    let (client, server) = match (role, c.local, c.remote) {
+        (Some(r), Some(l), Some(p)) if r != Role::Listener => {
+            if r.is_server() {
+                (Some(p), Some(l))
+            } else {
+                (Some(l), Some(p))
+            }
+        }
+        _ => (None, None),
+    };
+    let roles_from = match role {
+        Some(Role::Client | Role::Server | Role::Listener) => Some("handshake"),
+        Some(Role::ClientGuessed | Role::ServerGuessed) => Some("ports"),
+        None => None,
+    };
+    let end = c.closed_ns.unwrap_or(c.last_ns);
+    let mean = (c.totals.writes > 0).then(|| c.totals.sent as f64 / c.totals.writes as f64);
+    json!({
+        "id": c.id,
+        "local": c.local.map(|a| a.to_string()),
+        "remote": c.remote.map(|a| a.to_string()),
+        "client": client.map(|a| a.to_string()),
+        "server": server.map(|a| a.to_string()),
+        "role": role.map(|r| if r == Role::Listener { "listener" } else { r.name() }),
+        "roles_from": roles_from,
+        "pid": c.pid,
+        "command": c.pid.and_then(|p| f.names.get(&p)).map(|n| n.command.clone()).filter(|n| !n.is_empty()),
+        "owner_from": c.owner_source,
+        "state": c.state,
+        "closed": c.closed_ns.is_some(),
+        "duration_ms": end.saturating_sub(c.first_ns) as f64 / 1e6,
+        "bytes": {"sent": c.totals.sent, "received": c.totals.received, "acked": c.totals.acked},
+        "writes": {"count": c.totals.writes, "min": c.write_min, "max": (c.totals.writes > 0).then_some(c.write_max), "mean": mean},
+        "send_errors": c.send_errors,
+        "reads": c.totals.reads,
+        "segments_in": c.totals.segments_in,
+        "srtt_ms": ms(c.srtt_us), "srtt_min_ms": ms(c.srtt_min_us), "srtt_max_ms": ms(c.srtt_max_us),
+        "cwnd": c.cwnd, "ssthresh": c.ssthresh,
+        "snd_wnd": c.snd_wnd, "snd_wnd_min": c.snd_wnd_min,
+        "rcv_wnd": c.rcv_wnd, "rcv_wnd_min": c.rcv_wnd_min,
+        "retransmissions": c.totals.retransmits,
+        "rto_retransmissions": c.rto_retransmits,
+        "syn_retransmissions": c.syn_retransmits,
+        "synack_retransmissions": c.synack_retransmits,
+        "retransmit_errors": c.retransmit_errors,
+        "recovery_episodes": c.recovery_episodes,
+        "rto_episodes": c.loss_episodes,
+        "cwr_episodes": c.cwr_episodes,
+        "state_changes": c.state_changes,
+        "resets_sent": c.resets_sent,
+        "resets_received": c.resets_received,
+        "zero_window_segments": c.zero_window_segments,
+        "zero_window_ms": c.zero_window_ns as f64 / 1e6,
+        "window_bound_segments": c.window_bound_segments,
+        "in_flight_segments": c.in_flight_segments,
+    })
+}
+
+/// What the trace was made from (tracepoints, filters, what is missing).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Setup {
+    pub tracepoints: Vec<String>,
+    /// Tracepoints this kernel does not have (their counts stay 0).
+    pub unavailable: Vec<String>,
+    /// `tracepoint: field, field` this kernel's formats lack.
+    pub missing_fields: Vec<String>,
+    /// Filters the kernel runs, per tracepoint.
+    pub kernel_filters: Vec<String>,
+    pub cpus: u32,
+    pub ring_bytes_per_cpu: usize,
+}
+
+/// The final document.
+pub fn final_doc(f: &Final, setup: &Setup, cpu_ms: f64, elapsed_ms: f64) -> Value {
+    let conns: Vec<Value> = f.connections.iter().map(|c| conn(c, f)).collect();
+    let s = &f.stats;
+    json!({
+        "schema": 1,
+        "trace": {
+            "events": s.events,
+            "lost": s.lost,
+            "duration_ms": elapsed_ms,
+            "events_span_ms": f.duration_ns as f64 / 1e6,
+            "connections": s.connections_seen,
+            "connections_unlisted": s.connections_unlisted,
+            "processes": f.processes.len(),
+            "anomalies": anomalies(s),
+            "unmatched_sockets": s.unmatched,
+            "tracepoints": setup.tracepoints,
+            "unavailable": setup.unavailable,
+            "missing_fields": setup.missing_fields,
+            "kernel_filters": setup.kernel_filters,
+            "cpus": setup.cpus,
+            "ring_bytes_per_cpu": setup.ring_bytes_per_cpu,
+            "cpu_time_ms": cpu_ms,
+            "notes": s.notes(),
+        },
+        "system": {
+            "rcvqueue_full": s.rcvqueue_full,
+            "exceed_buf_limit_send": s.exceed_buf_limit_send,
+            "exceed_buf_limit_receive": s.exceed_buf_limit_receive,
+            "resets_without_socket": s.resets_without_socket,
+        },
+        "processes": f.processes,
+        "connections": conns,
+        "findings": f.findings,
+        "not_judged": [
+            {"kind": "nagle_delayed_ack", "reason": "needs the time each segment leaves and the MSS; no transmit tracepoint carries them (use `tcpdoctor watch` or `sockets`)"}
+        ],
+    })
+}

@@ -1,0 +1,1033 @@
+//! Format files copied from a 6.18 kernel, raw records built from them, and
+//! synthetic event sequences through the tracker and the findings.
+
+use std::net::SocketAddr;
+
+use crate::decode::{ca, state, Anomaly, Detail, Event, Io, Kind, Layout, Probe};
+use crate::findings::FindingKind;
+use crate::format::Format;
+use crate::record::{Record, Records, RECORD_LOST, RECORD_SAMPLE};
+use crate::tracker::{Filter, ProcName, Tracker};
+
+const TCP_PROBE: &str = include_str!("testdata/tcp_probe.format");
+const RETRANSMIT: &str = include_str!("testdata/tcp_retransmit_skb.format");
+const CONG: &str = include_str!("testdata/tcp_cong_state_set.format");
+const SEND_RESET: &str = include_str!("testdata/tcp_send_reset.format");
+const SET_STATE: &str = include_str!("testdata/inet_sock_set_state.format");
+const SEND_LENGTH: &str = include_str!("testdata/sock_send_length.format");
+const EXCEED: &str = include_str!("testdata/sock_exceed_buf_limit.format");
+
+fn layout(kind: Kind, text: &str) -> Layout {
+    Layout::new(kind, &Format::parse(text)).expect("a layout")
+}
+
+// ---- format files ----
+
+#[test]
+fn format_of_tcp_probe_gives_offsets_sizes_and_id() {
+    let f = Format::parse(TCP_PROBE);
+    assert_eq!(f.name, "tcp_probe");
+    assert_eq!(f.id, Some(2273));
+    let saddr = f.field("saddr").expect("saddr");
+    assert_eq!((saddr.offset, saddr.size, saddr.signed), (8, 28, false));
+    assert_eq!(saddr.decl, "__u8 saddr[28]");
+    let cookie = f.field("sock_cookie").expect("sock_cookie");
+    assert_eq!((cookie.offset, cookie.size), (112, 8));
+    let sk = f.field("skaddr").expect("skaddr");
+    assert_eq!((sk.offset, sk.size), (128, 8));
+    let pid = f.field("common_pid").expect("common_pid");
+    assert!(pid.signed);
+    assert_eq!(f.fields.len(), 4 + 17);
+}
+
+#[test]
+fn format_arrays_enums_and_longs_are_named_by_their_last_word() {
+    let f = Format::parse(EXCEED);
+    assert_eq!(f.field("name").map(|x| (x.offset, x.size)), Some((8, 32)));
+    assert_eq!(f.field("sysctl_mem").map(|x| x.size), Some(24));
+    assert_eq!(f.field("kind").map(|x| x.offset), Some(92));
+    let r = Format::parse(SEND_RESET);
+    assert_eq!(
+        r.field("reason").map(|x| (x.offset, x.decl.as_str())),
+        Some((28, "enum sk_rst_reason reason"))
+    );
+    let s = Format::parse(SET_STATE);
+    assert_eq!(
+        s.field("saddr_v6").map(|x| (x.offset, x.size)),
+        Some((40, 16))
+    );
+}
+
+#[test]
+fn format_lines_without_an_offset_are_left_out_not_guessed() {
+    let f = Format::parse("name: x\nID: 7\nformat:\n\tfield:int a;\tsize:4;\tsigned:1;\n\tfield:int b;\toffset:8;\tsize:4;\tsigned:1;\n\tfield:__data_loc char[] msg;\toffset:12;\tsize:4;\tsigned:0;\n");
+    assert_eq!(f.id, Some(7));
+    assert!(f.field("a").is_none());
+    assert_eq!(f.field("b").map(|x| x.offset), Some(8));
+    assert!(f.field("msg").is_some_and(|m| m.dynamic));
+}
+
+#[test]
+fn a_field_missing_on_this_kernel_is_reported_and_reads_none() {
+    // tcp_probe as older kernels had it: no srtt, no snd_wnd.
+    let old: String = TCP_PROBE
+        .lines()
+        .filter(|l| !l.contains(" srtt;") && !l.contains(" snd_wnd;"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let l = layout(Kind::Probe, &old);
+    assert_eq!(l.missing, vec!["snd_wnd", "srtt"]);
+    let raw = probe_raw(&l, [10, 0, 0, 1], 80, [10, 0, 0, 2], 5555, 1000, 2000, 50);
+    let ev = l.decode(&raw).expect("decodes");
+    let Detail::Probe(p) = ev.detail else {
+        panic!("a probe")
+    };
+    assert_eq!((p.srtt_us, p.snd_wnd, p.cwnd), (None, None, Some(10)));
+}
+
+// ---- raw records ----
+
+fn put(raw: &mut [u8], l: &Layout, name: &str, v: u64, text: &str) {
+    let f = Format::parse(text);
+    let field = f
+        .field(name)
+        .unwrap_or_else(|| panic!("{name} in {}", l.kind.label()));
+    let b = v.to_ne_bytes();
+    raw[field.offset..field.offset + field.size].copy_from_slice(&b[..field.size]);
+}
+
+fn sockaddr4(ip: [u8; 4], port: u16) -> [u8; 28] {
+    let mut s = [0u8; 28];
+    s[..2].copy_from_slice(&2u16.to_ne_bytes());
+    s[2..4].copy_from_slice(&port.to_be_bytes());
+    s[4..8].copy_from_slice(&ip);
+    s
+}
+
+#[allow(clippy::too_many_arguments)]
+fn probe_raw(
+    l: &Layout,
+    s: [u8; 4],
+    sp: u16,
+    d: [u8; 4],
+    dp: u16,
+    una: u32,
+    nxt: u32,
+    wnd: u32,
+) -> Vec<u8> {
+    let f = Format::parse(TCP_PROBE);
+    let len = f
+        .fields
+        .iter()
+        .map(|x| x.offset + x.size)
+        .max()
+        .unwrap_or(0);
+    let mut raw = vec![0u8; len];
+    put(&mut raw, l, "common_type", u64::from(l.id), TCP_PROBE);
+    raw[8..36].copy_from_slice(&sockaddr4(s, sp));
+    raw[36..64].copy_from_slice(&sockaddr4(d, dp));
+    put(&mut raw, l, "sport", u64::from(sp), TCP_PROBE);
+    put(&mut raw, l, "dport", u64::from(dp), TCP_PROBE);
+    put(&mut raw, l, "family", 2, TCP_PROBE);
+    put(&mut raw, l, "snd_una", u64::from(una), TCP_PROBE);
+    put(&mut raw, l, "snd_nxt", u64::from(nxt), TCP_PROBE);
+    put(&mut raw, l, "snd_cwnd", 10, TCP_PROBE);
+    if Format::parse(TCP_PROBE).field("snd_wnd").is_some()
+        && l.field(crate::decode::Slot::SndWnd).is_some()
+    {
+        put(&mut raw, l, "snd_wnd", u64::from(wnd), TCP_PROBE);
+        put(&mut raw, l, "srtt", 250, TCP_PROBE);
+    }
+    put(&mut raw, l, "rcv_wnd", 65535, TCP_PROBE);
+    put(&mut raw, l, "skaddr", 0xffff_8880_1234_5678, TCP_PROBE);
+    raw
+}
+
+fn sa(s: &str) -> SocketAddr {
+    s.parse().expect("an address")
+}
+
+#[test]
+fn tcp_probe_decodes_sockaddr_addresses_ports_and_windows() {
+    let l = layout(Kind::Probe, TCP_PROBE);
+    assert!(l.missing.is_empty(), "{:?}", l.missing);
+    let raw = probe_raw(
+        &l,
+        [10, 0, 0, 1],
+        80,
+        [10, 0, 0, 2],
+        40000,
+        1000,
+        3896,
+        65536,
+    );
+    let ev = l.decode(&raw).expect("decodes");
+    assert_eq!(ev.sk, 0xffff_8880_1234_5678);
+    assert_eq!(ev.tuple, Some((sa("10.0.0.1:80"), sa("10.0.0.2:40000"))));
+    let Detail::Probe(p) = ev.detail else {
+        panic!("a probe")
+    };
+    assert_eq!(p.snd_una, Some(1000));
+    assert_eq!(p.snd_nxt, Some(3896));
+    assert_eq!(p.snd_wnd, Some(65536));
+    assert_eq!(p.srtt_us, Some(250));
+    assert_eq!(p.cwnd, Some(10));
+}
+
+#[test]
+fn a_truncated_record_is_an_anomaly_not_a_panic() {
+    let l = layout(Kind::Probe, TCP_PROBE);
+    let raw = probe_raw(&l, [10, 0, 0, 1], 80, [10, 0, 0, 2], 40000, 1, 2, 3);
+    for cut in 0..raw.len() {
+        let r = l.decode(&raw[..cut]);
+        assert_eq!(r, Err(Anomaly::Truncated), "cut at {cut}");
+    }
+    assert!(l.decode(&raw).is_ok());
+}
+
+fn retransmit_raw(l: &Layout, family: u16, s6: [u8; 16], d6: [u8; 16], st: i32) -> Vec<u8> {
+    let mut raw = vec![0u8; 80];
+    put(&mut raw, l, "common_type", u64::from(l.id), RETRANSMIT);
+    put(&mut raw, l, "skaddr", 0x1000, RETRANSMIT);
+    put(&mut raw, l, "state", st as u32 as u64, RETRANSMIT);
+    put(&mut raw, l, "sport", 443, RETRANSMIT);
+    put(&mut raw, l, "dport", 51000, RETRANSMIT);
+    put(&mut raw, l, "family", u64::from(family), RETRANSMIT);
+    raw[34..38].copy_from_slice(&[192, 0, 2, 1]);
+    raw[38..42].copy_from_slice(&[192, 0, 2, 2]);
+    raw[42..58].copy_from_slice(&s6);
+    raw[58..74].copy_from_slice(&d6);
+    raw
+}
+
+#[test]
+fn retransmit_decodes_ipv4_ipv6_and_v4_mapped() {
+    let l = layout(Kind::Retransmit, RETRANSMIT);
+    let v6a: [u8; 16] = "2001:db8::1"
+        .parse::<std::net::Ipv6Addr>()
+        .expect("v6")
+        .octets();
+    let v6b: [u8; 16] = "2001:db8::2"
+        .parse::<std::net::Ipv6Addr>()
+        .expect("v6")
+        .octets();
+    let ev = l.decode(&retransmit_raw(&l, 2, v6a, v6b, 1)).expect("v4");
+    assert_eq!(ev.tuple, Some((sa("192.0.2.1:443"), sa("192.0.2.2:51000"))));
+    assert_eq!(
+        ev.detail,
+        Detail::Retransmit {
+            state: Some(1),
+            err: 0
+        }
+    );
+    let ev = l.decode(&retransmit_raw(&l, 10, v6a, v6b, 2)).expect("v6");
+    assert_eq!(
+        ev.tuple,
+        Some((sa("[2001:db8::1]:443"), sa("[2001:db8::2]:51000")))
+    );
+    let mapped: [u8; 16] = "::ffff:198.51.100.7"
+        .parse::<std::net::Ipv6Addr>()
+        .expect("v6")
+        .octets();
+    let ev = l
+        .decode(&retransmit_raw(&l, 10, mapped, v6b, 1))
+        .expect("mapped");
+    assert_eq!(ev.tuple.map(|t| t.0), Some(sa("198.51.100.7:443")));
+    assert_eq!(
+        l.decode(&retransmit_raw(&l, 1, v6a, v6b, 1)),
+        Err(Anomaly::Family)
+    );
+}
+
+#[test]
+fn send_length_signs_and_peeks() {
+    let l = layout(Kind::SendLength, SEND_LENGTH);
+    let mut raw = vec![0u8; 28];
+    put(&mut raw, &l, "sk", 0x2000, SEND_LENGTH);
+    put(&mut raw, &l, "family", 10, SEND_LENGTH);
+    put(&mut raw, &l, "protocol", 6, SEND_LENGTH);
+    put(&mut raw, &l, "ret", (-11i32) as u32 as u64, SEND_LENGTH);
+    let ev = l.decode(&raw).expect("decodes");
+    let Detail::Send(io) = ev.detail else {
+        panic!("send")
+    };
+    assert_eq!(io.ret, -11);
+    assert_eq!(io.bytes(), 0);
+    assert!(io.is_tcp());
+    assert_eq!(ev.tuple, None);
+    let peek = Io {
+        ret: 100,
+        flags: 2,
+        family: Some(2),
+        protocol: Some(6),
+    };
+    assert_eq!(peek.bytes(), 0);
+    let udp = Io {
+        ret: 100,
+        flags: 0,
+        family: Some(2),
+        protocol: Some(17),
+    };
+    assert!(!udp.is_tcp());
+}
+
+#[test]
+fn send_reset_takes_addresses_from_its_sockaddrs() {
+    let l = layout(Kind::SendReset, SEND_RESET);
+    let mut raw = vec![0u8; 88];
+    put(&mut raw, &l, "skaddr", 0x3000, SEND_RESET);
+    put(&mut raw, &l, "state", 1, SEND_RESET);
+    raw[32..60].copy_from_slice(&sockaddr4([10, 1, 1, 1], 8080));
+    raw[60..88].copy_from_slice(&sockaddr4([10, 1, 1, 2], 33000));
+    let ev = l.decode(&raw).expect("decodes");
+    assert_eq!(ev.tuple, Some((sa("10.1.1.1:8080"), sa("10.1.1.2:33000"))));
+}
+
+#[test]
+fn ring_records_samples_lost_and_a_broken_size() {
+    let mut b = Vec::new();
+    // sample: header, pid, tid, time, cpu, res, size, raw (4 bytes), pad to 8.
+    let raw = [1u8, 2, 3, 4];
+    let body = 4 + 4 + 8 + 4 + 4 + 4 + raw.len();
+    let size = (8 + body).div_ceil(8) * 8;
+    b.extend_from_slice(&RECORD_SAMPLE.to_ne_bytes());
+    b.extend_from_slice(&0u16.to_ne_bytes());
+    b.extend_from_slice(&(size as u16).to_ne_bytes());
+    b.extend_from_slice(&42u32.to_ne_bytes());
+    b.extend_from_slice(&43u32.to_ne_bytes());
+    b.extend_from_slice(&1_000u64.to_ne_bytes());
+    b.extend_from_slice(&1u32.to_ne_bytes());
+    b.extend_from_slice(&0u32.to_ne_bytes());
+    b.extend_from_slice(&(raw.len() as u32).to_ne_bytes());
+    b.extend_from_slice(&raw);
+    b.resize(size, 0);
+    // lost: header, id, lost.
+    b.extend_from_slice(&RECORD_LOST.to_ne_bytes());
+    b.extend_from_slice(&0u16.to_ne_bytes());
+    b.extend_from_slice(&24u16.to_ne_bytes());
+    b.extend_from_slice(&7u64.to_ne_bytes());
+    b.extend_from_slice(&5u64.to_ne_bytes());
+    let recs: Vec<Record<'_>> = Records::new(&b).collect();
+    assert_eq!(recs.len(), 2);
+    let Record::Sample(s) = recs[0] else {
+        panic!("a sample")
+    };
+    assert_eq!(
+        (s.pid, s.tid, s.time_ns, s.cpu, s.raw),
+        (42, 43, 1000, 1, &raw[..])
+    );
+    assert_eq!(recs[1], Record::Lost(5));
+    // A size past the end stops the walk and says so.
+    let mut bad = b.clone();
+    bad[6..8].copy_from_slice(&4000u16.to_ne_bytes());
+    let mut it = Records::new(&bad);
+    assert_eq!(it.next(), None);
+    assert!(it.broken);
+    // A sample whose raw size overruns its record is malformed, not a panic.
+    let mut over = b.clone();
+    over[32..36].copy_from_slice(&1000u32.to_ne_bytes());
+    assert_eq!(Records::new(&over).next(), Some(Record::Malformed));
+}
+
+// ---- tracker and findings ----
+
+const SK: u64 = 0xabc0;
+const PEER_SK: u64 = 0xdef0;
+const SOFTIRQ: u8 = 0x10;
+
+fn ev(kind: Kind, sk: u64, tuple: Option<(&str, &str)>, flags: u8, detail: Detail) -> Event {
+    Event {
+        kind,
+        flags,
+        sk,
+        tuple: tuple.map(|(l, r)| (sa(l), sa(r))),
+        detail,
+    }
+}
+
+const SERVER: (&str, &str) = ("10.0.0.1:80", "10.0.0.2:40000");
+
+fn accepted(t: &mut Tracker, now: u64) {
+    t.handle(
+        now,
+        0,
+        &ev(
+            Kind::SetState,
+            SK,
+            Some(SERVER),
+            SOFTIRQ,
+            Detail::SetState {
+                old: state::LISTEN,
+                new: state::SYN_RECV,
+                protocol: Some(6),
+            },
+        ),
+    );
+    t.handle(
+        now + 1,
+        0,
+        &ev(
+            Kind::SetState,
+            SK,
+            Some(SERVER),
+            SOFTIRQ,
+            Detail::SetState {
+                old: state::SYN_RECV,
+                new: state::ESTABLISHED,
+                protocol: Some(6),
+            },
+        ),
+    );
+}
+
+fn send(n: i32) -> Detail {
+    Detail::Send(Io {
+        ret: n,
+        flags: 0,
+        family: Some(2),
+        protocol: Some(6),
+    })
+}
+
+fn probe(una: u32, nxt: u32, wnd: u32) -> Detail {
+    Detail::Probe(Probe {
+        snd_una: Some(una),
+        snd_nxt: Some(nxt),
+        snd_wnd: Some(wnd),
+        srtt_us: Some(300),
+        cwnd: Some(10),
+        rcv_wnd: Some(65535),
+        ssthresh: None,
+        data_len: Some(0),
+    })
+}
+
+#[test]
+fn softirq_events_are_charged_to_the_process_that_wrote() {
+    let mut t = Tracker::new(Filter::default());
+    accepted(&mut t, 1);
+    // A segment in softirq while pid 999 happened to run: not the owner.
+    t.handle(
+        5,
+        999,
+        &ev(
+            Kind::Probe,
+            SK,
+            Some(SERVER),
+            SOFTIRQ,
+            probe(100, 100, 65535),
+        ),
+    );
+    t.handle(10, 4242, &ev(Kind::SendLength, SK, None, 0, send(1000)));
+    t.handle(11, 4242, &ev(Kind::SendLength, SK, None, 0, send(500)));
+    t.handle(
+        20,
+        999,
+        &ev(
+            Kind::Probe,
+            SK,
+            Some(SERVER),
+            SOFTIRQ,
+            probe(1600, 1600, 65535),
+        ),
+    );
+    t.handle(
+        21,
+        999,
+        &ev(
+            Kind::Retransmit,
+            SK,
+            Some(SERVER),
+            SOFTIRQ,
+            Detail::Retransmit {
+                state: Some(1),
+                err: 0,
+            },
+        ),
+    );
+    assert_eq!(t.take_unnamed(), vec![4242]);
+    t.name(
+        4242,
+        ProcName {
+            command: "nginx".into(),
+            cmdline: "nginx: worker process".into(),
+        },
+    );
+    let f = t.finish();
+    assert_eq!(f.connections.len(), 1);
+    let c = &f.connections[0];
+    assert_eq!(c.pid, Some(4242));
+    assert_eq!(
+        (c.totals.sent, c.totals.writes, c.totals.acked),
+        (1500, 2, 1500)
+    );
+    assert_eq!(c.write_min, Some(500));
+    assert_eq!(c.role.map(|r| r.name()), Some("server"));
+    let loss = f
+        .findings
+        .iter()
+        .find(|x| x.kind == FindingKind::PacketLoss)
+        .expect("packet_loss");
+    assert_eq!(
+        loss.process.as_ref().map(|p| (p.pid, p.command.as_deref())),
+        Some((4242, Some("nginx")))
+    );
+    assert_eq!(loss.culprit.role, "network");
+    assert_eq!(loss.culprit.endpoint, "10.0.0.1:80");
+    assert!(
+        loss.explanation.contains("nginx (pid 4242)"),
+        "{}",
+        loss.explanation
+    );
+}
+
+#[test]
+fn a_clean_connection_has_no_findings() {
+    let mut t = Tracker::new(Filter::default());
+    accepted(&mut t, 1);
+    t.handle(10, 7, &ev(Kind::SendLength, SK, None, 0, send(100)));
+    for i in 0..50u32 {
+        t.handle(
+            20 + u64::from(i),
+            0,
+            &ev(
+                Kind::Probe,
+                SK,
+                Some(SERVER),
+                SOFTIRQ,
+                probe(i * 100, i * 100 + 100, 1 << 20),
+            ),
+        );
+    }
+    let f = t.finish();
+    assert!(f.findings.is_empty(), "{:?}", f.findings);
+}
+
+#[test]
+fn rto_is_told_from_fast_retransmit_by_the_congestion_state() {
+    let mut t = Tracker::new(Filter::default());
+    accepted(&mut t, 1);
+    t.handle(10, 7, &ev(Kind::SendLength, SK, None, 0, send(100_000)));
+    let cong = |s| {
+        ev(
+            Kind::CongState,
+            SK,
+            Some(SERVER),
+            SOFTIRQ,
+            Detail::CongState(Some(s)),
+        )
+    };
+    let rtx = ev(
+        Kind::Retransmit,
+        SK,
+        Some(SERVER),
+        SOFTIRQ,
+        Detail::Retransmit {
+            state: Some(1),
+            err: 0,
+        },
+    );
+    t.handle(20, 0, &cong(ca::RECOVERY));
+    t.handle(21, 0, &rtx);
+    t.handle(22, 0, &cong(ca::OPEN));
+    t.handle(30, 0, &cong(ca::LOSS));
+    t.handle(31, 0, &rtx);
+    t.handle(32, 0, &rtx);
+    t.handle(33, 0, &cong(ca::OPEN));
+    let f = t.finish();
+    let kinds: Vec<FindingKind> = f.findings.iter().map(|x| x.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![FindingKind::RetransmissionTimeout, FindingKind::PacketLoss]
+    );
+    let rto = &f.findings[0];
+    assert_eq!(rto.occurrences, 1);
+    assert_eq!(rto.details.get("retransmissions"), Some(&2));
+    assert_eq!(f.findings[1].details.get("retransmissions"), Some(&1));
+}
+
+#[test]
+fn zero_window_blames_the_reader_at_the_other_end() {
+    let mut t = Tracker::new(Filter::default());
+    accepted(&mut t, 1);
+    t.handle(2, 7, &ev(Kind::SendLength, SK, None, 0, send(1_000_000)));
+    // The client's socket, same host: its owner reads (slowly).
+    let client = ("10.0.0.2:40000", "10.0.0.1:80");
+    t.handle(
+        3,
+        8,
+        &ev(
+            Kind::SetState,
+            PEER_SK,
+            Some(client),
+            0,
+            Detail::SetState {
+                old: state::CLOSE,
+                new: state::SYN_SENT,
+                protocol: Some(6),
+            },
+        ),
+    );
+    // A blink of zero window (the reader keeping pace): no finding.
+    t.handle(
+        50,
+        0,
+        &ev(Kind::Probe, SK, Some(SERVER), SOFTIRQ, probe(1000, 5000, 0)),
+    );
+    t.handle(
+        60,
+        0,
+        &ev(
+            Kind::Probe,
+            SK,
+            Some(SERVER),
+            SOFTIRQ,
+            probe(1000, 5000, 65535),
+        ),
+    );
+    let mut blink = Tracker::new(Filter::default());
+    std::mem::swap(&mut blink, &mut t);
+    assert!(blink
+        .finish()
+        .findings
+        .iter()
+        .all(|x| x.kind != FindingKind::ZeroWindow));
+    accepted(&mut t, 1);
+    t.handle(2, 7, &ev(Kind::SendLength, SK, None, 0, send(1_000_000)));
+    t.handle(
+        3,
+        8,
+        &ev(
+            Kind::SetState,
+            PEER_SK,
+            Some(client),
+            0,
+            Detail::SetState {
+                old: state::CLOSE,
+                new: state::SYN_SENT,
+                protocol: Some(6),
+            },
+        ),
+    );
+    // 25 ms at window 0, then open.
+    t.handle(
+        50_000_000,
+        0,
+        &ev(Kind::Probe, SK, Some(SERVER), SOFTIRQ, probe(1000, 5000, 0)),
+    );
+    t.handle(
+        75_000_000,
+        0,
+        &ev(Kind::Probe, SK, Some(SERVER), SOFTIRQ, probe(1000, 5000, 0)),
+    );
+    t.handle(
+        75_100_000,
+        0,
+        &ev(
+            Kind::Probe,
+            SK,
+            Some(SERVER),
+            SOFTIRQ,
+            probe(1000, 5000, 65535),
+        ),
+    );
+    let f = t.finish();
+    let z = f
+        .findings
+        .iter()
+        .find(|x| x.kind == FindingKind::ZeroWindow)
+        .expect("zero_window");
+    assert_eq!(z.culprit.endpoint, "10.0.0.2:40000");
+    assert_eq!(z.culprit.role, "client");
+    assert_eq!(z.process.as_ref().map(|p| p.pid), Some(8));
+    assert_eq!(z.occurrences, 2);
+    assert_eq!(z.details.get("stalled_us"), Some(&25_000));
+}
+
+#[test]
+fn window_bound_sender_makes_receive_window_limited_only_past_thresholds() {
+    for (bound, expect) in [(9u32, false), (30, true)] {
+        let mut t = Tracker::new(Filter::default());
+        accepted(&mut t, 1);
+        t.handle(2, 7, &ev(Kind::SendLength, SK, None, 0, send(1_000_000)));
+        for i in 0..bound {
+            t.handle(
+                10 + u64::from(i),
+                0,
+                &ev(
+                    Kind::Probe,
+                    SK,
+                    Some(SERVER),
+                    SOFTIRQ,
+                    probe(i * 4000, i * 4000 + 3900, 4096),
+                ),
+            );
+        }
+        let f = t.finish();
+        let hit = f
+            .findings
+            .iter()
+            .any(|x| x.kind == FindingKind::ReceiveWindowLimited);
+        assert_eq!(hit, expect, "{bound} window-bound segments");
+    }
+}
+
+#[test]
+fn resets_name_who_sent_them() {
+    let mut t = Tracker::new(Filter::default());
+    accepted(&mut t, 1);
+    t.handle(
+        2,
+        7,
+        &ev(
+            Kind::RecvLength,
+            SK,
+            None,
+            0,
+            Detail::Recv(Io {
+                ret: 10,
+                flags: 0,
+                family: Some(2),
+                protocol: Some(6),
+            }),
+        ),
+    );
+    t.handle(
+        3,
+        7,
+        &ev(
+            Kind::SendReset,
+            SK,
+            Some(SERVER),
+            0,
+            Detail::SendReset { state: Some(1) },
+        ),
+    );
+    let f = t.finish();
+    let r = f
+        .findings
+        .iter()
+        .find(|x| x.kind == FindingKind::ConnectionReset)
+        .expect("reset");
+    assert_eq!(
+        (r.culprit.endpoint.as_str(), r.culprit.role),
+        ("10.0.0.1:80", "server")
+    );
+    assert_eq!(r.process.as_ref().map(|p| p.pid), Some(7));
+}
+
+#[test]
+fn port_filter_drops_other_sockets_and_their_unaddressed_writes() {
+    let mut t = Tracker::new(Filter {
+        port: Some(80),
+        pid: None,
+    });
+    accepted(&mut t, 1);
+    t.handle(2, 7, &ev(Kind::SendLength, SK, None, 0, send(10)));
+    // Another socket: learns its (non-matching) address, then is forgotten.
+    t.handle(3, 9, &ev(Kind::SendLength, 0x5555, None, 0, send(10)));
+    t.handle(
+        4,
+        0,
+        &ev(
+            Kind::Probe,
+            0x5555,
+            Some(("10.0.0.1:22", "10.0.0.3:5000")),
+            SOFTIRQ,
+            probe(1, 1, 1),
+        ),
+    );
+    // A third never gets an address.
+    t.handle(5, 9, &ev(Kind::SendLength, 0x6666, None, 0, send(10)));
+    let f = t.finish();
+    assert_eq!(f.connections.len(), 1);
+    assert_eq!(f.connections[0].local, Some(sa("10.0.0.1:80")));
+    assert_eq!(f.stats.unmatched, 1);
+}
+
+#[test]
+fn closed_connections_are_reported_once_then_retired() {
+    let mut t = Tracker::new(Filter::default());
+    accepted(&mut t, 1);
+    t.handle(2, 7, &ev(Kind::SendLength, SK, None, 0, send(10)));
+    t.handle(
+        3,
+        7,
+        &ev(
+            Kind::SetState,
+            SK,
+            Some(SERVER),
+            0,
+            Detail::SetState {
+                old: state::ESTABLISHED,
+                new: state::CLOSE,
+                protocol: Some(6),
+            },
+        ),
+    );
+    let iv = t.interval(10);
+    assert_eq!(iv.connections.len(), 1);
+    assert!(iv.connections[0].closed);
+    // Its destroy arrives after it was retired: no ghost connection.
+    t.handle(
+        4,
+        0,
+        &ev(Kind::Destroy, SK, Some(SERVER), SOFTIRQ, Detail::Destroy),
+    );
+    let iv = t.interval(10);
+    assert!(iv.connections.is_empty());
+    assert_eq!(iv.open, 0);
+    let f = t.finish();
+    assert_eq!(f.connections.len(), 1);
+    assert_eq!(f.processes.len(), 1);
+    assert_eq!(f.processes[0].totals.sent, 10);
+}
+
+#[test]
+fn interval_deltas_count_each_byte_once() {
+    let mut t = Tracker::new(Filter::default());
+    accepted(&mut t, 1);
+    t.handle(2, 7, &ev(Kind::SendLength, SK, None, 0, send(100)));
+    assert_eq!(t.interval(10).processes[0].delta.sent, 100);
+    t.handle(3, 7, &ev(Kind::SendLength, SK, None, 0, send(50)));
+    assert_eq!(t.interval(10).processes[0].delta.sent, 50);
+    assert_eq!(t.interval(10).processes[0].delta.sent, 0);
+}
+
+#[test]
+fn syn_retries_of_a_client_are_syn_retransmit() {
+    let mut t = Tracker::new(Filter::default());
+    let c = ("10.0.0.2:40000", "10.0.0.1:80");
+    t.handle(
+        1,
+        8,
+        &ev(
+            Kind::SetState,
+            SK,
+            Some(c),
+            0,
+            Detail::SetState {
+                old: state::CLOSE,
+                new: state::SYN_SENT,
+                protocol: Some(6),
+            },
+        ),
+    );
+    t.handle(
+        1_000_000_000,
+        0,
+        &ev(
+            Kind::Retransmit,
+            SK,
+            Some(c),
+            SOFTIRQ,
+            Detail::Retransmit {
+                state: Some(state::SYN_SENT),
+                err: 0,
+            },
+        ),
+    );
+    let f = t.finish();
+    assert_eq!(f.findings.len(), 1);
+    assert_eq!(f.findings[0].kind, FindingKind::SynRetransmit);
+    assert_eq!(f.findings[0].culprit.endpoint, "10.0.0.1:80");
+    assert_eq!(f.findings[0].process.as_ref().map(|p| p.pid), Some(8));
+}
+
+proptest::proptest! {
+    #[test]
+    fn arbitrary_raw_bytes_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
+        for (k, text) in [(Kind::Probe, TCP_PROBE), (Kind::Retransmit, RETRANSMIT), (Kind::CongState, CONG), (Kind::SendReset, SEND_RESET), (Kind::SetState, SET_STATE), (Kind::SendLength, SEND_LENGTH), (Kind::ExceedBufLimit, EXCEED)] {
+            let l = layout(k, text);
+            if let Ok(e) = l.decode(&bytes) {
+                let mut t = Tracker::new(Filter::default());
+                t.handle(1, 1, &e);
+                let _ = t.interval(5);
+                let _ = t.finish();
+            }
+        }
+        for r in Records::new(&bytes) {
+            let _ = r;
+        }
+    }
+}
+
+#[test]
+fn a_socket_address_reused_after_destroy_is_a_new_connection() {
+    let mut t = Tracker::new(Filter::default());
+    accepted(&mut t, 1);
+    t.handle(2, 7, &ev(Kind::SendLength, SK, None, 0, send(100)));
+    t.handle(
+        3,
+        0,
+        &ev(Kind::Destroy, SK, Some(SERVER), SOFTIRQ, Detail::Destroy),
+    );
+    // Same memory, next connection; its state changes are not seen (another
+    // BPF program may hide them): the write alone starts it.
+    t.handle(4, 7, &ev(Kind::SendLength, SK, None, 0, send(200)));
+    t.handle(
+        5,
+        0,
+        &ev(
+            Kind::Probe,
+            SK,
+            Some(("10.0.0.1:80", "10.0.0.9:41000")),
+            SOFTIRQ,
+            probe(1, 1, 65535),
+        ),
+    );
+    let f = t.finish();
+    let mut sent: Vec<(String, u64)> = f
+        .connections
+        .iter()
+        .map(|c| {
+            (
+                c.remote.map(|r| r.to_string()).unwrap_or_default(),
+                c.totals.sent,
+            )
+        })
+        .collect();
+    sent.sort();
+    assert_eq!(
+        sent,
+        vec![
+            ("10.0.0.2:40000".to_string(), 100),
+            ("10.0.0.9:41000".to_string(), 200)
+        ]
+    );
+}
+
+#[test]
+fn a_connecting_socket_learns_its_local_port_later() {
+    let mut t = Tracker::new(Filter {
+        port: Some(80),
+        pid: None,
+    });
+    // SYN-SENT fires before the source port is chosen.
+    t.handle(
+        1,
+        8,
+        &ev(
+            Kind::SetState,
+            SK,
+            Some(("10.0.0.2:0", "10.0.0.1:80")),
+            0,
+            Detail::SetState {
+                old: state::CLOSE,
+                new: state::SYN_SENT,
+                protocol: Some(6),
+            },
+        ),
+    );
+    t.handle(
+        2,
+        0,
+        &ev(
+            Kind::SetState,
+            SK,
+            Some(("10.0.0.2:40000", "10.0.0.1:80")),
+            SOFTIRQ,
+            Detail::SetState {
+                old: state::SYN_SENT,
+                new: state::ESTABLISHED,
+                protocol: Some(6),
+            },
+        ),
+    );
+    let f = t.finish();
+    assert_eq!(f.connections[0].local, Some(sa("10.0.0.2:40000")));
+    assert_eq!(f.connections[0].pid, Some(8));
+    assert_eq!(f.connections[0].role.map(|r| r.name()), Some("client"));
+}
+
+#[test]
+fn synack_retries_name_the_listener_and_its_process() {
+    let mut t = Tracker::new(Filter::default());
+    const LISTENER: u64 = 0x7000;
+    t.handle(
+        1,
+        77,
+        &ev(
+            Kind::SetState,
+            LISTENER,
+            Some(("0.0.0.0:8443", "0.0.0.0:0")),
+            0,
+            Detail::SetState {
+                old: state::CLOSE,
+                new: state::LISTEN,
+                protocol: Some(6),
+            },
+        ),
+    );
+    for i in 0..3 {
+        t.handle(
+            1_000 + i,
+            0,
+            &ev(
+                Kind::SynackRetransmit,
+                LISTENER,
+                Some(("10.0.0.1:8443", "10.0.0.5:50000")),
+                SOFTIRQ,
+                Detail::SynackRetransmit,
+            ),
+        );
+    }
+    let f = t.finish();
+    assert_eq!(f.findings.len(), 1, "{:?}", f.findings);
+    let s = &f.findings[0];
+    assert_eq!(s.kind, FindingKind::SynRetransmit);
+    assert_eq!(s.occurrences, 3);
+    assert_eq!(s.culprit.endpoint, "10.0.0.1:8443");
+    assert_eq!(s.process.as_ref().map(|p| p.pid), Some(77));
+    assert!(s.explanation.contains("SYN-ACK"), "{}", s.explanation);
+}
+
+#[test]
+fn writes_of_an_earlier_socket_at_the_same_address_are_not_the_new_connections() {
+    // --port 80: another socket's writes arrive (no address), its destroy is
+    // filtered out in the kernel; then nginx's child is born at that address.
+    let mut t = Tracker::new(Filter {
+        port: Some(80),
+        pid: None,
+    });
+    t.handle(1, 9, &ev(Kind::SendLength, SK, None, 0, send(697)));
+    accepted(&mut t, 2);
+    t.handle(3, 7, &ev(Kind::SendLength, SK, None, 0, send(1000)));
+    let f = t.finish();
+    assert_eq!(f.connections.len(), 1);
+    assert_eq!(f.connections[0].totals.sent, 1000);
+    assert_eq!(f.connections[0].pid, Some(7));
+    assert_eq!(f.stats.unmatched, 1);
+}
+
+#[test]
+fn cpu_lists_as_sysfs_writes_them() {
+    assert_eq!(crate::parse_cpu_list("0-1\n"), vec![0, 1]);
+    assert_eq!(crate::parse_cpu_list("0,2-4,7"), vec![0, 2, 3, 4, 7]);
+    assert_eq!(crate::parse_cpu_list("5"), vec![5]);
+    assert!(crate::parse_cpu_list("").is_empty());
+    assert!(crate::parse_cpu_list("3-1,x").is_empty());
+}
+
+#[test]
+fn kernel_filters_only_on_fields_the_tracepoint_has() {
+    let probe = layout(Kind::Probe, TCP_PROBE);
+    assert_eq!(
+        crate::kernel_filter(Kind::Probe, &probe, Some(80)).as_deref(),
+        Some("(sport == 80 || dport == 80)")
+    );
+    assert_eq!(crate::kernel_filter(Kind::Probe, &probe, None), None);
+    let st = layout(Kind::SetState, SET_STATE);
+    assert_eq!(
+        crate::kernel_filter(Kind::SetState, &st, Some(443)).as_deref(),
+        Some("protocol == 6 && (sport == 443 || dport == 443)")
+    );
+    // No ports on sock_send_length, none on tcp_send_reset (its addresses are sockaddrs).
+    let send = layout(Kind::SendLength, SEND_LENGTH);
+    assert_eq!(
+        crate::kernel_filter(Kind::SendLength, &send, Some(80)).as_deref(),
+        Some("protocol == 6")
+    );
+    let rst = layout(Kind::SendReset, SEND_RESET);
+    assert_eq!(crate::kernel_filter(Kind::SendReset, &rst, Some(80)), None);
+}

@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# End to end for `tcpdoctor top`, with real parts: nginx (nginx-light, one worker) and curl in
+# two network namespaces joined by a veth pair, real Linux TCP, traced from the kernel's
+# tracepoints.
+#   1. clean: every curl download is a connection with the right 4-tuple, owned by the nginx
+#      worker's pid with command `nginx`, its bytes written within 3% (+ the headers) of what
+#      curl received; beside it, libbpf-tools' tcplife (sock:inet_sock_set_state, its own BPF)
+#      over the same traffic must agree on pid and bytes per connection.
+#   2. 5% random loss of the server's segments (iptables -m statistic in the client
+#      namespace): retransmissions > 0 and a packet_loss or retransmission_timeout finding
+#      naming the nginx worker; /metrics (--prometheus) counts the worker's bytes.
+# Needs root, nginx, curl, iptables, python3; tcplife (libbpf-tools) for the comparison, which
+# is skipped with the reason printed when it cannot run here. Usage: tests/e2e/top.sh TCPDOCTOR
+set -euo pipefail
+TD=${1:-${TCPDOCTOR:-target/release/tcpdoctor}}
+TD=$(readlink -f "$TD")
+P=tdtop$$
+. "$(dirname "$0")/lib.sh"
+fail() { echo "top e2e FAIL: $*" >&2; exit 1; }
+PORT=8086
+
+e2e_netns "$P" 10.86.0
+head -c 300000 /dev/urandom > "$WORK/html/big.bin"
+head -c 1000000 /dev/urandom > "$WORK/html/huge.bin"
+e2e_nginx "  server { listen $SERVER_IP:$PORT; root $WORK/html; }"
+e2e_wait_port $PORT
+MASTER=${PIDS[-1]}
+WORKER=""
+for _ in $(seq 50); do
+  WORKER=$(cat /proc/"$MASTER"/task/*/children 2>/dev/null | tr ' ' '\n' | grep -m1 . || true)
+  [ -n "$WORKER" ] && [ "$(cat /proc/"$WORKER"/comm 2>/dev/null)" = nginx ] && break
+  sleep 0.1
+done
+[ -n "$WORKER" ] || fail "no nginx worker under master $MASTER"
+echo "top e2e: nginx master $MASTER, worker $WORKER"
+
+# One run of top over 5 curl downloads of 300 KB; $1 names it.
+clean_run() {
+  : > "$WORK/curl-$1.txt"
+  "$TD" top --duration 4 --format json --port "$PORT" > "$WORK/$1.jsonl" 2> "$WORK/$1.err" &
+  TOP=$!
+  PIDS+=("$TOP")
+  sleep 0.7
+  for _ in 1 2 3 4 5; do
+    ip netns exec "$C" curl -s -o /dev/null -w '%{local_port} %{size_download} %{size_header}\n' \
+      "http://$SERVER_IP:$PORT/big.bin" >> "$WORK/curl-$1.txt"
+  done
+  wait "$TOP" || { cat "$WORK/$1.err" >&2; fail "top exited with $?"; }
+}
+
+# Checks a clean run: $1 the run, $2 "strict" (roles from the handshake) or a tcplife output.
+check_clean() {
+python3 - "$WORK/$1.jsonl" "$WORK/curl-$1.txt" "$WORKER" "$SERVER_IP" "$CLIENT_IP" "$PORT" "$2" <<'PY'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+doc = json.loads(lines[-1])
+worker, server, client, port, mode = int(sys.argv[3]), sys.argv[4], sys.argv[5], int(sys.argv[6]), sys.argv[7]
+assert doc["schema"] == 1 and doc["command"] == "top", doc.get("command")
+assert len(lines) >= 3, "expected interval lines before the report: %d lines" % len(lines)
+assert doc["trace"]["lost"] == 0, doc["trace"]
+conns = {(c["local"], c["remote"]): c for c in doc["connections"]}
+curls = [l.split() for l in open(sys.argv[2]).read().splitlines()]
+assert len(curls) == 5, curls
+for lport, size, hdr in curls:
+    size, hdr = int(size), int(hdr)
+    assert size == 300000, size
+    key = ("%s:%d" % (server, port), "%s:%s" % (client, lport))
+    c = conns.get(key)
+    assert c, "no connection %s -> %s in %s" % (key[0], key[1], sorted(conns))
+    assert c["pid"] == worker, (c["pid"], worker)
+    assert c["command"] == "nginx", c["command"]
+    assert c["role"] == "server", c
+    if mode == "strict":
+        assert c["roles_from"] == "handshake", c
+    sent = c["bytes"]["sent"]
+    assert size + hdr <= sent <= (size + hdr) * 1.03, (sent, size, hdr)
+    assert c["srtt_ms"] is not None and c["cwnd"], c
+    # The client's end of the same connection.
+    peer = conns.get((key[1], key[0]))
+    assert peer, "no client socket %s" % key[1]
+    assert abs(peer["bytes"]["received"] - (size + hdr)) <= 0.03 * (size + hdr), peer["bytes"]
+    assert peer["role"] == "client", peer["role"]
+procs = {p["pid"]: p for p in doc["processes"]}
+assert procs[worker]["command"] == "nginx" and "nginx" in procs[worker]["cmdline"], procs[worker]
+assert not [f for f in doc["findings"] if f["kind"] in ("packet_loss", "retransmission_timeout")], doc["findings"]
+print("top e2e ok: clean (%s): 5 connections of the nginx worker %d, %s bytes written; %d events, %d lost"
+      % ("strict" if mode == "strict" else "beside tcplife", worker,
+         [conns[("%s:%d" % (server, port), "%s:%s" % (client, l))]["bytes"]["sent"] for l, _, _ in curls],
+         doc["trace"]["events"], doc["trace"]["lost"]))
+if mode == "strict":
+    sys.exit(0)
+for n in doc["trace"]["notes"]:
+    print("top e2e: top's note beside tcplife:", n)
+# tcplife -w: PID COMM LADDR LPORT RADDR RPORT TX_KB RX_KB MS
+rows = [l.split() for l in open(mode).read().splitlines()[1:] if l.strip()]
+rows = [r for r in rows if len(r) >= 9 and r[3] == str(port)]
+matched = 0
+for r in rows:
+    pid, comm, laddr, lport, raddr, rport, tx_kb, rx_kb = r[0], r[1], r[2], r[3], r[4], r[5], float(r[6]), float(r[7])
+    c = conns.get(("%s:%s" % (laddr, lport), "%s:%s" % (raddr, rport)))
+    if c is None:
+        continue
+    matched += 1
+    assert int(pid) == c["pid"], ("tcplife pid", pid, "top pid", c["pid"])
+    assert comm == c["command"], (comm, c["command"])
+    # tcplife: bytes acked by the peer (tx) and received (rx), in KiB with 2 decimals.
+    assert abs(tx_kb * 1024 - c["bytes"]["sent"]) <= 0.02 * c["bytes"]["sent"] + 10, (tx_kb, c["bytes"])
+    assert abs(rx_kb * 1024 - c["bytes"]["received"]) <= 0.02 * c["bytes"]["received"] + 10, (rx_kb, c["bytes"])
+    print("top e2e: %s:%s tcplife pid %s tx %.0f B rx %.0f B | top pid %s sent %d B received %d B"
+          % (raddr, rport, pid, tx_kb * 1024, rx_kb * 1024, c["pid"], c["bytes"]["sent"], c["bytes"]["received"]))
+assert matched >= 5, "tcplife and top share %d connections of %d tcplife rows" % (matched, len(rows))
+print("top e2e ok: tcplife agrees on %d connections (pid, command, bytes each way within 2%%)" % matched)
+PY
+}
+
+# 1. Clean downloads, top alone.
+clean_run strict
+check_clean strict strict || fail "clean run"
+
+# 1b. The same again with libbpf-tools' tcplife beside it, compared connection by connection.
+# A BPF program on a tracepoint that returns 0 (tcplife's does) keeps the event from every
+# perf reader of it: top then sees no sock:inet_sock_set_state and says so in trace.notes.
+TCPLIFE_SKIP=""
+if ! command -v tcplife >/dev/null; then
+  TCPLIFE_SKIP="tcplife is not installed (apt-get install libbpf-tools)"
+else
+  stdbuf -oL tcplife -w -L "$PORT" > "$WORK/tcplife.txt" 2> "$WORK/tcplife.err" &
+  TCPLIFE=$!
+  PIDS+=("$TCPLIFE")
+  for _ in $(seq 50); do grep -q LPORT "$WORK/tcplife.txt" 2>/dev/null && break; sleep 0.1; done
+  if ! kill -0 "$TCPLIFE" 2>/dev/null || ! grep -q LPORT "$WORK/tcplife.txt"; then
+    TCPLIFE_SKIP="tcplife did not start on this kernel: $(head -c 300 "$WORK/tcplife.err" | tr '\n' ' ')"
+  else
+    clean_run beside
+    sleep 0.3
+    kill -INT "$TCPLIFE"; wait "$TCPLIFE" 2>/dev/null || true
+    check_clean beside "$WORK/tcplife.txt" || fail "top and tcplife disagree"
+  fi
+fi
+[ -z "$TCPLIFE_SKIP" ] || echo "top e2e: tcplife comparison skipped: $TCPLIFE_SKIP"
+
+# 2. 5% of the server's segments dropped at the client.
+ip netns exec "$C" iptables -A INPUT -p tcp --sport "$PORT" -m statistic --mode random \
+  --probability 0.05 -j DROP
+MPORT=$((19000 + $$ % 1000))
+"$TD" top --duration 6 --format json --port "$PORT" --prometheus "127.0.0.1:$MPORT" \
+  > "$WORK/loss.jsonl" 2> "$WORK/loss.err" &
+TOP=$!
+PIDS+=("$TOP")
+sleep 0.7
+ip netns exec "$C" curl -s -m 3 -o /dev/null "http://$SERVER_IP:$PORT/huge.bin" || true
+# An interval later, the metrics have the worker's bytes.
+sleep 1.2
+curl -s "http://127.0.0.1:$MPORT/metrics" > "$WORK/metrics.txt" || fail "no /metrics at 127.0.0.1:$MPORT"
+python3 - "$WORK/metrics.txt" <<'PY' || fail "metrics"
+import re, sys
+t = open(sys.argv[1]).read()
+m = re.search(r'^tcpdoctor_top_written_bytes_total\{command="nginx"\} (\d+)', t, re.M)
+assert m and int(m.group(1)) >= 1000000, t
+assert re.search(r"^tcpdoctor_top_lost_samples_total \d+", t, re.M), t
+print("top e2e ok: /metrics: nginx wrote", m.group(1), "bytes")
+PY
+for _ in 1 2; do
+  ip netns exec "$C" curl -s -m 3 -o /dev/null "http://$SERVER_IP:$PORT/huge.bin" || true
+done
+wait "$TOP" || { cat "$WORK/loss.err" >&2; fail "top exited with $?"; }
+python3 - "$WORK/loss.jsonl" "$WORKER" <<'PY' || fail "lossy run"
+import json, sys
+doc = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+worker = int(sys.argv[2])
+rtx = sum(c["retransmissions"] for c in doc["connections"] if c["pid"] == worker)
+assert rtx > 0, "no retransmission by the nginx worker"
+f = [f for f in doc["findings"] if f["kind"] in ("packet_loss", "retransmission_timeout")]
+assert f, [x["kind"] for x in doc["findings"]]
+# The server's data is what is dropped: the worker's findings name it. The client may have
+# its own (its FIN's ACK dropped): such a finding names curl, never someone else.
+ours = [x for x in f if x["process"] and x["process"]["pid"] == worker]
+assert ours and all(x["process"]["command"] == "nginx" for x in ours), f
+assert all(x["process"] and x["process"]["command"] in ("nginx", "curl") for x in f), f
+assert all(x["culprit"]["role"] == "network" for x in f), f
+f = ours
+print("top e2e ok: 5%% loss: %d retransmissions by nginx %d; findings %s" %
+      (rtx, worker, ", ".join("%s x%d" % (x["kind"], x["occurrences"]) for x in f)))
+PY
