@@ -205,7 +205,8 @@ a capture that could not be read was skipped, the tables hold the rest); 130 (SI
 struct AnalyzeArgs {
     /// Capture file(s) (pcap or pcapng, plain, gzip or zstd), directories of them, or `-` for
     /// standard input. Several are merged by time, as mergecap does. With --parquet, each
-    /// file (directories are searched for *.pcap, *.pcapng, *.cap; quoted globs expand) is
+    /// file (directories are searched recursively for what `analyze DIR` reads: captures
+    /// plain or compressed, told by their names or first bytes; quoted globs expand) is
     /// analysed as a capture of its own.
     #[arg(value_name = "FILE", required = true, num_args = 1..)]
     files: Vec<String>,

@@ -677,7 +677,7 @@ const CAPTURE_ENDINGS: [&str; 8] = [
 
 /// Whether a file in a directory is a capture: by its name, or by its
 /// first bytes (pcap, pcapng, or a compressed stream of either).
-fn looks_like_capture(path: &std::path::Path) -> bool {
+pub(crate) fn looks_like_capture(path: &std::path::Path) -> bool {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().to_lowercase())

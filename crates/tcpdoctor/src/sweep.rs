@@ -16,16 +16,13 @@ use tcpdoctor_table::{conclude, FileCounts, FileRow, ParquetSink, Source, Status
 use crate::input::Input;
 use crate::{AnalyzeArgs, Format, EXIT_FINDING, EXIT_INPUT, EXIT_OK};
 
-/// File name endings a directory is searched for.
-const CAPTURE_ENDINGS: [&str; 3] = [".pcap", ".pcapng", ".cap"];
-
 pub fn run(args: &AnalyzeArgs, dir: &Path) -> anyhow::Result<u8> {
     let files = expand(&args.files)?;
     if files.is_empty() {
         anyhow::bail!(
-            "no capture found in {} (directories are searched for {})",
-            args.files.join(" "),
-            CAPTURE_ENDINGS.join(", ")
+            "no capture found in {} (directories are searched for pcap and pcapng files, \
+             plain or compressed, told by their names or first bytes)",
+            args.files.join(" ")
         );
     }
     let started = Instant::now();
@@ -273,8 +270,12 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
         if p.is_dir() {
             walk(&p, out)?;
         } else if p.is_file() {
-            let name = p.file_name().map(|n| n.to_string_lossy().to_lowercase());
-            if name.is_some_and(|n| CAPTURE_ENDINGS.iter().any(|e| n.ends_with(e))) {
+            // The files `analyze DIR` reads: compressed captures, rotated
+            // files told by their first bytes; hidden files left alone.
+            let hidden = p
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+            if !hidden && crate::merge::looks_like_capture(&p) {
                 out.push(p);
             }
         }

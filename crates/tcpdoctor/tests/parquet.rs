@@ -168,6 +168,66 @@ fn a_sweep_of_two_hosts_and_a_corrupt_capture() {
     let _ = fs::remove_dir_all(&tmp);
 }
 
+/// A directory swept into Parquet holds what `analyze DIR` reads: a gzip'd
+/// capture, a rotated file without an ending (told by its first bytes); not
+/// a hidden file nor notes.
+#[test]
+fn a_sweep_reads_what_analyze_dir_reads() {
+    use std::io::Write;
+    let tmp = std::env::temp_dir().join(format!("tcpdoctor-parquet-gz-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&tmp);
+    let caps = tmp.join("caps");
+    fs::create_dir_all(&caps).unwrap();
+    let raw = fs::read(fixture("nginx-nodelay-off.server.pcap")).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&raw).unwrap();
+    fs::write(caps.join("a.pcap.gz"), gz.finish().unwrap()).unwrap();
+    fs::copy(
+        fixture("upload-rcvbuf4k.server.pcap"),
+        caps.join("rotated1"),
+    )
+    .unwrap();
+    fs::copy(
+        fixture("zero-window.server.pcap"),
+        caps.join(".hidden.pcap"),
+    )
+    .unwrap();
+    fs::write(caps.join("notes.txt"), b"not a capture").unwrap();
+    let out_dir = tmp.join("tables");
+    let out = run(&[
+        "analyze",
+        caps.to_str().unwrap(),
+        "--parquet",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut files: Vec<String> = strings(&read(&out_dir, "files"), "file")
+        .iter()
+        .map(|f| {
+            Path::new(f)
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    files.sort();
+    assert_eq!(files, ["a.pcap.gz", "rotated1"]);
+    // The same connections as `analyze DIR` finds in them.
+    let o = run(&["analyze", "--format", "json", caps.to_str().unwrap()]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows: u64 = read(&out_dir, "connections")
+        .iter()
+        .map(|b| b.num_rows() as u64)
+        .sum();
+    assert_eq!(rows, v["capture"]["connections"].as_u64().unwrap());
+    let _ = fs::remove_dir_all(&tmp);
+}
+
 fn floats(batches: &[RecordBatch], column: &str) -> Vec<Option<f64>> {
     batches
         .iter()
