@@ -28,8 +28,7 @@ for toml in sorted(root.glob("crates/*/Cargo.toml")):
             continue
         for m in re.finditer(r"\bunsafe\s*(\{|fn|impl)", t):
             before = t[: m.start()]
-            item = before.rfind("\nfn ") if "\nfn " in before else -1
-            nearest = max(before.rfind("\n#[allow(unsafe_code)]"), -1)
+            nearest = before.rfind("\n#[allow(unsafe_code)]")
             if nearest < 0 or before.count("\n}\n", nearest) > 0:
                 line = before.count("\n") + 1
                 bad.append(f"{p.relative_to(root)}:{line}: unsafe outside a module or item that allows it")

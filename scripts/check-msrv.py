@@ -14,7 +14,8 @@ import sys
 
 
 def version(text):
-    return tuple(int(x) for x in re.findall(r"\d+", text)[:3]) + (0,) * (3 - len(re.findall(r"\d+", text)[:3]))
+    parts = [int(x) for x in re.findall(r"\d+", text)[:3]]
+    return tuple(parts + [0] * (3 - len(parts)))
 
 
 def main():
