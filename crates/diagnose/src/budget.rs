@@ -122,6 +122,18 @@ impl Claims {
         self.list.push((part, a, b));
     }
 
+    /// Takes back what `part` claimed from `from` on (a rule that learnt
+    /// later it had no cause: a re-send the receiver reports it had).
+    pub fn retract(&mut self, part: Part, from: Timestamp) {
+        let a = from.nanos();
+        self.list.retain_mut(|c| {
+            if c.0 == part && c.2 > a {
+                c.2 = a;
+            }
+            c.2 > c.1
+        });
+    }
+
     /// Whether the latest claim ends at `to`: a rule explained the interval
     /// that ends there (rules claim a pause when the segment ending it arrives).
     pub fn ends_at(&self, to: Timestamp) -> bool {

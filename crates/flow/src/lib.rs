@@ -109,6 +109,45 @@ pub struct Segment<'a> {
     pub options: &'a [u8],
 }
 
+impl Segment<'_> {
+    /// The timestamp value this segment carries (RFC 7323 §3 TSval), if any.
+    #[inline]
+    pub fn tsval(&self) -> Option<u32> {
+        tcpdoctor_wire::TcpOptions::timestamps(self.options).map(|t| t.0)
+    }
+
+    /// Whether this ACK answers data sent before a re-send whose TSval was
+    /// `resent_tsval`: it echoes an earlier timestamp (RFC 3522, the Eifel
+    /// detection), so the original arrived and the re-send was spurious.
+    #[inline]
+    pub fn echoes_before(&self, resent_tsval: u32) -> bool {
+        tcpdoctor_wire::TcpOptions::timestamps(self.options)
+            .is_some_and(|(_, ecr)| ecr != 0 && Seq(ecr) < Seq(resent_tsval))
+    }
+
+    /// The duplicate the receiver reports with this ACK (D-SACK, RFC 2883
+    /// §4): the first SACK block when it lies below the cumulative ACK or
+    /// inside the second block. Data it covers reached the receiver twice,
+    /// so a re-send of it was spurious. Relative to the data sender's base
+    /// (`conn`'s half in the other direction); `None` without one.
+    pub fn dsack(&self, conn: &Connection) -> Option<(u32, u32)> {
+        if self.options.len() < 10 || !self.flags.ack() {
+            return None;
+        }
+        let sack = tcpdoctor_wire::TcpOptions::parse(self.options).sack;
+        let blocks = sack.as_slice();
+        let &(l, r) = blocks.first()?;
+        let base = conn.half(self.dir.reverse()).base;
+        let (l, r) = (l.wrapping_sub(base.0), r.wrapping_sub(base.0));
+        let below_ack = Seq(r) <= Seq(self.ack);
+        let inside_second = blocks.get(1).is_some_and(|&(l2, r2)| {
+            let (l2, r2) = (l2.wrapping_sub(base.0), r2.wrapping_sub(base.0));
+            Seq(l) >= Seq(l2) && Seq(r) <= Seq(r2)
+        });
+        (Seq(l) < Seq(r) && (below_ack || inside_second)).then_some((l, r))
+    }
+}
+
 /// Receives what the tracker sees. `Conn` is per-connection analyzer state.
 pub trait Analyzer {
     type Conn: Default;

@@ -190,3 +190,37 @@ fn shares_of_every_capture_add_up_to_at_most_the_whole() {
     }
     assert!(checked >= 40, "{checked} captures");
 }
+
+/// A re-send the receiver already had (a tail-loss probe or a timer that
+/// fired early, reported back by D-SACK, RFC 2883, or answered by an ACK
+/// echoing the original's timestamp, RFC 3522) is no loss: on the slow
+/// reader's capture its waits are the window's, and almost nothing is left
+/// to `transfer`. Where packets were really lost, the wait stays loss's.
+#[test]
+fn resends_the_receiver_already_had_are_not_loss() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let parts = |file: &str| {
+        let v = analyze(&root.join(file));
+        let m = v["capture"]["latency_budget"]["mean"].clone();
+        let total = m["total_ms"].as_f64().unwrap();
+        move |part: &str| m["parts_ms"][part].as_f64().unwrap_or(0.0) / total
+    };
+    let slow_reader = parts("zero-window.server.pcap");
+    assert_eq!(slow_reader("retransmission_wait"), 0.0);
+    assert!(
+        slow_reader("transfer") <= 0.01,
+        "transfer {:.3}",
+        slow_reader("transfer")
+    );
+    assert!(
+        slow_reader("window_wait") >= 0.98,
+        "window {:.3}",
+        slow_reader("window_wait")
+    );
+    let lossy = parts("packet-loss.client.pcap");
+    assert!(
+        lossy("retransmission_wait") >= 0.05,
+        "loss {:.3}",
+        lossy("retransmission_wait")
+    );
+}

@@ -32,6 +32,14 @@ struct Episode {
     retransmissions: u32,
     /// Relative sequence just past the data retransmitted so far.
     end: u32,
+    /// Where the retransmitted data not yet reported back as a duplicate
+    /// (D-SACK) begins: at `end`, every byte re-sent had arrived before.
+    undup: u32,
+    /// When the episode's stall began: its claims start here.
+    start: Timestamp,
+    /// The first re-send's timestamp value (RFC 7323), to tell an ACK of
+    /// the original from one of the re-send (RFC 3522).
+    tsval: Option<u32>,
     upstream: bool,
     /// The sender's last transmission in the episode.
     last_tx: Timestamp,
@@ -49,6 +57,16 @@ impl Episode {
             claims.claim(Part::Retransmission, self.last_tx, ts);
         }
         self.last_tx = ts;
+    }
+
+    /// The receiver reporting a duplicate (D-SACK) of the data re-sent.
+    #[inline]
+    fn duplicates(&mut self, conn: &Connection, seg: &Segment<'_>) {
+        if let Some((l, r)) = seg.dsack(conn) {
+            if Seq(l) <= Seq(self.undup) && Seq(r) > Seq(self.undup) {
+                self.undup = r;
+            }
+        }
     }
 }
 
@@ -84,12 +102,23 @@ impl DirState {
         claims: &mut Claims,
     ) {
         let sender = seg.dir.reverse();
+        if let Some(ep) = self.episode.as_mut() {
+            ep.duplicates(conn, seg);
+        }
         if seg.acked > 0 {
             self.dupacks = 0;
             self.first_dupack = None;
-            if let Some(mut ep) = self.episode {
-                if Seq(seg.ack) >= Seq(ep.end) {
-                    self.episode = None;
+            if let Some(mut ep) = self.episode.filter(|ep| Seq(seg.ack) >= Seq(ep.end)) {
+                self.episode = None;
+                let echoes_original = ep.tsval.is_some_and(|tv| seg.echoes_before(tv));
+                if Seq(ep.undup) >= Seq(ep.end) || echoes_original {
+                    // Every byte re-sent had arrived before (the receiver
+                    // reports the duplicates, RFC 2883, or its ACK answers
+                    // the originals, RFC 3522): the timer or the probe fired
+                    // early and nothing was lost; the wait was for this ACK,
+                    // on whatever held it.
+                    claims.retract(Part::Retransmission, ep.start);
+                } else {
                     // Waiting for this ACK with nothing to send is part of the cost.
                     ep.sent(seg.ts, claims);
                     out.push(build(sender, ep, Some(seg.frame), conn));
@@ -196,6 +225,9 @@ impl DirState {
                     self.first_dupack.map_or(seg.ts, |m| m.ts)
                 };
                 let mut ep = Episode {
+                    undup: seg.seq,
+                    start,
+                    tsval: seg.tsval(),
                     timeout: timer_silence,
                     first: Mark {
                         ts: seg.ts,
