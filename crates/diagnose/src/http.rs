@@ -33,6 +33,11 @@ const METHODS: [&[u8]; 7] = [
 /// How many leading payload bytes [`classify`] may read: the head's first
 /// [`HEAD_LIMIT`] bytes if the payload starts like HTTP/1.x, else none.
 pub fn head_len(payload: &[u8]) -> usize {
+    // Called on every segment: most (ACKs, the middle of a message) are told
+    // by their first byte, the initial of no method and of no status line.
+    if !matches!(payload.first(), Some(b'G' | b'P' | b'H' | b'D' | b'O')) {
+        return 0;
+    }
     if payload.starts_with(b"HTTP/1.") || METHODS.iter().any(|m| payload.starts_with(m)) {
         payload.len().min(HEAD_LIMIT)
     } else {
