@@ -125,6 +125,9 @@ pub struct Setup {
     pub kernel_filters: Vec<String>,
     pub cpus: u32,
     pub ring_bytes_per_cpu: usize,
+    /// `tcp:tcp_probe` taken on one received segment in this many (window
+    /// open); every segment at a zero window.
+    pub probe_every: u32,
 }
 
 /// The final document.
@@ -149,6 +152,7 @@ pub fn final_doc(f: &Final, setup: &Setup, cpu_ms: f64, elapsed_ms: f64) -> Valu
             "kernel_filters": setup.kernel_filters,
             "cpus": setup.cpus,
             "ring_bytes_per_cpu": setup.ring_bytes_per_cpu,
+            "probe_every": setup.probe_every,
             "cpu_time_ms": cpu_ms,
             "notes": s.notes(),
         },

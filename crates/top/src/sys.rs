@@ -44,15 +44,22 @@ pub struct Event {
 
 impl Event {
     /// `perf_event_open(PERF_TYPE_TRACEPOINT, config = id)` on `cpu` for all
-    /// processes (pid -1), sampling every hit with `sample_type`, disabled
-    /// until [`Event::enable`]. `wakeup_bytes`: poll wakes once the ring
-    /// holds that much.
-    pub fn open(id: u32, cpu: u32, sample_type: u64, wakeup_bytes: u32) -> io::Result<Event> {
+    /// processes (pid -1), writing one sample with `sample_type` every
+    /// `period` hits (that pass its filter), disabled until
+    /// [`Event::enable`]. `wakeup_bytes`: poll wakes once the ring holds
+    /// that much.
+    pub fn open(
+        id: u32,
+        cpu: u32,
+        sample_type: u64,
+        period: u64,
+        wakeup_bytes: u32,
+    ) -> io::Result<Event> {
         let attr = PerfEventAttr {
             kind: PERF_TYPE_TRACEPOINT,
             size: std::mem::size_of::<PerfEventAttr>() as u32,
             config: u64::from(id),
-            sample_period: 1,
+            sample_period: period.max(1),
             sample_type,
             flags: FLAG_DISABLED | FLAG_WATERMARK,
             wakeup_watermark: wakeup_bytes,
@@ -188,9 +195,10 @@ impl Ring {
         unsafe { std::ptr::read_volatile(self.base.add(at).cast::<u64>()) }
     }
 
-    /// Appends every unread byte of the ring to `out` (in order, unwrapped)
-    /// and hands the space back to the kernel.
-    pub fn drain(&mut self, out: &mut Vec<u8>) {
+    /// Hands every unread byte of the ring, in order, to `f` (in place when
+    /// it does not wrap, else copied into `scratch` unwrapped), then gives
+    /// the space back to the kernel.
+    pub fn read(&mut self, scratch: &mut Vec<u8>, f: impl FnOnce(&[u8])) {
         let head = self.read_u64(HEAD);
         // The data up to head is visible after this (perf's smp_rmb pairing).
         fence(Ordering::Acquire);
@@ -201,14 +209,25 @@ impl Ring {
         }
         let start = (tail as usize) % self.data_size;
         let first = avail.min(self.data_size - start);
-        out.reserve(avail);
         // SAFETY: both slices lie inside the data area of our live mapping
         // (start + first <= data_size, avail - first < data_size); the kernel
-        // does not write between tail and head until we move the tail.
-        unsafe {
+        // does not write between tail and head until we move the tail below,
+        // after the last use of the slices.
+        let (a, b) = unsafe {
             let data = self.base.add(self.data_offset);
-            out.extend_from_slice(std::slice::from_raw_parts(data.add(start), first));
-            out.extend_from_slice(std::slice::from_raw_parts(data, avail - first));
+            (
+                std::slice::from_raw_parts(data.add(start), first),
+                std::slice::from_raw_parts(data, avail - first),
+            )
+        };
+        if b.is_empty() {
+            f(a);
+        } else {
+            scratch.clear();
+            scratch.reserve(avail);
+            scratch.extend_from_slice(a);
+            scratch.extend_from_slice(b);
+            f(scratch);
         }
         fence(Ordering::Release);
         // SAFETY: data_tail is 8-aligned in the metadata page; we are its only writer.
