@@ -43,8 +43,9 @@ connection is the one that made its socket calls; events in softirq (received se
 retransmission timers) are charged to it; a connection no call has named is looked up in
 this network namespace's socket table. Tracepoints see every network namespace.
 
-tcp:tcp_probe fires on every received segment; it is taken on one in --probe-every N
-while the peer's window is open (RTT, cwnd and windows are the last sample's; segment counts
+tcp:tcp_probe fires on every received segment; with --probe-every auto (the default) it is
+taken on every one until they arrive faster than 20,000 a second, then on one in 8 while the
+peer's window is open (RTT, cwnd and windows are the last sample's; segment counts
 are scaled estimates) and on every segment at a zero window (an ftrace filter on snd_wnd
 splits the two); --probe-every 1 takes every segment. Every other tracepoint is taken on
 every hit.
@@ -104,8 +105,9 @@ pub struct TopArgs {
     #[arg(long, default_value_t = 512, value_name = "PAGES")]
     ring_pages: usize,
     /// Take tcp:tcp_probe (a record per received segment: RTT, cwnd, windows) on one segment in
-    /// N while the peer's window is open, and on every segment at a zero window; 1: every segment.
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    /// N while the peer's window is open, on every segment at a zero window; 1: every segment;
+    /// auto: every segment until they come faster than 20,000 a second, then one in 8.
+    #[arg(long, default_value = "auto", value_parser = parse_every, value_name = "N|auto")]
     probe_every: u32,
     /// Serve Prometheus metrics at http://ADDR/metrics (`:9465`, `127.0.0.1:9465`).
     #[arg(long, value_name = "ADDR")]
@@ -115,15 +117,23 @@ pub struct TopArgs {
     fail_on_finding: bool,
 }
 
+/// `auto` → 0, else N in 1..=2^20.
+fn parse_every(s: &str) -> Result<u32, String> {
+    if s == "auto" {
+        return Ok(0);
+    }
+    match s.parse::<u32>() {
+        Ok(n) if (1..=1 << 20).contains(&n) => Ok(n),
+        _ => Err("N between 1 and 1048576, or auto".into()),
+    }
+}
+
 pub fn run(args: &TopArgs) -> anyhow::Result<u8> {
     if args.interval < Duration::from_millis(100) {
         anyhow::bail!("--interval must be at least 100ms");
     }
     if args.ring_pages == 0 || args.ring_pages > 1 << 16 {
         anyhow::bail!("--ring-pages must be between 1 and 65536 (rounded up to a power of two)");
-    }
-    if args.probe_every == 0 || args.probe_every > 1 << 20 {
-        anyhow::bail!("--probe-every must be between 1 and 1048576");
     }
     if let Some(pid) = args.pid {
         if !std::path::Path::new(&format!("/proc/{pid}")).exists() {

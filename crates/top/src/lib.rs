@@ -60,9 +60,16 @@ pub struct Config {
     pub top: usize,
     /// `tcp:tcp_probe` (a record per received segment) is sampled: one
     /// segment in this many with the peer's window open, every segment
-    /// showing it closed (1: every segment).
+    /// showing it closed (1: every segment; 0: auto, every segment until
+    /// they come faster than [`AUTO_RATE`] a second, then one in [`AUTO_EVERY`]).
     pub probe_every: u32,
 }
+
+/// `--probe-every auto`: past this many `tcp_probe` samples a second (window
+/// open), one segment in [`AUTO_EVERY`] is taken; back to every segment when
+/// the estimate falls below half of it.
+pub const AUTO_RATE: f64 = 20_000.0;
+pub const AUTO_EVERY: u32 = 8;
 
 /// One interval, ready to render.
 pub struct View<'a> {
@@ -129,6 +136,12 @@ pub struct Session {
     rings: Vec<sys::Ring>,
     /// Events writing into another event's ring (kept open).
     others: Vec<sys::Event>,
+    /// The sampled `tcp_probe` streams (window open), as (is a ring's own
+    /// event, index in `rings` or `others`): their period changes in auto mode.
+    sampled: Vec<(bool, usize)>,
+    /// Their period now, and their samples this interval.
+    probe_period: u32,
+    probe_samples: u64,
     layouts: FxHashMap<u32, Layout>,
     pub setup: Setup,
     tracker: Tracker,
@@ -213,6 +226,8 @@ pub struct Stream {
     /// The stream is only right with its filter (a sampled `tcp_probe`
     /// split by window): a kernel that refuses it is an error.
     pub needs_filter: bool,
+    /// `tcp_probe` with the window open: its period is the sampling rate.
+    pub sampled: bool,
 }
 
 /// The perf events one tracepoint is read through. Every tracepoint but
@@ -220,15 +235,17 @@ pub struct Stream {
 /// `tcp_probe` is two disjoint streams: segments showing the peer's window
 /// open, one in `probe_every` (the numbers of a connection, sampled), and
 /// every segment showing it closed (zero windows, counted and timed).
+/// `probe_every` 0 (auto) splits them too, the first starting at every segment.
 pub fn streams(kind: Kind, layout: &Layout, port: Option<u16>, probe_every: u32) -> Vec<Stream> {
     let base = kernel_filter(kind, layout, port);
     let split =
-        kind == Kind::Probe && probe_every > 1 && layout.field(decode::Slot::SndWnd).is_some();
+        kind == Kind::Probe && probe_every != 1 && layout.field(decode::Slot::SndWnd).is_some();
     if !split {
         return vec![Stream {
             period: 1,
             filter: base,
             needs_filter: false,
+            sampled: false,
         }];
     }
     let with = |w: &str| {
@@ -239,14 +256,17 @@ pub fn streams(kind: Kind, layout: &Layout, port: Option<u16>, probe_every: u32)
     };
     vec![
         Stream {
-            period: u64::from(probe_every),
+            // Auto (0) starts with every segment.
+            period: u64::from(probe_every.max(1)),
             filter: with("snd_wnd != 0"),
             needs_filter: true,
+            sampled: true,
         },
         Stream {
             period: 1,
             filter: with("snd_wnd == 0"),
             needs_filter: true,
+            sampled: false,
         },
     ]
 }
@@ -361,6 +381,7 @@ impl Session {
         let wakeup = (pages * page / 4) as u32;
         let mut rings = Vec::new();
         let mut others = Vec::new();
+        let mut sampled = Vec::new();
         let mut filter_notes = FxHashMap::default();
         for &cpu in &cpus {
             let mut ring: Option<sys::Ring> = None;
@@ -368,6 +389,12 @@ impl Session {
                 let layout = &layouts[id];
                 for stream in streams(layout.kind, layout, config.port, config.probe_every) {
                     let ev = open_stream(&stream, *id, cpu, layout, wakeup, &mut filter_notes)?;
+                    if stream.sampled {
+                        sampled.push(match &ring {
+                            None => (true, rings.len()),
+                            Some(_) => (false, others.len()),
+                        });
+                    }
                     match &ring {
                         None => {
                             ring = Some(sys::Ring::map(ev, pages).map_err(|e| {
@@ -393,7 +420,12 @@ impl Session {
         let mut notes: Vec<((Kind, u64), String)> = filter_notes.into_iter().collect();
         notes.sort();
         setup.kernel_filters = notes.into_iter().map(|(_, n)| n).collect();
-        setup.probe_every = config.probe_every.max(1);
+        setup.probe_auto = config.probe_every == 0;
+        setup.probe_every = if setup.probe_auto {
+            AUTO_EVERY
+        } else {
+            config.probe_every
+        };
         for r in &rings {
             r.event().enable()?;
         }
@@ -404,7 +436,8 @@ impl Session {
             port: config.port,
             pid: config.pid,
         });
-        tracker.probe_every = config.probe_every.max(1);
+        let probe_period = config.probe_every.max(1);
+        tracker.probe_every = probe_period;
         tracker.stats.max_sample_rate =
             std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
                 .ok()
@@ -413,6 +446,9 @@ impl Session {
             config,
             rings,
             others,
+            sampled,
+            probe_period,
+            probe_samples: 0,
             layouts,
             setup,
             tracker,
@@ -431,6 +467,7 @@ impl Session {
         let layouts = &self.layouts;
         let stats = &mut self.tracker.stats;
         let lost_now = &mut self.lost_now;
+        let probe_samples = &mut self.probe_samples;
         for ring in &mut self.rings {
             ring.read(buf, |bytes| {
                 let mut recs = Records::new(bytes);
@@ -443,7 +480,13 @@ impl Session {
                                 continue;
                             };
                             match layout.decode(s.raw) {
-                                Ok(ev) => batch.push((s.time_ns, s.pid, ev)),
+                                Ok(ev) => {
+                                    if matches!(ev.detail, decode::Detail::Probe(p) if p.snd_wnd != Some(0))
+                                    {
+                                        *probe_samples += 1;
+                                    }
+                                    batch.push((s.time_ns, s.pid, ev))
+                                }
                                 Err(Anomaly::Truncated) => stats.truncated += 1,
                                 Err(Anomaly::Family) => stats.other_family += 1,
                                 Err(Anomaly::UnknownType) => stats.unknown_type += 1,
@@ -482,6 +525,46 @@ impl Session {
         batch.clear();
         for pid in self.tracker.take_unnamed() {
             self.tracker.name(pid, proc_name(pid));
+        }
+    }
+
+    /// `--probe-every auto`: one `tcp_probe` sample in [`AUTO_EVERY`] while
+    /// segments arrive faster than [`AUTO_RATE`] a second, every one below
+    /// half of it. Called after a drain, so that the samples already read
+    /// were taken at the period the tracker weighs them by.
+    fn adapt_probe_period(&mut self, secs: f64) {
+        let samples = std::mem::take(&mut self.probe_samples);
+        if self.probe_period > 1 {
+            self.tracker.stats.probe_sampled_intervals += 1;
+        }
+        if !self.setup.probe_auto || secs <= 0.0 {
+            return;
+        }
+        let segments_per_s = samples as f64 * f64::from(self.probe_period) / secs;
+        let want = if segments_per_s > AUTO_RATE {
+            AUTO_EVERY
+        } else if segments_per_s < AUTO_RATE / 2.0 {
+            1
+        } else {
+            self.probe_period
+        };
+        if want == self.probe_period {
+            return;
+        }
+        let mut ok = true;
+        for &(own, i) in &self.sampled {
+            let ev = if own {
+                self.rings.get(i).map(|r| r.event())
+            } else {
+                self.others.get(i)
+            };
+            if let Some(ev) = ev {
+                ok &= ev.set_period(u64::from(want)).is_ok();
+            }
+        }
+        if ok {
+            self.probe_period = want;
+            self.tracker.probe_every = want;
         }
     }
 
@@ -576,6 +659,8 @@ impl Session {
                 };
                 each(&view)?;
                 self.lost_now = 0;
+                let secs = now.duration_since(last).as_secs_f64();
+                self.adapt_probe_period(secs);
                 last = now;
                 while next <= now {
                     next += interval;

@@ -35,6 +35,8 @@ const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
 const IOC_ENABLE: libc::c_ulong = 0x2400;
 const IOC_DISABLE: libc::c_ulong = 0x2401;
 const IOC_SET_OUTPUT: libc::c_ulong = 0x2405;
+// _IOW('$', 4, u64)
+const IOC_PERIOD: libc::c_ulong = 0x4008_2404;
 const IOC_SET_FILTER: libc::c_ulong = 0x4008_2406;
 
 /// An open tracepoint event on one CPU (every process).
@@ -92,8 +94,9 @@ impl Event {
     }
 
     fn ioctl(&self, req: libc::c_ulong, arg: libc::c_ulong) -> io::Result<()> {
-        // SAFETY: a perf ioctl on our own live descriptor; `arg` is an int or
-        // a pointer to a NUL-terminated string that outlives the call (set_filter).
+        // SAFETY: a perf ioctl on our own live descriptor; `arg` is an int, a
+        // pointer to a NUL-terminated string (set_filter) or to a u64
+        // (set_period) that outlives the call.
         let rc = unsafe { libc::ioctl(self.fd.as_raw_fd(), req as _, arg) };
         if rc < 0 {
             return Err(io::Error::last_os_error());
@@ -112,6 +115,12 @@ impl Event {
     /// Sends this event's samples into `ring`'s buffer (same CPU).
     pub fn set_output(&self, ring: &Ring) -> io::Result<()> {
         self.ioctl(IOC_SET_OUTPUT, ring.event.fd.as_raw_fd() as libc::c_ulong)
+    }
+
+    /// A sample every `period` hits from now on (`PERF_EVENT_IOC_PERIOD`).
+    pub fn set_period(&self, period: u64) -> io::Result<()> {
+        let p: u64 = period.max(1);
+        self.ioctl(IOC_PERIOD, &p as *const u64 as libc::c_ulong)
     }
 
     /// An ftrace filter (`sport == 80 || dport == 80`) run in the kernel.

@@ -1103,6 +1103,12 @@ fn tcp_probe_is_split_by_window_when_sampled() {
     assert_eq!((all[0].period, all[0].filter.as_deref()), (1, None));
     let s = crate::streams(Kind::Probe, &probe, None, 4);
     assert_eq!(s[1].filter.as_deref(), Some("snd_wnd == 0"));
+    // Auto: split too, the sampled stream starting at every segment.
+    let s = crate::streams(Kind::Probe, &probe, None, 0);
+    assert_eq!(s.len(), 2);
+    assert_eq!((s[0].period, s[0].sampled), (1, true));
+    assert_eq!(s[0].filter.as_deref(), Some("snd_wnd != 0"));
+    assert!(!s[1].sampled);
     // Every other tracepoint: one stream, every hit.
     let send = layout(Kind::SendLength, SEND_LENGTH);
     let s = crate::streams(Kind::SendLength, &send, Some(80), 8);

@@ -286,6 +286,8 @@ pub struct Stats {
     /// any state change mean the latter are being suppressed (see [`Stats::notes`]).
     pub destroys: u64,
     pub state_events: u64,
+    /// Intervals in which `tcp_probe` was sampled (one segment in N).
+    pub probe_sampled_intervals: u64,
 }
 
 impl Stats {
@@ -310,6 +312,14 @@ impl Stats {
                  {rate}): events of those moments were missed and not counted; raise it \
                  (sysctl -w kernel.perf_event_max_sample_rate=...) or trace one --port",
                 self.throttled
+            ));
+        }
+        if self.probe_sampled_intervals > 0 {
+            n.push(format!(
+                "tcp:tcp_probe was sampled in {} interval(s) (segments arrived fast): segment \
+                 counts are estimates, SRTT, CWND and windows those of the last sample, and a \
+                 connection with few segments may have none (--probe-every 1 takes every one)",
+                self.probe_sampled_intervals
             ));
         }
         if self.lost > 0 {
