@@ -5,7 +5,7 @@
 # another, both on this machine's cores. One wrk run per observer (and one with none), each
 # DURATION s; the observer runs DURATION-1 s of it:
 #   none      wrk alone (its requests/s is the reference)
-#   top       tcpdoctor top --port 80 --format json       (root namespace: tracepoints see all)
+#   top       tcpdoctor top --port PORT --format json     (root namespace: tracepoints see all)
 #   watch     tcpdoctor watch -i eth0 --format json        (server namespace)
 #   tcpdump   tcpdump -i eth0 -w /dev/null                 (server namespace)
 # Reported per run: CPU seconds (user+sys, GNU time), what the observer saw (events or frames),
@@ -14,22 +14,26 @@
 # Not a CI test. Needs root, nginx, wrk, tcpdump, python3, GNU time.
 #   sudo bash bench/top-cost.sh                 # 1 round, 10 s runs
 #   ROUNDS=3 DURATION=10 sudo -E bash bench/top-cost.sh
-# Results: bench/results/top-cost.txt (override with OUT=...).
+# Results: bench/results/top-cost.txt (override with OUT=...). nginx listens on PORT (8097): top's
+# tracepoints see every network namespace, so the port must be one no other load on the host uses
+# (sock_send_length/sock_recv_length have no ports: every process's TCP writes and reads reach
+# top, whatever the port; other traffic during a run inflates top's events and CPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TD=$(readlink -f "${TCPDOCTOR:-target/release/tcpdoctor}")
 ROUNDS=${ROUNDS:-1}
 DURATION=${DURATION:-10}
 CONNS=${CONNS:-64}
+PORT=${PORT:-8097}
 OUT=${OUT:-bench/results/top-cost.txt}
 P=${PREFIX:-tdtopb$$}
 [ -x "$TD" ] || { echo "no $TD: cargo build --release" >&2; exit 2; }
 . tests/e2e/lib.sh
 e2e_netns "$P" 10.87.0
 python3 -c 'import sys; open(sys.argv[1], "w").write("<!DOCTYPE html>\n<html>\n<head>\n<title>Welcome to nginx!</title>\n" + "x" * 546 + "\n</html>\n")' "$WORK/html/index.html"
-e2e_nginx "  server { listen $SERVER_IP:80; tcp_nodelay on; root $WORK/html; }"
-e2e_wait_port 80
-URL=http://$SERVER_IP/
+e2e_nginx "  server { listen $SERVER_IP:$PORT; tcp_nodelay on; root $WORK/html; }"
+e2e_wait_port "$PORT"
+URL=http://$SERVER_IP:$PORT/
 OBS=$((DURATION - 1))
 
 load() {
@@ -52,7 +56,7 @@ run_none() {
 run_top() {
   load
   /usr/bin/time -f '%U %S' -o "$WORK/time" \
-    "$TD" top --port 80 --duration "${OBS}s" --format json > "$WORK/top.jsonl" 2> "$WORK/top.err"
+    "$TD" top --port "$PORT" --duration "${OBS}s" --format json > "$WORK/top.jsonl" 2> "$WORK/top.err"
   wait "$LOAD"
   python3 - "$WORK/top.jsonl" "$(cpu)" "$(cat "$WORK/rps")" <<'PY'
 import json, sys
@@ -93,7 +97,7 @@ PY
 
 {
   echo "tcpdoctor top vs watch vs tcpdump: CPU on the same load (nginx + wrk -c $CONNS -t 2, ${DURATION} s runs, observers ${OBS} s), $(nproc) cores, $ROUNDS round(s)"
-  echo "date $(date -u +%Y-%m-%dT%H:%MZ), kernel $(uname -r), tcpdoctor $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+  echo "date $(date -u +%Y-%m-%dT%H:%MZ), kernel $(uname -r), tcpdoctor $(git rev-parse --short HEAD 2>/dev/null || echo '?'), port $PORT"
   printf '%-8s %8s %12s %10s %10s\n' run cpu_s seen lost req/s
 } | tee "$WORK/report"
 : > "$WORK/rows"

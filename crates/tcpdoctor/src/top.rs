@@ -28,7 +28,7 @@ connection, with findings naming the process:
   connection_reset        an RST sent or received on a connection
   zero_window             segments arriving while the peer advertised a window of 0 (slow reader)
   receive_window_limited  bytes in flight at >= 90% of the peer's window on >= 10 received
-                          segments and >= 20% of those with data in flight
+                          segments (>= 3 samples) and >= 20% of those with data in flight
 nagle_delayed_ack is not judged: no tracepoint says when a segment leaves (use `watch`).
 
 What it reads: the kernel's TCP tracepoints (tcp:tcp_probe, tcp_retransmit_skb,
@@ -42,6 +42,13 @@ read (send/recv/sendfile returns); `acked` is what the peer acknowledged. The pr
 connection is the one that made its socket calls; events in softirq (received segments,
 retransmission timers) are charged to it; a connection no call has named is looked up in
 this network namespace's socket table. Tracepoints see every network namespace.
+
+tcp:tcp_probe fires on every received segment; with --probe-every auto (the default) it is
+taken on every one until they arrive faster than 20,000 a second, then on one in 8 while the
+peer's window is open (RTT, cwnd and windows are the last sample's; segment counts
+are scaled estimates) and on every segment at a zero window (an ftrace filter on snd_wnd
+splits the two); --probe-every 1 takes every segment. Every other tracepoint is taken on
+every hit.
 
 --port N is filtered in the kernel (sport == N || dport == N) where the tracepoint has ports,
 and here otherwise. Samples the kernel drops because the reader fell behind are counted
@@ -97,12 +104,28 @@ pub struct TopArgs {
     /// Ring buffer per CPU, in 4 KiB pages (a power of two; more if samples are lost).
     #[arg(long, default_value_t = 512, value_name = "PAGES")]
     ring_pages: usize,
+    /// Take tcp:tcp_probe (a record per received segment: RTT, cwnd, windows) on one segment in
+    /// N while the peer's window is open, on every segment at a zero window; 1: every segment;
+    /// auto: every segment until they come faster than 20,000 a second, then one in 8.
+    #[arg(long, default_value = "auto", value_parser = parse_every, value_name = "N|auto")]
+    probe_every: u32,
     /// Serve Prometheus metrics at http://ADDR/metrics (`:9465`, `127.0.0.1:9465`).
     #[arg(long, value_name = "ADDR")]
     prometheus: Option<String>,
     /// Exit with status 1 when the report has a finding (for scripts).
     #[arg(long)]
     fail_on_finding: bool,
+}
+
+/// `auto` → 0, else N in 1..=2^20.
+fn parse_every(s: &str) -> Result<u32, String> {
+    if s == "auto" {
+        return Ok(0);
+    }
+    match s.parse::<u32>() {
+        Ok(n) if (1..=1 << 20).contains(&n) => Ok(n),
+        _ => Err("N between 1 and 1048576, or auto".into()),
+    }
 }
 
 pub fn run(args: &TopArgs) -> anyhow::Result<u8> {
@@ -132,6 +155,7 @@ pub fn run(args: &TopArgs) -> anyhow::Result<u8> {
         duration: args.duration,
         ring_pages: args.ring_pages,
         top: args.top,
+        probe_every: args.probe_every,
     })
     .map_err(|e| anyhow::anyhow!("opening the TCP tracepoints: {e}"))?;
     let mut note = format!(

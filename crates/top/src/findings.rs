@@ -13,9 +13,10 @@
 //! - `connection_reset`: an RST sent on or received by a connection.
 //! - `zero_window`: the peer advertised a window of 0 for >= 10 ms in all
 //!   (timed from the received segments that show it).
-//! - `receive_window_limited`: on >= 10 received segments and >= 20% of those
-//!   with data in flight, the bytes in flight were at >= 90% of the peer's
-//!   advertised window.
+//! - `receive_window_limited`: on >= 10 received segments (>= 3 samples when
+//!   `tcp_probe` is sampled: one sample stands for `probe_every` segments)
+//!   and >= 20% of those with data in flight, the bytes in flight were at
+//!   >= 90% of the peer's advertised window.
 //!
 //! `nagle_delayed_ack` is not judged here: it needs the times at which
 //! segments leave (tracepoints on transmit are absent) and the MSS.
@@ -31,6 +32,10 @@ use crate::tracker::{Conn, ProcName, Role};
 /// A zero window shorter than this in all is the receiver keeping pace
 /// with a fast sender (loopback fills a buffer in microseconds), not a stall.
 pub const ZERO_WINDOW_MIN_NS: u64 = 10_000_000;
+
+/// `receive_window_limited` needs this many samples at the window (with
+/// `--probe-every 1` the rule's 10 segments are 10 samples).
+pub const MIN_BOUND_SAMPLES: u64 = 3;
 
 /// Distinct (kind, endpoint, process) kept apart.
 const MAX_KEYS: usize = 10_000;
@@ -232,7 +237,12 @@ impl Findings {
             );
         }
         let bound = c.window_bound_segments;
-        if bound >= 10 && bound * 5 >= c.in_flight_segments {
+        // Sampled segments are scaled up: at least MIN_BOUND_SAMPLES of them
+        // saw the window bound, so one sample is never a finding.
+        if bound >= 10
+            && c.window_bound_samples >= MIN_BOUND_SAMPLES
+            && bound * 5 >= c.in_flight_segments
+        {
             hit(
                 FindingKind::ReceiveWindowLimited,
                 c.remote,

@@ -14,6 +14,11 @@
 //! - `sys.rs` holds every system call (perf, mmap, poll, mount): the crate's
 //!   only `unsafe` code.
 //!
+//! `tcp:tcp_probe` (every received segment) is sampled: one in
+//! `probe_every` with the peer's window open, every one at a zero window
+//! (two perf events split by an ftrace filter); every other tracepoint is
+//! taken on every hit.
+//!
 //! Samples the kernel drops because a ring is full are counted and shown
 //! every interval; a record that cannot be decoded is counted, never fatal.
 
@@ -53,7 +58,18 @@ pub struct Config {
     pub ring_pages: usize,
     /// Rows per table in an interval.
     pub top: usize,
+    /// `tcp:tcp_probe` (a record per received segment) is sampled: one
+    /// segment in this many with the peer's window open, every segment
+    /// showing it closed (1: every segment; 0: auto, every segment until
+    /// they come faster than [`AUTO_RATE`] a second, then one in [`AUTO_EVERY`]).
+    pub probe_every: u32,
 }
+
+/// `--probe-every auto`: past this many `tcp_probe` samples a second (window
+/// open), one segment in [`AUTO_EVERY`] is taken; back to every segment when
+/// the estimate falls below half of it.
+pub const AUTO_RATE: f64 = 20_000.0;
+pub const AUTO_EVERY: u32 = 8;
 
 /// One interval, ready to render.
 pub struct View<'a> {
@@ -120,6 +136,12 @@ pub struct Session {
     rings: Vec<sys::Ring>,
     /// Events writing into another event's ring (kept open).
     others: Vec<sys::Event>,
+    /// The sampled `tcp_probe` streams (window open), as (is a ring's own
+    /// event, index in `rings` or `others`): their period changes in auto mode.
+    sampled: Vec<(bool, usize)>,
+    /// Their period now, and their samples this interval.
+    probe_period: u32,
+    probe_samples: u64,
     layouts: FxHashMap<u32, Layout>,
     pub setup: Setup,
     tracker: Tracker,
@@ -195,6 +217,60 @@ pub fn kernel_filter(kind: Kind, layout: &Layout, port: Option<u16>) -> Option<S
     (!parts.is_empty()).then(|| parts.join(" && "))
 }
 
+/// One perf event to open on a tracepoint: a sample every `period` hits
+/// that pass `filter`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stream {
+    pub period: u64,
+    pub filter: Option<String>,
+    /// The stream is only right with its filter (a sampled `tcp_probe`
+    /// split by window): a kernel that refuses it is an error.
+    pub needs_filter: bool,
+    /// `tcp_probe` with the window open: its period is the sampling rate.
+    pub sampled: bool,
+}
+
+/// The perf events one tracepoint is read through. Every tracepoint but
+/// `tcp_probe` is one stream with every hit; with `probe_every` > 1,
+/// `tcp_probe` is two disjoint streams: segments showing the peer's window
+/// open, one in `probe_every` (the numbers of a connection, sampled), and
+/// every segment showing it closed (zero windows, counted and timed).
+/// `probe_every` 0 (auto) splits them too, the first starting at every segment.
+pub fn streams(kind: Kind, layout: &Layout, port: Option<u16>, probe_every: u32) -> Vec<Stream> {
+    let base = kernel_filter(kind, layout, port);
+    let split =
+        kind == Kind::Probe && probe_every != 1 && layout.field(decode::Slot::SndWnd).is_some();
+    if !split {
+        return vec![Stream {
+            period: 1,
+            filter: base,
+            needs_filter: false,
+            sampled: false,
+        }];
+    }
+    let with = |w: &str| {
+        Some(
+            base.as_ref()
+                .map_or_else(|| w.to_string(), |b| format!("{b} && {w}")),
+        )
+    };
+    vec![
+        Stream {
+            // Auto (0) starts with every segment.
+            period: u64::from(probe_every.max(1)),
+            filter: with("snd_wnd != 0"),
+            needs_filter: true,
+            sampled: true,
+        },
+        Stream {
+            period: 1,
+            filter: with("snd_wnd == 0"),
+            needs_filter: true,
+            sampled: false,
+        },
+    ]
+}
+
 fn privilege_hint(e: &io::Error) -> String {
     let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
         .map(|s| s.trim().to_string())
@@ -204,6 +280,52 @@ fn privilege_hint(e: &io::Error) -> String {
          CAP_BPF for tracepoints on older kernels), with kernel.perf_event_paranoid at {paranoid} \
          (above 1 an unprivileged user cannot trace other processes; -1 allows all)"
     )
+}
+
+/// Opens one stream of a tracepoint on one CPU and sets its filter; notes
+/// the filter per (tracepoint, period).
+fn open_stream(
+    stream: &Stream,
+    id: u32,
+    cpu: u32,
+    layout: &Layout,
+    wakeup: u32,
+    notes: &mut FxHashMap<(Kind, u64), String>,
+) -> io::Result<sys::Event> {
+    let label = layout.kind.label();
+    let ev =
+        sys::Event::open(id, cpu, record::SAMPLE_TYPE, stream.period, wakeup).map_err(|e| {
+            let msg = if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) {
+                privilege_hint(&e)
+            } else {
+                e.to_string()
+            };
+            err(
+                e.kind(),
+                format!("perf_event_open {label} on cpu {cpu}: {msg}"),
+            )
+        })?;
+    if let Some(f) = &stream.filter {
+        let every = if stream.period > 1 {
+            format!(" (one in {})", stream.period)
+        } else {
+            String::new()
+        };
+        let note = match ev.set_filter(f) {
+            Ok(()) => format!("{label}: {f}{every}"),
+            Err(e) if stream.needs_filter => {
+                return Err(err(
+                    e.kind(),
+                    format!(
+                    "{label}: the kernel refused the filter `{f}` ({e}); run with --probe-every 1"
+                ),
+                ))
+            }
+            Err(e) => format!("{label}: kernel refused `{f}` ({e}); filtered in user space"),
+        };
+        notes.insert((layout.kind, stream.period), note);
+    }
+    Ok(ev)
 }
 
 impl Session {
@@ -259,49 +381,35 @@ impl Session {
         let wakeup = (pages * page / 4) as u32;
         let mut rings = Vec::new();
         let mut others = Vec::new();
+        let mut sampled = Vec::new();
         let mut filter_notes = FxHashMap::default();
         for &cpu in &cpus {
             let mut ring: Option<sys::Ring> = None;
             for id in &order {
                 let layout = &layouts[id];
-                let ev = sys::Event::open(*id, cpu, record::SAMPLE_TYPE, wakeup).map_err(|e| {
-                    let msg = if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) {
-                        privilege_hint(&e)
-                    } else {
-                        e.to_string()
-                    };
-                    err(
-                        e.kind(),
-                        format!(
-                            "perf_event_open {} on cpu {cpu}: {msg}",
-                            layout.kind.label()
-                        ),
-                    )
-                })?;
-                if let Some(f) = kernel_filter(layout.kind, layout, config.port) {
-                    let note = match ev.set_filter(&f) {
-                        Ok(()) => format!("{}: {f}", layout.kind.label()),
-                        Err(e) => format!(
-                            "{}: kernel refused `{f}` ({e}); filtered in user space",
-                            layout.kind.label()
-                        ),
-                    };
-                    filter_notes.insert(layout.kind, note);
-                }
-                match &ring {
-                    None => {
-                        ring = Some(sys::Ring::map(ev, pages).map_err(|e| {
-                            err(e.kind(), format!("mmap of the perf ring on cpu {cpu}: {e}"))
-                        })?)
+                for stream in streams(layout.kind, layout, config.port, config.probe_every) {
+                    let ev = open_stream(&stream, *id, cpu, layout, wakeup, &mut filter_notes)?;
+                    if stream.sampled {
+                        sampled.push(match &ring {
+                            None => (true, rings.len()),
+                            Some(_) => (false, others.len()),
+                        });
                     }
-                    Some(r) => {
-                        ev.set_output(r).map_err(|e| {
-                            err(
-                                e.kind(),
-                                format!("PERF_EVENT_IOC_SET_OUTPUT on cpu {cpu}: {e}"),
-                            )
-                        })?;
-                        others.push(ev);
+                    match &ring {
+                        None => {
+                            ring = Some(sys::Ring::map(ev, pages).map_err(|e| {
+                                err(e.kind(), format!("mmap of the perf ring on cpu {cpu}: {e}"))
+                            })?)
+                        }
+                        Some(r) => {
+                            ev.set_output(r).map_err(|e| {
+                                err(
+                                    e.kind(),
+                                    format!("PERF_EVENT_IOC_SET_OUTPUT on cpu {cpu}: {e}"),
+                                )
+                            })?;
+                            others.push(ev);
+                        }
                     }
                 }
             }
@@ -309,9 +417,15 @@ impl Session {
                 rings.push(r);
             }
         }
-        let mut notes: Vec<(Kind, String)> = filter_notes.into_iter().collect();
+        let mut notes: Vec<((Kind, u64), String)> = filter_notes.into_iter().collect();
         notes.sort();
         setup.kernel_filters = notes.into_iter().map(|(_, n)| n).collect();
+        setup.probe_auto = config.probe_every == 0;
+        setup.probe_every = if setup.probe_auto {
+            AUTO_EVERY
+        } else {
+            config.probe_every
+        };
         for r in &rings {
             r.event().enable()?;
         }
@@ -322,6 +436,8 @@ impl Session {
             port: config.port,
             pid: config.pid,
         });
+        let probe_period = config.probe_every.max(1);
+        tracker.probe_every = probe_period;
         tracker.stats.max_sample_rate =
             std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
                 .ok()
@@ -330,6 +446,9 @@ impl Session {
             config,
             rings,
             others,
+            sampled,
+            probe_period,
+            probe_samples: 0,
             layouts,
             setup,
             tracker,
@@ -338,48 +457,114 @@ impl Session {
     }
 
     /// Reads every ring, decodes, feeds the tracker in time order.
-    fn drain(&mut self, buf: &mut Vec<u8>, batch: &mut Vec<(u64, u32, decode::Event)>) {
+    fn drain(
+        &mut self,
+        buf: &mut Vec<u8>,
+        batch: &mut Vec<(u64, u32, decode::Event)>,
+        order: &mut Vec<(u64, u32)>,
+    ) {
         batch.clear();
+        let layouts = &self.layouts;
+        let stats = &mut self.tracker.stats;
+        let lost_now = &mut self.lost_now;
+        let probe_samples = &mut self.probe_samples;
         for ring in &mut self.rings {
-            buf.clear();
-            ring.drain(buf);
-            let mut recs = Records::new(buf);
-            for rec in recs.by_ref() {
-                match rec {
-                    Record::Sample(s) => {
-                        let layout = decode::common_type(s.raw).and_then(|t| self.layouts.get(&t));
-                        let Some(layout) = layout else {
-                            self.tracker.stats.unknown_type += 1;
-                            continue;
-                        };
-                        match layout.decode(s.raw) {
-                            Ok(ev) => batch.push((s.time_ns, s.pid, ev)),
-                            Err(Anomaly::Truncated) => self.tracker.stats.truncated += 1,
-                            Err(Anomaly::Family) => self.tracker.stats.other_family += 1,
-                            Err(Anomaly::UnknownType) => self.tracker.stats.unknown_type += 1,
-                            Err(Anomaly::BadRecord) => self.tracker.stats.bad_records += 1,
+            ring.read(buf, |bytes| {
+                let mut recs = Records::new(bytes);
+                for rec in recs.by_ref() {
+                    match rec {
+                        Record::Sample(s) => {
+                            let layout = decode::common_type(s.raw).and_then(|t| layouts.get(&t));
+                            let Some(layout) = layout else {
+                                stats.unknown_type += 1;
+                                continue;
+                            };
+                            match layout.decode(s.raw) {
+                                Ok(ev) => {
+                                    if matches!(ev.detail, decode::Detail::Probe(p) if p.snd_wnd != Some(0))
+                                    {
+                                        *probe_samples += 1;
+                                    }
+                                    batch.push((s.time_ns, s.pid, ev))
+                                }
+                                Err(Anomaly::Truncated) => stats.truncated += 1,
+                                Err(Anomaly::Family) => stats.other_family += 1,
+                                Err(Anomaly::UnknownType) => stats.unknown_type += 1,
+                                Err(Anomaly::BadRecord) => stats.bad_records += 1,
+                            }
                         }
+                        Record::Lost(n) => {
+                            stats.lost += n;
+                            *lost_now += n;
+                        }
+                        Record::Malformed => stats.bad_records += 1,
+                        Record::Throttle => stats.throttled += 1,
+                        Record::Other(_) => {}
                     }
-                    Record::Lost(n) => {
-                        self.tracker.stats.lost += n;
-                        self.lost_now += n;
-                    }
-                    Record::Malformed => self.tracker.stats.bad_records += 1,
-                    Record::Throttle => self.tracker.stats.throttled += 1,
-                    Record::Other(_) => {}
                 }
-            }
-            if recs.broken {
-                self.tracker.stats.bad_records += 1;
-            }
+                if recs.broken {
+                    stats.bad_records += 1;
+                }
+            });
         }
-        // Rings are per CPU: merge them into one timeline.
-        batch.sort_by_key(|(t, _, _)| *t);
-        for (t, pid, ev) in batch.drain(..) {
-            self.tracker.handle(t, pid, &ev);
+        // Rings are per CPU: merge them into one timeline (sorting the
+        // times and places, not the events, which are large).
+        order.clear();
+        order.extend(
+            batch
+                .iter()
+                .enumerate()
+                .map(|(i, (t, _, _))| (*t, i as u32)),
+        );
+        // Each ring is (nearly) in time order: a stable sort merges the runs.
+        order.sort();
+        for &(_, i) in order.iter() {
+            let (t, pid, ev) = &batch[i as usize];
+            self.tracker.handle(*t, *pid, ev);
         }
+        batch.clear();
         for pid in self.tracker.take_unnamed() {
             self.tracker.name(pid, proc_name(pid));
+        }
+    }
+
+    /// `--probe-every auto`: one `tcp_probe` sample in [`AUTO_EVERY`] while
+    /// segments arrive faster than [`AUTO_RATE`] a second, every one below
+    /// half of it. Called after a drain, so that the samples already read
+    /// were taken at the period the tracker weighs them by.
+    fn adapt_probe_period(&mut self, secs: f64) {
+        let samples = std::mem::take(&mut self.probe_samples);
+        if self.probe_period > 1 {
+            self.tracker.stats.probe_sampled_intervals += 1;
+        }
+        if !self.setup.probe_auto || secs <= 0.0 {
+            return;
+        }
+        let segments_per_s = samples as f64 * f64::from(self.probe_period) / secs;
+        let want = if segments_per_s > AUTO_RATE {
+            AUTO_EVERY
+        } else if segments_per_s < AUTO_RATE / 2.0 {
+            1
+        } else {
+            self.probe_period
+        };
+        if want == self.probe_period {
+            return;
+        }
+        let mut ok = true;
+        for &(own, i) in &self.sampled {
+            let ev = if own {
+                self.rings.get(i).map(|r| r.event())
+            } else {
+                self.others.get(i)
+            };
+            if let Some(ev) = ev {
+                ok &= ev.set_period(u64::from(want)).is_ok();
+            }
+        }
+        if ok {
+            self.probe_period = want;
+            self.tracker.probe_every = want;
         }
     }
 
@@ -440,6 +625,7 @@ impl Session {
         let mut last = start;
         let mut buf = Vec::with_capacity(1 << 20);
         let mut batch = Vec::with_capacity(1 << 14);
+        let mut order = Vec::with_capacity(1 << 14);
         loop {
             let now = Instant::now();
             let done = stop.load(Ordering::SeqCst)
@@ -458,7 +644,7 @@ impl Session {
                 .map_or(until_tick, |d| (start + d).saturating_duration_since(now));
             let wait = until_tick.min(until_end).min(Duration::from_millis(100));
             sys::Ring::poll(&self.rings, wait.as_millis() as i32)?;
-            self.drain(&mut buf, &mut batch);
+            self.drain(&mut buf, &mut batch, &mut order);
             let now = Instant::now();
             if now >= next {
                 self.look_up_owners();
@@ -473,6 +659,8 @@ impl Session {
                 };
                 each(&view)?;
                 self.lost_now = 0;
+                let secs = now.duration_since(last).as_secs_f64();
+                self.adapt_probe_period(secs);
                 last = now;
                 while next <= now {
                     next += interval;
@@ -485,7 +673,7 @@ impl Session {
         for e in &self.others {
             let _ = e.disable();
         }
-        self.drain(&mut buf, &mut batch);
+        self.drain(&mut buf, &mut batch, &mut order);
         self.look_up_owners();
         let _ = self.tracker.interval(self.config.top);
         Ok(Outcome {

@@ -125,6 +125,11 @@ pub struct Setup {
     pub kernel_filters: Vec<String>,
     pub cpus: u32,
     pub ring_bytes_per_cpu: usize,
+    /// `tcp:tcp_probe` taken on one received segment in this many (window
+    /// open) when sampled; every segment at a zero window.
+    pub probe_every: u32,
+    /// Sampled only while segments come fast (`--probe-every auto`).
+    pub probe_auto: bool,
 }
 
 /// The final document.
@@ -149,6 +154,9 @@ pub fn final_doc(f: &Final, setup: &Setup, cpu_ms: f64, elapsed_ms: f64) -> Valu
             "kernel_filters": setup.kernel_filters,
             "cpus": setup.cpus,
             "ring_bytes_per_cpu": setup.ring_bytes_per_cpu,
+            "probe_every": setup.probe_every,
+            "probe_auto": setup.probe_auto,
+            "probe_sampled_intervals": s.probe_sampled_intervals,
             "cpu_time_ms": cpu_ms,
             "notes": s.notes(),
         },

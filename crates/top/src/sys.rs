@@ -35,6 +35,8 @@ const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
 const IOC_ENABLE: libc::c_ulong = 0x2400;
 const IOC_DISABLE: libc::c_ulong = 0x2401;
 const IOC_SET_OUTPUT: libc::c_ulong = 0x2405;
+// _IOW('$', 4, u64)
+const IOC_PERIOD: libc::c_ulong = 0x4008_2404;
 const IOC_SET_FILTER: libc::c_ulong = 0x4008_2406;
 
 /// An open tracepoint event on one CPU (every process).
@@ -44,15 +46,22 @@ pub struct Event {
 
 impl Event {
     /// `perf_event_open(PERF_TYPE_TRACEPOINT, config = id)` on `cpu` for all
-    /// processes (pid -1), sampling every hit with `sample_type`, disabled
-    /// until [`Event::enable`]. `wakeup_bytes`: poll wakes once the ring
-    /// holds that much.
-    pub fn open(id: u32, cpu: u32, sample_type: u64, wakeup_bytes: u32) -> io::Result<Event> {
+    /// processes (pid -1), writing one sample with `sample_type` every
+    /// `period` hits (that pass its filter), disabled until
+    /// [`Event::enable`]. `wakeup_bytes`: poll wakes once the ring holds
+    /// that much.
+    pub fn open(
+        id: u32,
+        cpu: u32,
+        sample_type: u64,
+        period: u64,
+        wakeup_bytes: u32,
+    ) -> io::Result<Event> {
         let attr = PerfEventAttr {
             kind: PERF_TYPE_TRACEPOINT,
             size: std::mem::size_of::<PerfEventAttr>() as u32,
             config: u64::from(id),
-            sample_period: 1,
+            sample_period: period.max(1),
             sample_type,
             flags: FLAG_DISABLED | FLAG_WATERMARK,
             wakeup_watermark: wakeup_bytes,
@@ -85,8 +94,9 @@ impl Event {
     }
 
     fn ioctl(&self, req: libc::c_ulong, arg: libc::c_ulong) -> io::Result<()> {
-        // SAFETY: a perf ioctl on our own live descriptor; `arg` is an int or
-        // a pointer to a NUL-terminated string that outlives the call (set_filter).
+        // SAFETY: a perf ioctl on our own live descriptor; `arg` is an int, a
+        // pointer to a NUL-terminated string (set_filter) or to a u64
+        // (set_period) that outlives the call.
         let rc = unsafe { libc::ioctl(self.fd.as_raw_fd(), req as _, arg) };
         if rc < 0 {
             return Err(io::Error::last_os_error());
@@ -105,6 +115,12 @@ impl Event {
     /// Sends this event's samples into `ring`'s buffer (same CPU).
     pub fn set_output(&self, ring: &Ring) -> io::Result<()> {
         self.ioctl(IOC_SET_OUTPUT, ring.event.fd.as_raw_fd() as libc::c_ulong)
+    }
+
+    /// A sample every `period` hits from now on (`PERF_EVENT_IOC_PERIOD`).
+    pub fn set_period(&self, period: u64) -> io::Result<()> {
+        let p: u64 = period.max(1);
+        self.ioctl(IOC_PERIOD, &p as *const u64 as libc::c_ulong)
     }
 
     /// An ftrace filter (`sport == 80 || dport == 80`) run in the kernel.
@@ -188,9 +204,10 @@ impl Ring {
         unsafe { std::ptr::read_volatile(self.base.add(at).cast::<u64>()) }
     }
 
-    /// Appends every unread byte of the ring to `out` (in order, unwrapped)
-    /// and hands the space back to the kernel.
-    pub fn drain(&mut self, out: &mut Vec<u8>) {
+    /// Hands every unread byte of the ring, in order, to `f` (in place when
+    /// it does not wrap, else copied into `scratch` unwrapped), then gives
+    /// the space back to the kernel.
+    pub fn read(&mut self, scratch: &mut Vec<u8>, f: impl FnOnce(&[u8])) {
         let head = self.read_u64(HEAD);
         // The data up to head is visible after this (perf's smp_rmb pairing).
         fence(Ordering::Acquire);
@@ -201,14 +218,25 @@ impl Ring {
         }
         let start = (tail as usize) % self.data_size;
         let first = avail.min(self.data_size - start);
-        out.reserve(avail);
         // SAFETY: both slices lie inside the data area of our live mapping
         // (start + first <= data_size, avail - first < data_size); the kernel
-        // does not write between tail and head until we move the tail.
-        unsafe {
+        // does not write between tail and head until we move the tail below,
+        // after the last use of the slices.
+        let (a, b) = unsafe {
             let data = self.base.add(self.data_offset);
-            out.extend_from_slice(std::slice::from_raw_parts(data.add(start), first));
-            out.extend_from_slice(std::slice::from_raw_parts(data, avail - first));
+            (
+                std::slice::from_raw_parts(data.add(start), first),
+                std::slice::from_raw_parts(data, avail - first),
+            )
+        };
+        if b.is_empty() {
+            f(a);
+        } else {
+            scratch.clear();
+            scratch.reserve(avail);
+            scratch.extend_from_slice(a);
+            scratch.extend_from_slice(b);
+            f(scratch);
         }
         fence(Ordering::Release);
         // SAFETY: data_tail is 8-aligned in the metadata page; we are its only writer.

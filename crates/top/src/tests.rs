@@ -672,6 +672,56 @@ fn window_bound_sender_makes_receive_window_limited_only_past_thresholds() {
     }
 }
 
+/// Sampled `tcp_probe` (one in 8 with the window open): counts are scaled,
+/// zero-window segments count one each, and the window rule needs more
+/// than one sample however it is scaled.
+#[test]
+fn sampled_probes_are_scaled_and_need_several_samples() {
+    for (samples, expect) in [(1u32, false), (2, false), (3, true)] {
+        let mut t = Tracker::new(Filter::default());
+        t.probe_every = 8;
+        accepted(&mut t, 1);
+        t.handle(2, 7, &ev(Kind::SendLength, SK, None, 0, send(1_000_000)));
+        for i in 0..samples {
+            t.handle(
+                10 + u64::from(i),
+                0,
+                &ev(
+                    Kind::Probe,
+                    SK,
+                    Some(SERVER),
+                    SOFTIRQ,
+                    probe(i * 4000, i * 4000 + 3900, 4096),
+                ),
+            );
+        }
+        // Two segments at window 0 (from the unsampled stream).
+        for k in 0..2u64 {
+            t.handle(
+                100 + k,
+                0,
+                &ev(
+                    Kind::Probe,
+                    SK,
+                    Some(SERVER),
+                    SOFTIRQ,
+                    probe(90_000, 94_000, 0),
+                ),
+            );
+        }
+        let f = t.finish();
+        let c = &f.connections[0];
+        assert_eq!(c.totals.segments_in, u64::from(samples) * 8 + 2);
+        assert_eq!(c.window_bound_segments, u64::from(samples) * 8);
+        assert_eq!(c.zero_window_segments, 2);
+        let hit = f
+            .findings
+            .iter()
+            .any(|x| x.kind == FindingKind::ReceiveWindowLimited);
+        assert_eq!(hit, expect, "{samples} window-bound samples of 8");
+    }
+}
+
 #[test]
 fn resets_name_who_sent_them() {
     let mut t = Tracker::new(Filter::default());
@@ -1030,4 +1080,39 @@ fn kernel_filters_only_on_fields_the_tracepoint_has() {
     );
     let rst = layout(Kind::SendReset, SEND_RESET);
     assert_eq!(crate::kernel_filter(Kind::SendReset, &rst, Some(80)), None);
+}
+
+#[test]
+fn tcp_probe_is_split_by_window_when_sampled() {
+    let probe = layout(Kind::Probe, TCP_PROBE);
+    let s = crate::streams(Kind::Probe, &probe, Some(80), 8);
+    assert_eq!(s.len(), 2);
+    assert_eq!(s[0].period, 8);
+    assert_eq!(
+        s[0].filter.as_deref(),
+        Some("(sport == 80 || dport == 80) && snd_wnd != 0")
+    );
+    assert_eq!(s[1].period, 1);
+    assert_eq!(
+        s[1].filter.as_deref(),
+        Some("(sport == 80 || dport == 80) && snd_wnd == 0")
+    );
+    assert!(s.iter().all(|x| x.needs_filter));
+    let all = crate::streams(Kind::Probe, &probe, None, 1);
+    assert_eq!(all.len(), 1);
+    assert_eq!((all[0].period, all[0].filter.as_deref()), (1, None));
+    let s = crate::streams(Kind::Probe, &probe, None, 4);
+    assert_eq!(s[1].filter.as_deref(), Some("snd_wnd == 0"));
+    // Auto: split too, the sampled stream starting at every segment.
+    let s = crate::streams(Kind::Probe, &probe, None, 0);
+    assert_eq!(s.len(), 2);
+    assert_eq!((s[0].period, s[0].sampled), (1, true));
+    assert_eq!(s[0].filter.as_deref(), Some("snd_wnd != 0"));
+    assert!(!s[1].sampled);
+    // Every other tracepoint: one stream, every hit.
+    let send = layout(Kind::SendLength, SEND_LENGTH);
+    let s = crate::streams(Kind::SendLength, &send, Some(80), 8);
+    assert_eq!(s.len(), 1);
+    assert_eq!(s[0].period, 1);
+    assert!(!s[0].needs_filter);
 }

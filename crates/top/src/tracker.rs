@@ -84,7 +84,8 @@ pub struct Counters {
     pub reads: u64,
     /// Bytes the peer acknowledged (snd_una advances, from `tcp_probe`).
     pub acked: u64,
-    /// Segments received (`tcp_probe` hits).
+    /// Segments received (`tcp_probe` hits; each sample with the window
+    /// open counts `probe_every`).
     pub segments_in: u64,
     pub retransmits: u64,
 }
@@ -163,6 +164,10 @@ pub struct Conn {
     pub in_flight_segments: u64,
     /// … of which with bytes in flight at >= 90% of the peer's window.
     pub window_bound_segments: u64,
+    /// The samples behind `window_bound_segments` (each stands for
+    /// `probe_every` segments).
+    #[serde(skip)]
+    pub window_bound_samples: u64,
     /// Retransmissions while in the Loss state (after an RTO).
     pub rto_retransmits: u64,
     pub syn_retransmits: u64,
@@ -215,6 +220,7 @@ impl Conn {
             zw_since: None,
             in_flight_segments: 0,
             window_bound_segments: 0,
+            window_bound_samples: 0,
             rto_retransmits: 0,
             syn_retransmits: 0,
             synack_retransmits: 0,
@@ -280,6 +286,8 @@ pub struct Stats {
     /// any state change mean the latter are being suppressed (see [`Stats::notes`]).
     pub destroys: u64,
     pub state_events: u64,
+    /// Intervals in which `tcp_probe` was sampled (one segment in N).
+    pub probe_sampled_intervals: u64,
 }
 
 impl Stats {
@@ -304,6 +312,14 @@ impl Stats {
                  {rate}): events of those moments were missed and not counted; raise it \
                  (sysctl -w kernel.perf_event_max_sample_rate=...) or trace one --port",
                 self.throttled
+            ));
+        }
+        if self.probe_sampled_intervals > 0 {
+            n.push(format!(
+                "tcp:tcp_probe was sampled in {} interval(s) (segments arrived fast): segment \
+                 counts are estimates, SRTT, CWND and windows those of the last sample, and a \
+                 connection with few segments may have none (--probe-every 1 takes every one)",
+                self.probe_sampled_intervals
             ));
         }
         if self.lost > 0 {
@@ -343,6 +359,9 @@ pub struct Tracker {
     owners: FxHashMap<(SocketAddr, SocketAddr), (u32, Role)>,
     pub first_ns: Option<u64>,
     pub last_ns: u64,
+    /// Received segments one `tcp_probe` sample with the window open stands
+    /// for (1: every segment is traced); zero-window samples stand for one.
+    pub probe_every: u32,
 }
 
 impl Tracker {
@@ -361,6 +380,7 @@ impl Tracker {
             owners: FxHashMap::default(),
             first_ns: None,
             last_ns: 0,
+            probe_every: 1,
         }
     }
 
@@ -486,9 +506,13 @@ impl Tracker {
             c.owner_source = Some(OwnerSource::SocketCall);
             learned_owner = Some(pid);
         }
+        let probe_every = u64::from(self.probe_every.max(1));
         match ev.detail {
             Detail::Probe(p) => {
-                c.totals.segments_in += 1;
+                // A sample with the window open stands for probe_every
+                // segments; every zero-window segment is traced.
+                let weight = if p.snd_wnd == Some(0) { 1 } else { probe_every };
+                c.totals.segments_in += weight;
                 if let Some(una) = p.snd_una {
                     if let Some(last) = c.last_una {
                         let d = una.wrapping_sub(last);
@@ -527,9 +551,10 @@ impl Tracker {
                         c.zero_window_ns += last.saturating_sub(s);
                     }
                     if flight > 0 && flight < 1 << 31 {
-                        c.in_flight_segments += 1;
+                        c.in_flight_segments += weight;
                         if wnd > 0 && u64::from(flight) * 10 >= u64::from(wnd) * 9 {
-                            c.window_bound_segments += 1;
+                            c.window_bound_segments += weight;
+                            c.window_bound_samples += 1;
                         }
                     }
                 }
