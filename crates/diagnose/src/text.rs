@@ -9,30 +9,14 @@ use crate::budget::{Part, Split};
 use crate::model::*;
 use crate::rules;
 use crate::{round3, Aggregate, Heavy};
+pub(crate) use tcpdoctor_units::bytes_f64 as human_bytes;
 
 pub(crate) fn ms(ns: i64) -> f64 {
     round3(ns as f64 / 1e6)
 }
 
-pub(crate) fn human_bytes(b: f64) -> String {
-    if b >= 1e6 {
-        format!("{:.2} MB", b / 1e6)
-    } else if b >= 1e3 {
-        format!("{:.1} KB", b / 1e3)
-    } else {
-        format!("{b:.0} B")
-    }
-}
-
 pub(crate) fn human_rate(bytes_per_s: f64) -> String {
-    let bits = bytes_per_s * 8.0;
-    if bits >= 1e9 {
-        format!("{:.2} Gbit/s", bits / 1e9)
-    } else if bits >= 1e6 {
-        format!("{:.2} Mbit/s", bits / 1e6)
-    } else {
-        format!("{:.0} kbit/s", bits / 1e3)
-    }
+    tcpdoctor_units::rate(bytes_per_s * 8.0)
 }
 
 /// A display filter that shows one instance: Wireshark's `tcp.stream` of the

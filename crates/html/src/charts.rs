@@ -9,6 +9,7 @@ use tcpdoctor_report::fmt_ms;
 
 use crate::esc;
 use crate::trace::{Point, Trace};
+use tcpdoctor_units::bytes_f64 as human;
 
 /// A colour per budget part (kept apart from each other).
 pub fn color(part: &str) -> &'static str {
@@ -400,16 +401,6 @@ fn ticks(max: f64) -> Vec<f64> {
     (0..=((max / step).floor() as usize))
         .map(|i| i as f64 * step)
         .collect()
-}
-
-fn human(b: f64) -> String {
-    if b >= 1e6 {
-        format!("{:.1} MB", b / 1e6)
-    } else if b >= 1e3 {
-        format!("{:.0} KB", b / 1e3)
-    } else {
-        format!("{b:.0} B")
-    }
 }
 
 /// An axis's value label at (`x`, `y`), anchored `middle` or `end`.

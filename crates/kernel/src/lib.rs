@@ -44,7 +44,7 @@ pub mod read;
 pub mod route;
 pub mod settings;
 pub mod text;
-pub mod units;
+pub use tcpdoctor_units as units;
 pub mod window;
 
 pub use read::read;

@@ -165,7 +165,7 @@ fn nagle(s: &Socket, out: &mut Vec<Flag>) {
         kind: FlagKind::NagleOn,
         message: format!(
             "Nagle on (TCP_NODELAY off) on a request/response socket: data both ways ({} in, {} \
-             out in {} segments of {} on average, below the MSS of {}){now}. A message written in \
+             out in {} segments of {} on average, below the MSS of {} B){now}. A message written in \
              two parts (headers, then body) has its second part held until the first is ACKed, \
              and the peer delays that ACK (~40 ms on Linux, 200 ms on Windows): one stall per \
              exchange",
@@ -173,7 +173,7 @@ fn nagle(s: &Socket, out: &mut Vec<Flag>) {
             bytes(acked),
             segs_out,
             bytes(per_segment),
-            bytes(u64::from(t.snd_mss)),
+            t.snd_mss,
         ),
         fix,
     });
@@ -399,28 +399,7 @@ fn accept_queue(s: &Socket, out: &mut Vec<Flag>) {
     });
 }
 
-/// `4 KB`, `1.5 MB`, `700 B` (binary units, as buffer sizes are set).
-pub fn bytes(b: u64) -> String {
-    const K: f64 = 1024.0;
-    let f = b as f64;
-    if b < 1024 {
-        format!("{b} B")
-    } else if f < K * K {
-        trim(f / K, "KB")
-    } else if f < K * K * K {
-        trim(f / (K * K), "MB")
-    } else {
-        trim(f / (K * K * K), "GB")
-    }
-}
-
-fn trim(v: f64, unit: &str) -> String {
-    if (v - v.round()).abs() < 0.05 || v >= 100.0 {
-        format!("{:.0} {unit}", v)
-    } else {
-        format!("{v:.1} {unit}")
-    }
-}
+pub use tcpdoctor_units::bytes;
 
 /// `window` bytes per `rtt_us`, as a rate (`None` without a round trip).
 fn rate(window: u64, rtt_us: u64) -> Option<String> {

@@ -146,7 +146,7 @@ fn nagle_is_flagged_where_nodelay_is_off_and_only_there() {
     let f = &find(&v, "10.83.9.2:8080", "10.83.9.1:40310").flags[0];
     assert!(
         f.message
-            .contains("567 segments of 475 B on average, below the MSS of 1.4 KB"),
+            .contains("567 segments of 475 B on average, below the MSS of 1448 B"),
         "{}",
         f.message
     );

@@ -13,6 +13,7 @@ use tcpdoctor_lab::cases::{self, Case, Headline, Peer, Setup};
 use tcpdoctor_lab::run::{self, Phase, PhaseOptions};
 use tcpdoctor_lab::topo::{Topology, Vantage};
 use tcpdoctor_lab::{ext, fixtures, ns};
+use tcpdoctor_units::bytes as fmt_bytes;
 
 /// Exit status: the case reproduced as expected.
 const EXIT_OK: u8 = 0;
@@ -974,17 +975,6 @@ fn fmt_num(v: f64) -> String {
     } else {
         let s = format!("{v:.2}");
         s.trim_end_matches('0').trim_end_matches('.').to_string()
-    }
-}
-
-fn fmt_bytes(b: u64) -> String {
-    let b = b as f64;
-    if b >= 1e6 {
-        format!("{:.2} MB", b / 1e6)
-    } else if b >= 1e3 {
-        format!("{:.0} KB", b / 1e3)
-    } else {
-        format!("{b:.0} B")
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use tcpdoctor_load::{Config, Live, Report, RequestSpec, Target, LATE_AFTER};
 
 use crate::Format;
+use tcpdoctor_units::bytes_f64 as fmt_bytes;
 
 pub const HELP: &str = "\
 Examples:
@@ -286,17 +287,6 @@ fn fmt_ms(ms: f64) -> String {
     } else {
         format!("{:.2}s", ms / 1000.0)
     }
-}
-
-fn fmt_bytes(b: f64) -> String {
-    const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
-    let mut v = b;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    format!("{v:.2}{}", UNITS[u])
 }
 
 fn text(r: &Report, out: &mut impl Write) -> io::Result<()> {

@@ -3,26 +3,13 @@
 use std::fmt::Write;
 
 use crate::tracker::{Final, Interval, Stats};
+pub use tcpdoctor_units::bytes;
 
 pub fn plural(n: u64, noun: &str) -> String {
     if n == 1 {
         format!("1 {noun}")
     } else {
         format!("{n} {noun}s")
-    }
-}
-
-/// Bytes in B / KB / MB / GB (powers of 1000).
-pub fn bytes(n: u64) -> String {
-    let f = n as f64;
-    if n < 1000 {
-        format!("{n} B")
-    } else if f < 1e6 {
-        format!("{:.1} KB", f / 1e3)
-    } else if f < 1e9 {
-        format!("{:.1} MB", f / 1e6)
-    } else {
-        format!("{:.2} GB", f / 1e9)
     }
 }
 

@@ -1,6 +1,11 @@
-//! Sizes, rates and durations as a person reads them. Sizes are binary
-//! (1 KB = 1024 bytes), as the kernel's buffer sizes are; rates are decimal
-//! bits per second, as links are sold.
+//! Sizes, rates and durations as a person reads them, the same in every
+//! command: a socket buffer `sysctl` reports prints as `sockets`, `analyze`,
+//! `top`, `load`, the lab and the HTML report print it.
+//!
+//! Sizes are binary (1 KB = 1024 bytes), as the kernel's buffer sizes and
+//! nginx's `k`/`m` suffixes are; rates are decimal bits per second, as links
+//! are sold; at most three significant digits.
+#![forbid(unsafe_code)]
 
 /// `65535` → "64 KB", `6291456` → "6 MB", `87380` → "85.3 KB", `900` → "900 B".
 pub fn bytes(n: u64) -> String {
@@ -15,6 +20,15 @@ pub fn bytes(n: u64) -> String {
         unit += 1;
     }
     format!("{} {}", short(v), UNITS[unit])
+}
+
+/// A size given as a float (a mean, a rate's bytes): as [`bytes`], rounded.
+pub fn bytes_f64(n: f64) -> String {
+    bytes(if n.is_finite() && n > 0.0 {
+        n.round() as u64
+    } else {
+        0
+    })
 }
 
 /// Bits per second: "6.6 Mbit/s", "13 Gbit/s", "655 kbit/s".
