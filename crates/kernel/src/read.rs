@@ -8,20 +8,16 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::netlink::{self, link, qdisc, route, Chunk};
+use crate::netlink::{self, link, qdisc, route};
 use crate::qdisc::Psched;
 use crate::settings::{self, Reading, Snapshot};
 use crate::window::Kernel;
 use crate::{Namespace, Observed, Report};
-use tcpdoctor_netlink::sys;
+use tcpdoctor_netlink::Dumper;
 
 /// The initial network namespace's inode on kernels that fix it
 /// (PROC_NET_INIT_INO, include/linux/proc_ns.h).
 const INIT_NET_INO: u64 = 0xEFFF_FFF9;
-
-/// Room for the largest dump datagram the kernel sends (it sizes them by the
-/// reader's buffer, up to 32 KB by default); MSG_TRUNC catches a larger one.
-const RECEIVE_BUFFER: usize = 1 << 18;
 
 /// Reads everything and judges it.
 pub fn read() -> Report {
@@ -42,14 +38,14 @@ pub fn observe() -> Observed {
         snapshot.values.insert(name.to_string(), sysctl(name));
     }
     let mut errors = Vec::new();
-    let mut keep = |what: &str, r: io::Result<Vec<Vec<u8>>>| match r {
-        Ok(p) => p,
+    let mut keep = |what: &str, r: io::Result<tcpdoctor_netlink::Dump>| match r {
+        Ok(d) => d.payloads,
         Err(e) => {
             errors.push(format!("{what}: {e}"));
             Vec::new()
         }
     };
-    let dumps = Dumper::open();
+    let dumps = Dumper::open(libc::NETLINK_ROUTE, Duration::from_secs(5));
     let (links, routes4, routes6, qdiscs) = match &dumps {
         Ok(d) => (
             keep(
@@ -180,60 +176,6 @@ fn rtmsg(family: u8) -> [u8; route::RTMSG_LEN] {
     let mut m = [0u8; route::RTMSG_LEN];
     m[0] = family;
     m
-}
-
-struct Dumper {
-    fd: std::os::fd::OwnedFd,
-    seq: std::cell::Cell<u32>,
-}
-
-impl Dumper {
-    fn open() -> io::Result<Dumper> {
-        let fd = sys::socket(libc::NETLINK_ROUTE)?;
-        sys::set_receive_timeout(&fd, Duration::from_secs(5))?;
-        Ok(Dumper {
-            fd,
-            seq: std::cell::Cell::new(1),
-        })
-    }
-
-    /// One dump: the payloads of every `want` message, copied. A dump the
-    /// kernel flags as interrupted (the table changed meanwhile) is redone,
-    /// up to three times.
-    fn dump(&self, request: u16, want: u16, body: &[u8]) -> io::Result<Vec<Vec<u8>>> {
-        let mut buf = vec![0u8; RECEIVE_BUFFER];
-        let mut last = Vec::new();
-        for _ in 0..3 {
-            let seq = self.seq.get();
-            self.seq.set(seq.wrapping_add(1));
-            sys::send_to_kernel(&self.fd, &netlink::dump_request(request, seq, body))?;
-            let mut out = Vec::new();
-            let mut interrupted = false;
-            loop {
-                let n = sys::receive(&self.fd, &mut buf)?;
-                let Chunk {
-                    payloads,
-                    done,
-                    error,
-                    interrupted: intr,
-                } = netlink::scan(&buf[..n], seq, want)
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-                out.extend(payloads.into_iter().map(<[u8]>::to_vec));
-                interrupted |= intr;
-                if let Some(code) = error {
-                    return Err(io::Error::from_raw_os_error(-code));
-                }
-                if done {
-                    break;
-                }
-            }
-            if !interrupted {
-                return Ok(out);
-            }
-            last = out;
-        }
-        Ok(last)
-    }
 }
 
 #[cfg(test)]

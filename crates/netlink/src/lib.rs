@@ -12,8 +12,12 @@
 
 pub mod sys;
 
+use std::cell::Cell;
 use std::fmt;
+use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::os::fd::OwnedFd;
+use std::time::Duration;
 
 /// `struct nlmsghdr`: length, type, flags, sequence, port id.
 pub const HEADER_LEN: usize = 16;
@@ -242,6 +246,83 @@ pub fn scan(datagram: &[u8], seq: u32, want: u16) -> Result<Chunk<'_>, Error> {
         }
     }
     Ok(chunk)
+}
+
+/// Reply buffer: a dump datagram is at most 32 KiB (the kernel caps
+/// `max_recvmsg_len` there); room for several never truncates one.
+const RECEIVE_BUFFER: usize = 1 << 18;
+
+/// Dumps redone when the kernel flags them interrupted, at most.
+const DUMP_TRIES: usize = 3;
+
+/// One netlink socket that dumps tables, the careful way every command uses:
+/// a receive timeout (a kernel that never answers is an error, not a hang),
+/// a sequence number per request (stale replies are skipped), and a dump the
+/// kernel flags as interrupted (the table changed meanwhile) redone.
+pub struct Dumper {
+    fd: OwnedFd,
+    seq: Cell<u32>,
+}
+
+/// What a dump gave.
+#[derive(Debug, Default)]
+pub struct Dump {
+    /// The payloads of every message of the type asked for, copied.
+    pub payloads: Vec<Vec<u8>>,
+    /// Still interrupted after every try: an entry may be missing or listed twice.
+    pub interrupted: bool,
+}
+
+impl Dumper {
+    /// A socket of `protocol` (`NETLINK_ROUTE`, `NETLINK_SOCK_DIAG`) whose
+    /// receives time out after `timeout`.
+    pub fn open(protocol: libc::c_int, timeout: Duration) -> io::Result<Dumper> {
+        let fd = sys::socket(protocol)?;
+        sys::set_receive_timeout(&fd, timeout)?;
+        Ok(Dumper {
+            fd,
+            seq: Cell::new(1),
+        })
+    }
+
+    /// One dump of request type `kind` with its fixed header `body`: the
+    /// payloads of every `want` message. An error the kernel answers with
+    /// is returned as its errno; a malformed reply as `InvalidData`.
+    pub fn dump(&self, kind: u16, want: u16, body: &[u8]) -> io::Result<Dump> {
+        let mut buf = vec![0u8; RECEIVE_BUFFER];
+        let mut last = Dump::default();
+        for _ in 0..DUMP_TRIES {
+            let seq = self.seq.get();
+            self.seq.set(seq.wrapping_add(1));
+            sys::send_to_kernel(&self.fd, &dump_request(kind, seq, body))?;
+            let mut out = Dump::default();
+            loop {
+                let n = sys::receive(&self.fd, &mut buf)?;
+                if n == 0 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "netlink: the dump ended without NLMSG_DONE",
+                    ));
+                }
+                let chunk = scan(&buf[..n], seq, want)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                out.payloads
+                    .extend(chunk.payloads.into_iter().map(<[u8]>::to_vec));
+                out.interrupted |= chunk.interrupted;
+                if let Some(code) = chunk.error {
+                    return Err(io::Error::from_raw_os_error(code.saturating_neg()));
+                }
+                if chunk.done {
+                    break;
+                }
+            }
+            if !out.interrupted {
+                return Ok(out);
+            }
+            last = out;
+        }
+        Ok(last)
+    }
 }
 
 /// A dump request: header, then the family's fixed header `body`

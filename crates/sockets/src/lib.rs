@@ -23,7 +23,6 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::OwnedFd;
 
 use serde::Serialize;
 
@@ -339,69 +338,46 @@ fn no_proc(e: &io::Error, sockets: usize) -> Note {
     }
 }
 
-/// Reply buffer: a dump datagram is at most 32 KiB (the kernel caps
-/// `max_recvmsg_len` there), so 64 KiB never truncates one.
-const RECV_BUF: usize = 64 * 1024;
+/// A kernel that does not answer a dump within this is an error, not a hang.
+const DUMP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn dump(query: &Query, out: &mut Vec<Socket>, notes: &mut Vec<Note>) -> io::Result<()> {
-    let fd = tcpdoctor_netlink::sys::socket(netlink::NETLINK_SOCK_DIAG)?;
-    let mut buf = vec![0u8; RECV_BUF];
+    let dumper = tcpdoctor_netlink::Dumper::open(netlink::NETLINK_SOCK_DIAG, DUMP_TIMEOUT)?;
     let mut interrupted = false;
-    for (seq, family) in [(1, netlink::AF_INET), (2, netlink::AF_INET6)] {
-        tcpdoctor_netlink::sys::send_to_kernel(
-            &fd,
-            &netlink::dump_request(family, query.states, seq),
-        )?;
-        match read_dump(&fd, &mut buf, query.port, out, &mut interrupted) {
-            Ok(()) => {}
+    for family in [netlink::AF_INET, netlink::AF_INET6] {
+        let body = netlink::request_body(family, query.states);
+        let kind = netlink::SOCK_DIAG_BY_FAMILY;
+        let d = match dumper.dump(kind, kind, &body) {
+            Ok(d) => d,
             // No IPv6 in this kernel: nothing to list.
-            Err(e) if family == netlink::AF_INET6 && e.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(e) if family == netlink::AF_INET6 && e.raw_os_error() == Some(libc::ENOENT) => {
+                continue
+            }
             Err(e) => return Err(e),
+        };
+        interrupted |= d.interrupted;
+        for p in &d.payloads {
+            let msg = netlink::DiagMsg::new(p).ok_or_else(|| {
+                let short = netlink::Malformed::ShortDiag {
+                    at: 0,
+                    len: p.len(),
+                };
+                io::Error::new(io::ErrorKind::InvalidData, short.to_string())
+            })?;
+            let port = query.port;
+            if port.is_none_or(|p| msg.local().port() == p || msg.remote().port() == p) {
+                out.push(Socket::from_diag(&msg));
+            }
         }
     }
     if interrupted {
         notes.push(Note {
             what: "dump",
             count: 1,
-            reason: "sockets changed while the kernel listed them (NLM_F_DUMP_INTR): one may be \
-                     missing or listed twice"
+            reason: "sockets changed while the kernel listed them (NLM_F_DUMP_INTR), three \
+                     times in a row: one may be missing or listed twice"
                 .into(),
         });
     }
     Ok(())
-}
-
-fn read_dump(
-    fd: &OwnedFd,
-    buf: &mut [u8],
-    port: Option<u16>,
-    out: &mut Vec<Socket>,
-    interrupted: &mut bool,
-) -> io::Result<()> {
-    loop {
-        let n = tcpdoctor_netlink::sys::receive(fd, buf)?;
-        if n == 0 {
-            return Ok(());
-        }
-        for m in netlink::messages(&buf[..n]) {
-            match m.map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))? {
-                netlink::Message::Socket {
-                    msg,
-                    interrupted: i,
-                } => {
-                    *interrupted |= i;
-                    let wanted =
-                        port.is_none_or(|p| msg.local().port() == p || msg.remote().port() == p);
-                    if wanted {
-                        out.push(Socket::from_diag(&msg));
-                    }
-                }
-                netlink::Message::Done => return Ok(()),
-                netlink::Message::Error(0) | netlink::Message::Other(_) => {}
-                netlink::Message::Error(e) => {
-                    return Err(io::Error::from_raw_os_error(e.saturating_neg()))
-                }
-            }
-        }
-    }
 }

@@ -23,7 +23,7 @@ use tcpdoctor_netlink::{ne_u32, NLMSG_DONE, NLMSG_ERROR, NLMSG_NOOP};
 
 use tcpdoctor_netlink::HEADER_LEN as NLMSG_HDRLEN;
 /// `struct inet_diag_req_v2`: family, protocol, ext, pad, states, sockid (48).
-const REQ_V2_LEN: usize = 56;
+pub const REQ_V2_LEN: usize = 56;
 /// Bytes of one dump request.
 pub const REQUEST_LEN: usize = NLMSG_HDRLEN + REQ_V2_LEN;
 /// `struct inet_diag_msg`: family, state, timer, retrans, sockid (48),
@@ -52,13 +52,18 @@ const IPPROTO_TCP: u8 = 6;
 /// shutdown state. A dump is per family: the kernel has no `AF_UNSPEC`
 /// handler for `SOCK_DIAG_BY_FAMILY`.
 pub fn dump_request(family: u8, states: u32, seq: u32) -> Vec<u8> {
+    tcpdoctor_netlink::dump_request(SOCK_DIAG_BY_FAMILY, seq, &request_body(family, states))
+}
+
+/// The `struct inet_diag_req_v2` of [`dump_request`].
+pub fn request_body(family: u8, states: u32) -> [u8; REQ_V2_LEN] {
     let mut req = [0u8; REQ_V2_LEN];
     req[0] = family;
     req[1] = IPPROTO_TCP;
     req[2] = EXTENSIONS;
     req[4..8].copy_from_slice(&states.to_ne_bytes());
     // The sockid stays zero: a dump matches on states only.
-    tcpdoctor_netlink::dump_request(SOCK_DIAG_BY_FAMILY, seq, &req)
+    req
 }
 
 /// What is wrong with a reply.
