@@ -304,8 +304,8 @@ if part watch || part top; then
   part watch && what="watch for $D s"
   part top && what="${what:+$what, }top for the last $top_secs s"
   echo "== soak: $what on nginx under wrk -c $wrk_conns (as fast as it goes, ${wrk_end} s)"
-  echo "seconds,rss_kb,fds" > "$OUT/watch.csv.new"
-  echo "seconds,rss_kb,fds" > "$OUT/top.csv.new"
+  if part watch; then echo "seconds,rss_kb,fds" > "$OUT/watch.csv.new"; fi
+  if part top; then echo "seconds,rss_kb,fds" > "$OUT/top.csv.new"; fi
   WATCH="" TOP=""
   T0=$(now)
   if part watch; then
@@ -342,6 +342,10 @@ if part watch || part top; then
       break
     fi
     n=$((n + 1)); pace "$T0" "$n"
+  done
+  ended() { ! kill -0 "$1" 2>/dev/null; }
+  for pid in $WATCH $TOP; do
+    wait_for 30 ended "$pid" || fail "$(cat "/proc/$pid/comm") $pid still runs 30 s after its --duration"
   done
   wait "$WRK" || fail "wrk failed: $(cat "$WORK/wrk.txt")"
   [ -z "$NAGLE" ] || wait "$NAGLE" || fail "wrk on :8081 failed: $(cat "$WORK/wrk-nagle.txt")"
