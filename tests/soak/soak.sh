@@ -66,7 +66,7 @@ OUT=$(cd "$OUT" && pwd)
 parts=,${SOAK_PARTS:-stream,load,watch,top},
 part() { [[ $parts == *",$1,"* ]]; }
 for name in load watch top; do
-  if part "$name"; then rm -f "$OUT/$name.csv"; fi
+  if part "$name"; then rm -f "$OUT/$name.csv" "$OUT/$name-findings.json" "$OUT/$name-report.json"; fi
 done
 [ "$top_secs" -le "$watch_secs" ] || fail "SOAK_TOP_SECS ($top_secs) > SOAK_WATCH_SECS ($watch_secs)"
 [ "$watch_secs" -ge 30 ] || fail "SOAK_WATCH_SECS ($watch_secs) < 30"
@@ -302,7 +302,8 @@ if part watch || part top; then
   nagle_at=$((D * 2 / 5)) nagle_secs=$((D / 5))
   what=""
   part watch && what="watch for $D s"
-  part top && what="${what:+$what, }top for the last $top_secs s"
+  if part top && [ "$top_secs" -lt "$D" ]; then what="${what:+$what, }top for the last $top_secs s"
+  elif part top; then what="${what:+$what, }top beside it"; fi
   echo "== soak: $what on nginx under wrk -c $wrk_conns (as fast as it goes, ${wrk_end} s)"
   if part watch; then echo "seconds,rss_kb,fds" > "$OUT/watch.csv.new"; fi
   if part top; then echo "seconds,rss_kb,fds" > "$OUT/top.csv.new"; fi
@@ -383,7 +384,8 @@ if part watch; then
   [ "$rc" -eq 0 ] || { cat "$WORK/watch.err" >&2; fail "watch: exit status $rc"; }
   mv "$OUT/watch.csv.new" "$OUT/watch.csv"
   rss_check watch "$OUT/watch.csv" 0 || status=1
-  python3 - "$WORK/watch.jsonl" "$SA" "$(cat "$WORK/nagle.start")" "$D" "$wrk_conns" "$rtx_s" "$rtx_c" <<'PY' || status=1
+  python3 - "$WORK/watch.jsonl" "$SA" "$(cat "$WORK/nagle.start")" "$D" "$wrk_conns" "$rtx_s" "$rtx_c" \
+    "$OUT/watch-findings.json" <<'PY' || status=1
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 sa, nagle_at, secs, conns, rtx_s, rtx_c = sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
@@ -410,7 +412,7 @@ for iv in intervals:
             if first_nagle is None:
                 first_nagle = iv["t_s"]
         elif f["kind"] not in explained or not c[0].startswith(sa + ":"):
-            wrong.append((iv["t_s"], f["kind"], c))
+            wrong.append((iv["t_s"], f["kind"], c, f))
 final = {(f["kind"], f["culprit"]["endpoint"], f["culprit"]["role"]) for f in report["findings"] + report["minor_findings"]}
 print(f"soak: watch: {len(intervals)} intervals, {packets} packets ({packets / max(1, len(intervals)):.0f}/s), "
       f"{exchanges} exchanges, kernel drops {drops}; open connections at most {max(opens, default=0)}, "
@@ -418,7 +420,13 @@ print(f"soak: watch: {len(intervals)} intervals, {packets} packets ({packets / m
       f"{first_nagle if first_nagle is None else f'{first_nagle:.0f} s'}; final findings {sorted(final)}")
 want(len(intervals) >= secs * 0.9, f"{len(intervals)} intervals in {secs} s")
 want(all(iv["kernel_drops_total"] >= iv["kernel_drops"] for iv in intervals), "drop totals below an interval's drops")
-want(not wrong, f"findings the traffic does not explain (first of {len(wrong)}): {wrong[:5]}")
+want(not wrong, f"findings the traffic does not explain (first of {len(wrong)}): {[w[:3] for w in wrong[:5]]}")
+# Kept for whoever looks into a failure: the report's findings, the first unexplained ones.
+with open(sys.argv[8], "w") as out:
+    json.dump({"capture": {k: v for k, v in report.get("capture", {}).items() if k != "latency_budget"},
+               "findings": report.get("findings"), "minor_findings": report.get("minor_findings"),
+               "kernel_retransmitted_segments": {"server": rtx_s, "client": rtx_c},
+               "first_unexplained": [{"t_s": w[0], "finding": w[3]} for w in wrong[:3]]}, out, indent=1)
 want(first_nagle is not None, "the Nagle-prone peer on :8081 was never named")
 if first_nagle is not None:
     want(first_nagle >= nagle_at, f"Nagle named at {first_nagle:.1f} s, before its peer started ({nagle_at:.1f} s)")
@@ -437,7 +445,7 @@ if part top; then
   mv "$OUT/top.csv.new" "$OUT/top.csv"
   rss_check top "$OUT/top.csv" "$(cat "$WORK/top.start")" || status=1
   worker=$(cat "/proc/$NGINX/task/"*/children 2>/dev/null | tr ' ' '\n' | grep -m1 . || true)
-  python3 - "$WORK/top.jsonl" "$top_secs" "${worker:-0}" <<'PY' || status=1
+  python3 - "$WORK/top.jsonl" "$top_secs" "${worker:-0}" "$OUT/top-report.json" <<'PY' || status=1
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 secs, worker = int(sys.argv[2]), int(sys.argv[3])
@@ -451,7 +459,8 @@ def want(cond, what):
         ok = False
 want(report.get("schema") == 1 and report.get("command") == "top", "the last line is not top's report")
 tr = report.get("trace", {})
-events = sum(iv.get("events", 0) for iv in intervals)
+# An interval's "events" is the running total so far: the report's is the run's.
+events = tr.get("events", max((iv.get("events", 0) for iv in intervals), default=0))
 lost = sum(iv.get("lost", 0) for iv in intervals)
 opens = [iv.get("open_connections") for iv in intervals]
 procs = {p["pid"]: p["command"] for p in report.get("processes", [])}
@@ -464,6 +473,8 @@ want(len(intervals) >= secs * 0.9, f"{len(intervals)} intervals in {secs} s")
 want(events > 0, "no event traced")
 want(tr.get("lost") is not None and tr["lost"] >= lost, f"the report counts {tr.get('lost')} lost samples, the intervals {lost}")
 want(procs.get(worker) == "nginx", f"the nginx worker {worker} is not among the processes: {procs}")
+with open(sys.argv[4], "w") as out:
+    json.dump({k: v for k, v in report.items() if k != "connections"}, out, indent=1)
 sys.exit(0 if ok else 1)
 PY
 fi
