@@ -43,8 +43,8 @@ def main(out, csvs):
         ax.axhline(base * 1.05, color="tab:red", linestyle="--", linewidth=0.8, label="warm-up + 5%")
         ax.set_ylim(0, max(max(rss), base * 1.05) * 1.15)
         ax.set_ylabel("RSS (MB)")
-        ax.set_title(f"tcpdoctor {name}: {len(rows)} samples, RSS {rss[warm - 1]:.1f} MB after warm-up, "
-                     f"{rss[-1]:.1f} MB at the end", fontsize=9)
+        ax.set_title(f"tcpdoctor {name}: {len(rows)} samples, RSS {base:.1f} MB after warm-up, "
+                     f"{max(rss[warm:], default=base):.1f} MB at most after, {rss[-1]:.1f} MB last", fontsize=9)
         if min(fds) != max(fds):
             ax2 = ax.twinx()
             ax2.plot(t, fds, color="tab:green", linewidth=0.8, label="open fds")
