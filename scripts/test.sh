@@ -35,6 +35,9 @@ command -v tcplife >/dev/null || need_pkgs+=(libbpf-tools)
 command -v c++     >/dev/null || need_pkgs+=(g++)
 [ -x /usr/bin/time ] || need_pkgs+=(time)
 python3 -c 'import ensurepip' 2>/dev/null || need_pkgs+=(python3-venv)
+# tests/soak/plot.py draws the soak's RSS curves (Debian's python3 has Debian's matplotlib).
+python3 -c 'import matplotlib' 2>/dev/null || /usr/bin/python3 -c 'import matplotlib' 2>/dev/null \
+  || need_pkgs+=(python3-matplotlib)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "missing: ${need_pkgs[*]} (run as root to install them)" >&2; exit 2
