@@ -1116,3 +1116,32 @@ fn tcp_probe_is_split_by_window_when_sampled() {
     assert_eq!(s[0].period, 1);
     assert!(!s[0].needs_filter);
 }
+
+/// Writes carry no ports: sockets of other ports that only write never
+/// learn an address. Those that go quiet for a whole interval are forgotten
+/// then (counted), not kept until the table is full; the connection with an
+/// address stays, quiet or not.
+#[test]
+fn unaddressed_sockets_quiet_for_an_interval_are_forgotten() {
+    let mut t = Tracker::new(Filter {
+        port: Some(80),
+        pid: None,
+    });
+    accepted(&mut t, 1);
+    for i in 0..100u64 {
+        t.handle(
+            2 + i,
+            9,
+            &ev(Kind::SendLength, 0x10_000 + i, None, 0, send(10)),
+        );
+    }
+    let first = t.interval(10);
+    assert_eq!(first.open, 1);
+    // One of them writes again during the next interval: it stays.
+    t.handle(200, 9, &ev(Kind::SendLength, 0x10_000, None, 0, send(10)));
+    t.interval(10);
+    assert_eq!(t.stats.unmatched, 99);
+    let f = t.finish();
+    assert_eq!(f.connections.len(), 1);
+    assert_eq!(f.stats.unmatched, 100);
+}

@@ -359,6 +359,8 @@ pub struct Tracker {
     owners: FxHashMap<(SocketAddr, SocketAddr), (u32, Role)>,
     pub first_ns: Option<u64>,
     pub last_ns: u64,
+    /// The latest event time when the last interval ended.
+    interval_mark_ns: u64,
     /// Received segments one `tcp_probe` sample with the window open stands
     /// for (1: every segment is traced); zero-window samples stand for one.
     pub probe_every: u32,
@@ -380,6 +382,7 @@ impl Tracker {
             owners: FxHashMap::default(),
             first_ns: None,
             last_ns: 0,
+            interval_mark_ns: 0,
             probe_every: 1,
         }
     }
@@ -682,6 +685,20 @@ impl Tracker {
         }
     }
 
+    /// Drops the sockets never tied to an address that had no event during
+    /// the whole interval. Writes and reads carry no ports, so every socket
+    /// of the host that writes gets an entry; those of other ports never
+    /// learn an address (their state changes are filtered out in the kernel)
+    /// and, with no close seen either, would stay until the table is full.
+    fn forget_blind(&mut self) {
+        let since = self.interval_mark_ns;
+        let before = self.live.len();
+        self.live
+            .retain(|_, c| c.local.is_some() || c.last_ns > since);
+        self.stats.unmatched += (before - self.live.len()) as u64;
+        self.interval_mark_ns = self.last_ns;
+    }
+
     /// Processes seen since the last call whose names are not known yet.
     pub fn take_unnamed(&mut self) -> Vec<u32> {
         std::mem::take(&mut self.unnamed)
@@ -823,6 +840,7 @@ impl Tracker {
         for c in std::mem::take(&mut self.closing) {
             self.retire(c);
         }
+        self.forget_blind();
         Interval {
             processes,
             connections: rows,
