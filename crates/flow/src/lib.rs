@@ -148,6 +148,63 @@ impl Segment<'_> {
     }
 }
 
+/// Data a sender sent again, until the receiver shows it already had the
+/// originals: by reporting the re-sent bytes as duplicates (D-SACK, RFC
+/// 2883), or by acknowledging them with an echo of an earlier timestamp than
+/// the first re-send's (RFC 3522, the Eifel detection). While some re-sent
+/// byte is unproven, the re-send may have been needed (a loss).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Resent {
+    /// The span of the re-sends not yet proven spurious (relative; empty: none).
+    lo: u32,
+    hi: u32,
+    /// The first re-send's timestamp value.
+    tsval: Option<u32>,
+}
+
+impl Resent {
+    /// A re-send: its bytes join the span (bytes between two re-sends that
+    /// were not re-sent are never reported back, and keep it unproven).
+    pub fn add(&mut self, seg: &Segment<'_>) {
+        let end = seg.seq.wrapping_add(seg.len);
+        if self.lo == self.hi {
+            *self = Resent {
+                lo: seg.seq,
+                hi: end,
+                tsval: seg.tsval(),
+            };
+        } else {
+            if Seq(seg.seq) < Seq(self.lo) {
+                self.lo = seg.seq;
+            }
+            if Seq(end) > Seq(self.hi) {
+                self.hi = end;
+            }
+        }
+    }
+
+    /// Some re-sent byte is not proven spurious.
+    pub fn unproven(&self) -> bool {
+        self.lo != self.hi
+    }
+
+    /// An ACK of the re-sent direction: what it proves.
+    pub fn on_ack(&mut self, conn: &Connection, seg: &Segment<'_>) {
+        if !self.unproven() {
+            return;
+        }
+        if let Some((l, r)) = seg.dsack(conn) {
+            if Seq(l) <= Seq(self.lo) && Seq(r) > Seq(self.lo) {
+                self.lo = if Seq(r) >= Seq(self.hi) { self.hi } else { r };
+            }
+        }
+        let echoes = self.tsval.is_some_and(|tv| seg.echoes_before(tv));
+        if echoes && Seq(seg.ack) >= Seq(self.hi) {
+            self.lo = self.hi;
+        }
+    }
+}
+
 /// Receives what the tracker sees. `Conn` is per-connection analyzer state.
 pub trait Analyzer {
     type Conn: Default;

@@ -92,6 +92,8 @@ mod tests {
         assert_eq!(bytes(6_291_456), "6 MB");
         assert_eq!(bytes(212_992), "208 KB");
         assert_eq!(bytes(1 << 30), "1 GB");
+        assert_eq!(bytes_f64(87_379.6), "85.3 KB");
+        assert_eq!(bytes_f64(f64::NAN), "0 B");
     }
 
     #[test]

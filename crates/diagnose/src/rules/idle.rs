@@ -30,7 +30,7 @@
 //! trip to the sender later ([`Connection::distance_to`]), whatever the
 //! vantage point.
 
-use tcpdoctor_flow::{Connection, Dir, SegKind, Segment, Seq};
+use tcpdoctor_flow::{Connection, Dir, Resent, SegKind, Segment, Seq};
 use tcpdoctor_wire::Timestamp;
 
 use crate::budget::{Claims, Part};
@@ -72,18 +72,14 @@ struct DirState {
     moved_ns: i64,
     /// The receiver's window had no room for another segment after the last new data.
     window_full: bool,
-    /// Since the last new data, where the data sent again and not reported
-    /// back as a duplicate (D-SACK, RFC 2883) begins and ends: a re-send
-    /// the receiver had already is no loss and explains no pause.
-    resent: (u32, u32),
-    /// The first of those re-sends' timestamp value (RFC 7323), if any: an
-    /// ACK of them echoing an earlier one answers the originals (RFC 3522).
-    resent_tsval: Option<u32>,
+    /// Since the last new data, the data sent again: a re-send the
+    /// receiver had already is no loss and explains no pause.
+    resent: Resent,
 }
 
 impl DirState {
     fn spoiled(&self) -> bool {
-        self.spoiled || self.resent.0 != self.resent.1
+        self.spoiled || self.resent.unproven()
     }
 }
 
@@ -118,18 +114,7 @@ impl IdleState {
                     other.ack = seg.ack;
                     other.moved_ns = seg.ts.nanos();
                 }
-                if other.resent.0 != other.resent.1 {
-                    let (lo, hi) = other.resent;
-                    if let Some((l, r)) = seg.dsack(conn) {
-                        if Seq(l) <= Seq(lo) && Seq(r) > Seq(lo) {
-                            other.resent.0 = if Seq(r) >= Seq(hi) { hi } else { r };
-                        }
-                    }
-                    let echoes = other.resent_tsval.is_some_and(|tv| seg.echoes_before(tv));
-                    if echoes && Seq(seg.ack) >= Seq(hi) {
-                        other.resent.0 = hi;
-                    }
-                }
+                other.resent.on_ack(conn, seg);
                 if seg.window < conn.smss(d.reverse()) {
                     // The window closing on a sender that had filled it:
                     // blocked since its last segment, on the receiver (the
@@ -152,19 +137,7 @@ impl IdleState {
         match seg.kind {
             SegKind::NewData => {}
             SegKind::Retransmission => {
-                let end = seg.seq.wrapping_add(seg.len);
-                let (lo, hi) = st.resent;
-                st.resent = if lo == hi {
-                    st.resent_tsval = seg.tsval();
-                    (seg.seq, end)
-                } else {
-                    // The span of every re-send: bytes between two that
-                    // were not re-sent are never reported back, and keep it.
-                    (
-                        if Seq(seg.seq) < Seq(lo) { seg.seq } else { lo },
-                        if Seq(end) > Seq(hi) { end } else { hi },
-                    )
-                };
+                st.resent.add(seg);
                 return;
             }
             SegKind::KeepAliveOrProbe => {
@@ -189,8 +162,7 @@ impl IdleState {
             moved_ns: 0,
             window_full: seg.peer_window > 0
                 && seg.in_flight.saturating_add(smss) > seg.peer_window,
-            resent: (0, 0),
-            resent_tsval: None,
+            resent: Resent::default(),
         };
         // The common case: data following data, or a pause TCP may explain.
         // After full segments only a long pause counts: a shorter one can be

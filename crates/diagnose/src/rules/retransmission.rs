@@ -12,7 +12,7 @@
 //! the capture never saw filled means the original was lost *before* the
 //! capture point; one of a segment seen once already was lost after it.
 
-use tcpdoctor_flow::{Connection, Dir, Mark, SegKind, Segment, Seq};
+use tcpdoctor_flow::{Connection, Dir, Mark, Resent, SegKind, Segment, Seq};
 use tcpdoctor_wire::Timestamp;
 
 use super::{Blame, Detail, Kind, Occurrence};
@@ -32,14 +32,10 @@ struct Episode {
     retransmissions: u32,
     /// Relative sequence just past the data retransmitted so far.
     end: u32,
-    /// Where the retransmitted data not yet reported back as a duplicate
-    /// (D-SACK) begins: at `end`, every byte re-sent had arrived before.
-    undup: u32,
+    /// The data re-sent, until the receiver shows it had the originals.
+    resent: Resent,
     /// When the episode's stall began: its claims start here.
     start: Timestamp,
-    /// The first re-send's timestamp value (RFC 7323), to tell an ACK of
-    /// the original from one of the re-send (RFC 3522).
-    tsval: Option<u32>,
     upstream: bool,
     /// The sender's last transmission in the episode.
     last_tx: Timestamp,
@@ -57,16 +53,6 @@ impl Episode {
             claims.claim(Part::Retransmission, self.last_tx, ts);
         }
         self.last_tx = ts;
-    }
-
-    /// The receiver reporting a duplicate (D-SACK) of the data re-sent.
-    #[inline]
-    fn duplicates(&mut self, conn: &Connection, seg: &Segment<'_>) {
-        if let Some((l, r)) = seg.dsack(conn) {
-            if Seq(l) <= Seq(self.undup) && Seq(r) > Seq(self.undup) {
-                self.undup = r;
-            }
-        }
     }
 }
 
@@ -103,15 +89,14 @@ impl DirState {
     ) {
         let sender = seg.dir.reverse();
         if let Some(ep) = self.episode.as_mut() {
-            ep.duplicates(conn, seg);
+            ep.resent.on_ack(conn, seg);
         }
         if seg.acked > 0 {
             self.dupacks = 0;
             self.first_dupack = None;
             if let Some(mut ep) = self.episode.filter(|ep| Seq(seg.ack) >= Seq(ep.end)) {
                 self.episode = None;
-                let echoes_original = ep.tsval.is_some_and(|tv| seg.echoes_before(tv));
-                if Seq(ep.undup) >= Seq(ep.end) || echoes_original {
+                if !ep.resent.unproven() {
                     // Every byte re-sent had arrived before (the receiver
                     // reports the duplicates, RFC 2883, or its ACK answers
                     // the originals, RFC 3522): the timer or the probe fired
@@ -209,6 +194,7 @@ impl DirState {
         match self.episode.as_mut() {
             Some(ep) => {
                 ep.sent(seg.ts, claims);
+                ep.resent.add(seg);
                 ep.retransmissions += 1;
                 if Seq(end) > Seq(ep.end) {
                     ep.end = end;
@@ -225,9 +211,8 @@ impl DirState {
                     self.first_dupack.map_or(seg.ts, |m| m.ts)
                 };
                 let mut ep = Episode {
-                    undup: seg.seq,
+                    resent: Resent::default(),
                     start,
-                    tsval: seg.tsval(),
                     timeout: timer_silence,
                     first: Mark {
                         ts: seg.ts,
@@ -240,6 +225,7 @@ impl DirState {
                     stall_ns: 0,
                     idle_ns: (rtt / 2).max(2_000_000),
                 };
+                ep.resent.add(seg);
                 ep.sent(seg.ts, claims);
                 self.episode = Some(ep);
             }
