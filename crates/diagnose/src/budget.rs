@@ -148,7 +148,7 @@ impl Claims {
         if end < start {
             return None;
         }
-        let excess = base.excess(conn);
+        let excess = base.excess(conn, ex);
         if self.list.is_empty() && ex.setup.is_none() {
             return Some(Self::plain(conn, ex, start, end, excess));
         }
@@ -198,7 +198,7 @@ impl Claims {
             }
         }
         let mut split: Split = [0; PARTS];
-        let to_server = conn.distance_to(Dir::ServerToClient).unwrap_or(0);
+        let to_server = conn.distance_for(ex).unwrap_or(0);
         for &(from, to, part) in phases {
             let mut claimed = 0;
             for &(cpart, a, b) in &self.clipped {
@@ -243,7 +243,7 @@ impl Claims {
         let req_last = t(ex.request_last, start).clamp(start, end);
         let resp_first = t(ex.response_first, end).clamp(req_last, end);
         let wait = resp_first - req_last;
-        let to_server = conn.distance_to(Dir::ServerToClient).unwrap_or(0);
+        let to_server = conn.distance_for(ex).unwrap_or(0);
         let net = wait.min(to_server);
         let queue = excess.queueing(net, to_server);
         let mut split: Split = [0; PARTS];
@@ -307,8 +307,9 @@ impl Base {
         least(&mut self.to_server, conn.distance_to(Dir::ServerToClient));
     }
 
-    /// What `conn`'s round trips hold above the base.
-    pub fn excess(&self, conn: &Connection) -> Excess {
+    /// What `conn`'s round trips hold above the base: its handshake's, and
+    /// the one `ex`'s response took ([`Connection::distance_for`]).
+    pub fn excess(&self, conn: &Connection, ex: &Exchange) -> Excess {
         fn above(base: Option<i64>, x: Option<i64>) -> i64 {
             match (base, x) {
                 (Some(b), Some(x)) if x - b >= MIN_QUEUEING_NS.max(b / 4) => x - b,
@@ -317,7 +318,7 @@ impl Base {
         }
         Excess {
             round_trip: above(self.round_trip, conn.path_rtt_ns()),
-            to_server: above(self.to_server, conn.distance_to(Dir::ServerToClient)),
+            to_server: above(self.to_server, conn.distance_for(ex)),
         }
     }
 }

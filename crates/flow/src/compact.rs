@@ -56,6 +56,8 @@ struct Compact {
     window_scale: [Option<u8>; 2],
     sack_permitted: [bool; 2],
     timestamps: [bool; 2],
+    /// The SYN-ACK's TSval (when `timestamps[1]`).
+    synack_tsval: u32,
     /// The first nonzero TTL each side sent.
     ttl: [u8; 2],
     /// The SYN.
@@ -295,6 +297,7 @@ impl Core {
                     c.window_scale[1] = o.window_scale;
                     c.sack_permitted[1] = o.sack_permitted;
                     c.timestamps[1] = o.timestamps.is_some();
+                    c.synack_tsval = o.timestamps.map_or(0, |t| t.0);
                 }
             }
             // The ACK completing it: a bare ACK, both sequence numbers one past
@@ -372,6 +375,7 @@ impl Core {
             conn.client.una_init = true;
             c.fill_syn(&mut conn.server, 1, shifts[1], c.answer);
             handshake.synack = Some(c.answer);
+            handshake.synack_tsval = c.timestamps[1].then_some(c.synack_tsval);
             handshake.last_synack = Some(c.answer);
             handshake.synack_before_ack = Some(c.answer);
             handshake.synack_count = 1;

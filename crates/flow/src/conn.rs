@@ -2,7 +2,7 @@
 
 use std::net::SocketAddr;
 
-use tcpdoctor_wire::{TcpSegment, Timestamp};
+use tcpdoctor_wire::{TcpOptions, TcpSegment, Timestamp};
 
 use crate::{Dir, SegKind, Segment, Seq};
 
@@ -42,6 +42,9 @@ pub struct Handshake {
     pub first_syn: Option<Mark>,
     pub syn_count: u32,
     pub synack: Option<Mark>,
+    /// The timestamp value (RFC 7323 TSval) the first SYN-ACK carried: the
+    /// server's clock when it left, the anchor for [`Connection::distance_for`].
+    pub synack_tsval: Option<u32>,
     /// The last SYN-ACK (a server that retried it after the client's ACK,
     /// its accept queue full, sends some after that ACK).
     pub last_synack: Option<Mark>,
@@ -283,6 +286,9 @@ pub struct Exchange {
     /// The server's first ACK covering the whole request.
     pub request_acked: Option<Mark>,
     pub response_first: Option<Mark>,
+    /// The timestamp value (RFC 7323 TSval) of the response's first segment:
+    /// the server's clock when it left ([`Connection::distance_for`]).
+    pub response_tsval: Option<u32>,
     pub response_last: Option<Mark>,
     pub response_bytes: u64,
     request_end: Seq,
@@ -517,6 +523,46 @@ impl Connection {
         self.distance[side.index()]
     }
 
+    /// Capture point → server → capture point when `ex`'s response left the
+    /// server: the handshake's, corrected by how much longer (or shorter) the
+    /// response took on its way back than the SYN-ACK, measured with the
+    /// server's own timestamp clock (RFC 7323 TSval, 1 ms ticks): a queue
+    /// that filled or drained since the handshake moves the round trip, and
+    /// would otherwise read as the server's time (or hide it). Without
+    /// timestamps on both, or when the clock does not tick in milliseconds,
+    /// [`Self::distance_to`].
+    pub fn distance_for(&self, ex: &Exchange) -> Option<i64> {
+        let distance = self.distance_to(Dir::ServerToClient);
+        let hs = &self.handshake;
+        let (Some(sample), Some(synack), Some(v0), Some(first), Some(v)) = (
+            hs.server_side_sample(),
+            hs.synack,
+            hs.synack_tsval,
+            ex.response_first,
+            ex.response_tsval,
+        ) else {
+            return distance;
+        };
+        const TICK_NS: i64 = 1_000_000;
+        // A capture clock in whole milliseconds (or coarser) is no finer than
+        // the server's: the difference would be its rounding.
+        if synack.ts.nanos() % TICK_NS == 0 && first.ts.nanos() % TICK_NS == 0 {
+            return distance;
+        }
+        let ticks = i64::from(v.wrapping_sub(v0) as i32);
+        let span = first.ts.since(synack.ts);
+        let longer = span - ticks * TICK_NS;
+        // A queue that changed by more than a third of the time since the
+        // handshake is a clock of another rate (older kernels tick at 100 or
+        // 250 Hz, some at 1 MHz), or a server thinking between the ticks.
+        if longer.abs() * 3 > span {
+            return distance;
+        }
+        // Within a tick either way is the clock's resolution, not a queue.
+        let longer = longer.signum() * (longer.abs() - TICK_NS).max(0);
+        Some((sample + longer).max(0))
+    }
+
     fn compute_distance(&self, side: Dir) -> Option<i64> {
         match side {
             Dir::ClientToServer => self
@@ -624,7 +670,17 @@ impl Connection {
                 emit(self, Event::Exchange(&done));
             }
         }
-        self.exchange_milestones(dir, mark, kind, new_data, end, acked, peer_una, &mut emit);
+        self.exchange_milestones(
+            dir,
+            mark,
+            kind,
+            new_data,
+            end,
+            acked,
+            peer_una,
+            seg.options_raw,
+            &mut emit,
+        );
 
         let event = Segment {
             frame,
@@ -659,6 +715,7 @@ impl Connection {
         end: Seq,
         acked: u32,
         peer_una: Seq,
+        options: &[u8],
         emit: &mut impl FnMut(&Connection, Event<'_, 'p>),
     ) {
         // A retransmission of the response ends the exchange later: the
@@ -709,7 +766,10 @@ impl Connection {
                         ex.request_acked = None;
                     }
                     Dir::ServerToClient => {
-                        ex.response_first.get_or_insert(mark);
+                        if ex.response_first.is_none() {
+                            ex.response_first = Some(mark);
+                            ex.response_tsval = TcpOptions::timestamps(options).map(|t| t.0);
+                        }
                         ex.response_last = Some(mark);
                         ex.response_bytes += u64::from(new_bytes);
                     }
@@ -771,6 +831,7 @@ fn handshake_options(
         }
         if hs.synack.is_none() {
             hs.synack = Some(mark);
+            hs.synack_tsval = options.timestamps.map(|t| t.0);
         }
     } else {
         hs.syn_count += 1;

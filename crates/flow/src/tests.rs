@@ -367,3 +367,64 @@ fn a_handshake_captured_twice_is_one_handshake() {
     assert_eq!(hs.synack_before_ack.unwrap().frame, 3);
     assert_eq!(hs.rtt_ns(), Some(20_000_000));
 }
+
+/// `s` carrying a timestamps option (RFC 7323) with `tsval`.
+fn with_ts(mut s: TcpSegment<'static>, tsval: u32) -> TcpSegment<'static> {
+    let mut o = s.options_raw.to_vec();
+    o.extend_from_slice(&[1, 1, 8, 10]);
+    o.extend_from_slice(&tsval.to_be_bytes());
+    o.extend_from_slice(&0u32.to_be_bytes());
+    s.options_raw = Box::leak(o.into_boxed_slice());
+    s
+}
+
+/// A request answered after a queue grew on the server's way back: the
+/// round trip at the response is the handshake's plus what the server's
+/// clock shows the response took longer, and only with a 1 kHz clock.
+#[test]
+fn the_round_trip_at_a_response_follows_the_servers_clock() {
+    // Capture times in µs; the server's clock ticks at `hz`.
+    let run_ts = |hz: u32, ts: bool| {
+        let stamp = |s: TcpSegment<'static>, v: u32| if ts { with_ts(s, v) } else { s };
+        let pkts = [
+            (300, stamp(seg(true, 1000, 0, F_SYN, 0, 64240), 1)),
+            (
+                20_300,
+                stamp(seg(false, 5000, 1001, F_SYN | F_ACK, 0, 65160), 1000),
+            ),
+            (20_400, stamp(seg(true, 1001, 5001, F_ACK, 0, 502), 21)),
+            (200_400, stamp(seg(true, 1001, 5001, F_ACK, 100, 502), 201)),
+            // Left the server 210 ms after its SYN-ACK, arrived 240.1 ms after it.
+            (
+                260_400,
+                stamp(
+                    seg(false, 5001, 1101, F_ACK, 300, 509),
+                    1000 + 210 * hz / 1000,
+                ),
+            ),
+            (260_500, stamp(seg(true, 1101, 5301, F_ACK, 0, 502), 262)),
+        ];
+        let mut t = Tracker::new(Log::default(), Config::default());
+        for (i, (us, s)) in pkts.iter().enumerate() {
+            t.push(i as u64 + 1, Timestamp::from_nanos(us * 1000), s);
+        }
+        t.finish()
+    };
+    let log = run_ts(1000, true);
+    let (c, e) = (&log.closed[0], &log.exchanges[0]);
+    assert_eq!(c.distance_to(Dir::ServerToClient), Some(20_000_000));
+    // 30.1 ms longer, less the clock's 1 ms resolution.
+    assert_eq!(c.distance_for(e), Some(49_100_000));
+    // A 250 Hz clock (an older kernel) is not read as a queue.
+    let log = run_ts(250, true);
+    assert_eq!(
+        log.closed[0].distance_for(&log.exchanges[0]),
+        Some(20_000_000)
+    );
+    // Nor is a capture without timestamps.
+    let log = run_ts(1000, false);
+    assert_eq!(
+        log.closed[0].distance_for(&log.exchanges[0]),
+        Some(20_000_000)
+    );
+}

@@ -224,3 +224,32 @@ fn resends_the_receiver_already_had_are_not_loss() {
         lossy("retransmission_wait")
     );
 }
+
+/// A response that waited in a queue on its way back is network time, told
+/// from a slow server by the server's own timestamp clock: the round trip at
+/// the response, not the handshake's, is subtracted before the server's time.
+#[test]
+fn a_queue_on_the_way_back_is_not_the_servers_time() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    // A short queue behind a download: up to 12 ms more on the way back
+    // than at the handshake; the server answers at once.
+    let v = analyze(&root.join("bufferbloat-short-queue.client.pcap"));
+    let small = &v["connections"][1]["slowest_exchanges"];
+    assert!(small.as_array().is_some_and(|a| !a.is_empty()));
+    for ex in small.as_array().unwrap() {
+        let server = ex["budget_ms"]["server"].as_f64().unwrap_or(0.0);
+        assert!(server < 2.0, "server {server} ms in {ex}");
+    }
+    // A server thinking for seconds, whose clock ticks at 250 Hz (an older
+    // kernel): still the server.
+    let v = analyze(&root.join("corpus/sv-tls-cert-issuer.pcap"));
+    assert_eq!(
+        v["findings"][0]["kind"], "server_delay",
+        "{}",
+        v["findings"][0]
+    );
+    // A server thinking 300 ms behind a steady path: still the server.
+    let v = analyze(&root.join("server-delay.client.pcap"));
+    let median = &v["capture"]["latency_budget"]["median"]["parts_ms"];
+    assert!(median["server"].as_f64().unwrap() >= 299.0, "{median}");
+}

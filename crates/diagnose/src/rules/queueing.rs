@@ -67,7 +67,7 @@ impl super::Rule for QueueingState {
         if queue < MIN_QUEUEING_NS || (queue as f64) < MIN_QUEUEING_SHARE * dur as f64 {
             return;
         }
-        let loaded = conn.distance_to(Dir::ServerToClient).unwrap_or(0);
+        let loaded = conn.distance_for(ex).unwrap_or(0);
         let base = cx.base.to_server.unwrap_or(loaded);
         let hs = &conn.handshake;
         let mut frames: Vec<u64> = [hs.syn, hs.synack]
