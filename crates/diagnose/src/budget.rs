@@ -148,9 +148,10 @@ impl Claims {
         if end < start {
             return None;
         }
-        let excess = base.excess(conn, ex);
+        let to_server = conn.distance_for(ex).unwrap_or(0);
+        let excess = base.excess(conn, to_server);
         if self.list.is_empty() && ex.setup.is_none() {
-            return Some(Self::plain(conn, ex, start, end, excess));
+            return Some(Self::plain(ex, start, end, to_server, excess));
         }
         // Phase boundaries, each clamped to be no earlier than the one before.
         let hs = &conn.handshake;
@@ -198,7 +199,6 @@ impl Claims {
             }
         }
         let mut split: Split = [0; PARTS];
-        let to_server = conn.distance_for(ex).unwrap_or(0);
         for &(from, to, part) in phases {
             let mut claimed = 0;
             for &(cpart, a, b) in &self.clipped {
@@ -238,12 +238,11 @@ impl Claims {
 impl Claims {
     /// The common case: nothing claimed, no handshake in the exchange —
     /// request transfer, the wait (round trip, then server), response transfer.
-    fn plain(conn: &Connection, ex: &Exchange, start: i64, end: i64, excess: Excess) -> Split {
+    fn plain(ex: &Exchange, start: i64, end: i64, to_server: i64, excess: Excess) -> Split {
         let t = |m: Option<tcpdoctor_flow::Mark>, or: i64| m.map_or(or, |m| m.ts.nanos());
         let req_last = t(ex.request_last, start).clamp(start, end);
         let resp_first = t(ex.response_first, end).clamp(req_last, end);
         let wait = resp_first - req_last;
-        let to_server = conn.distance_for(ex).unwrap_or(0);
         let net = wait.min(to_server);
         let queue = excess.queueing(net, to_server);
         let mut split: Split = [0; PARTS];
@@ -308,8 +307,9 @@ impl Base {
     }
 
     /// What `conn`'s round trips hold above the base: its handshake's, and
-    /// the one `ex`'s response took ([`Connection::distance_for`]).
-    pub fn excess(&self, conn: &Connection, ex: &Exchange) -> Excess {
+    /// `to_server`, the one an exchange's response took
+    /// ([`Connection::distance_for`]).
+    pub fn excess(&self, conn: &Connection, to_server: i64) -> Excess {
         fn above(base: Option<i64>, x: Option<i64>) -> i64 {
             match (base, x) {
                 (Some(b), Some(x)) if x - b >= MIN_QUEUEING_NS.max(b / 4) => x - b,
@@ -318,7 +318,7 @@ impl Base {
         }
         Excess {
             round_trip: above(self.round_trip, conn.path_rtt_ns()),
-            to_server: above(self.to_server, conn.distance_for(ex)),
+            to_server: above(self.to_server, Some(to_server).filter(|&d| d > 0)),
         }
     }
 }

@@ -670,17 +670,13 @@ impl Connection {
                 emit(self, Event::Exchange(&done));
             }
         }
-        self.exchange_milestones(
-            dir,
-            mark,
-            kind,
-            new_data,
-            end,
-            acked,
-            peer_una,
-            seg.options_raw,
-            &mut emit,
-        );
+        let response_began =
+            self.exchange_milestones(dir, mark, kind, new_data, end, acked, peer_una, &mut emit);
+        if response_began {
+            if let Some(ex) = self.current.as_mut() {
+                ex.response_tsval = TcpOptions::timestamps(seg.options_raw).map(|t| t.0);
+            }
+        }
 
         let event = Segment {
             frame,
@@ -703,7 +699,7 @@ impl Connection {
 
     /// Exchange milestones: client data opens a request, server data answers
     /// it; the server's ACK covering the whole request is noted, and a
-    /// retransmission of the response moves its end.
+    /// retransmission of the response moves its end. Whether a response began.
     #[allow(clippy::too_many_arguments)]
     #[inline]
     fn exchange_milestones<'p>(
@@ -715,9 +711,9 @@ impl Connection {
         end: Seq,
         acked: u32,
         peer_una: Seq,
-        options: &[u8],
         emit: &mut impl FnMut(&Connection, Event<'_, 'p>),
-    ) {
+    ) -> bool {
+        let mut began = false;
         // A retransmission of the response ends the exchange later: the
         // response is not complete before its last byte got through.
         if kind == SegKind::Retransmission && dir == Dir::ServerToClient {
@@ -768,7 +764,7 @@ impl Connection {
                     Dir::ServerToClient => {
                         if ex.response_first.is_none() {
                             ex.response_first = Some(mark);
-                            ex.response_tsval = TcpOptions::timestamps(options).map(|t| t.0);
+                            began = true;
                         }
                         ex.response_last = Some(mark);
                         ex.response_bytes += u64::from(new_bytes);
@@ -786,6 +782,7 @@ impl Connection {
                 }
             }
         }
+        began
     }
 }
 
