@@ -6,7 +6,7 @@
 #            from crates/capture/examples/hostile.rs.
 #   decode:  single frames, prefixed with the link selector byte
 #            (1 = Ethernet, 4 = Linux SLL; see fuzz_targets/decode.rs).
-#   netlink: the recorded rtnetlink dumps of crates/kernel/fixtures, prefixed
+#   netlink: the recorded rtnetlink dumps of crates/sysctl/fixtures, prefixed
 #            with the dump selector byte (0 routes, 1 interfaces, 2 qdiscs).
 #   sock_diag: the netlink dumps recorded in crates/sockets/fixtures, and their heads.
 #   filter:  filter expressions, some followed by NUL and an Ethernet frame.
@@ -53,7 +53,7 @@ PY
 
 for pair in 0:route4 0:route6 1:link 2:qdisc; do
     sel=${pair%%:*} name=${pair#*:}
-    { printf "\\$(printf %03o "$sel")"; cat "$root/crates/kernel/fixtures/$name.bin"; } > "$net/$name"
+    { printf "\\$(printf %03o "$sel")"; cat "$root/crates/sysctl/fixtures/$name.bin"; } > "$net/$name"
 done
 
 for f in "$root"/fixtures/*.pcap*; do

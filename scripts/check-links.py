@@ -2,7 +2,7 @@
 """Checks the documentation: every relative link and anchor in README.md and
 docs/**/*.md resolves (the file exists; a #anchor matches a heading's
 GitHub-style slug in the target), README.md is at most 250 lines, and every
-finding kind in the engine's registry (crates/diagnose/src/rules/mod.rs) has
+finding kind in the engine's registry (crates/engine/src/rules/mod.rs) has
 its page docs/causes/<kind>.md (and every such page a kind). Standard library
 only. A code block left open is reported too (it would hide the rest of
 the page's links). Exit status 0 when all hold, 1 otherwise (each problem on a line)."""
@@ -103,7 +103,7 @@ def check_links(files):
 
 
 def registry_kinds():
-    with open(os.path.join(ROOT, 'crates/diagnose/src/rules/mod.rs'), encoding='utf-8') as f:
+    with open(os.path.join(ROOT, 'crates/engine/src/rules/mod.rs'), encoding='utf-8') as f:
         src = f.read()
     # registry entries: `Name = 0 "kind_name" [[parts…]] (words, cause)`
     return re.findall(r'\b[A-Z]\w*\s*=\s*\d+\s+"([a-z][a-z0-9_]*)"', src)
@@ -124,7 +124,7 @@ def main():
 
     kinds = registry_kinds()
     if len(kinds) < 1:
-        problems.append('crates/diagnose/src/rules/mod.rs: no kind found in the registry (has its syntax changed?)')
+        problems.append('crates/engine/src/rules/mod.rs: no kind found in the registry (has its syntax changed?)')
     causes = os.path.join(ROOT, 'docs/causes')
     for k in kinds:
         if not os.path.isfile(os.path.join(causes, f'{k}.md')):

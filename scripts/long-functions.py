@@ -3,7 +3,7 @@
 
     python3 scripts/long-functions.py [--max N] [DIR...]
 
-DIR defaults to the engine crates' sources: crates/{wire,flow,diagnose,report,capture}/src.
+DIR defaults to the engine crates' sources: crates/{wire,flow,engine,report,capture}/src.
 A function's length is counted from its `fn` line to its closing brace, both included.
 Tests are left out: files named tests.rs or tests_*.rs, folders named tests, and
 `#[cfg(test)]` modules. Exit status: 0 none too long, 1 some (listed, longest first),
@@ -17,7 +17,7 @@ import os
 import re
 import sys
 
-ENGINE = ["wire", "flow", "diagnose", "report", "capture"]
+ENGINE = ["wire", "flow", "engine", "report", "capture"]
 DEFAULT_MAX = 120
 
 

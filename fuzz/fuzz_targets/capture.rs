@@ -4,7 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use tcpdoctor_capture::CaptureReader;
-use tcpdoctor_diagnose::Engine;
+use tcpdoctor_engine::Engine;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(mut reader) = CaptureReader::new(data) else {

@@ -5,8 +5,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tcpdoctor_kernel::netlink::{self, link, qdisc, route};
-use tcpdoctor_kernel::{build, text, Observed};
+use tcpdoctor_sysctl::netlink::{self, link, qdisc, route};
+use tcpdoctor_sysctl::{build, text, Observed};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&sel, datagram)) = data.split_first() else {

@@ -60,4 +60,4 @@ pub fn metrics(r: &ClientResult, client: &'static str) -> Metrics {
     }
 }
 
-pub use tcpdoctor_diagnose::round3;
+pub use tcpdoctor_engine::round3;

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use crate::error::{bail, Context, Error, Result};
 use serde::Serialize;
 use tcpdoctor_capture::write::{PcapNgWriter, PcapWriter};
-use tcpdoctor_diagnose::model::{Analysis, LatencyBin};
-use tcpdoctor_diagnose::{Engine, Options};
+use tcpdoctor_engine::model::{Analysis, LatencyBin};
+use tcpdoctor_engine::{Engine, Options};
 use tcpdoctor_live::{Capture, LinkType, Timestamp};
 
 use crate::cases::{Action, Peer, Setup};
@@ -189,13 +189,13 @@ pub fn diagnose_phase(
     t: &mut Topology,
     s: &Setup,
     peer: Peer,
-    plan: tcpdoctor_investigate::Plan,
-) -> Result<tcpdoctor_investigate::Outcome> {
+    plan: tcpdoctor_diagnose::Plan,
+) -> Result<tcpdoctor_diagnose::Outcome> {
     let (server, rtt) = prepare(t, s, peer)?;
     t.set_loss(s.loss)?;
     thread::sleep(rtt * 2 + Duration::from_millis(100));
     let outcome = ns::within(&t.client, move || {
-        tcpdoctor_investigate::run(&plan, |_| {}).context("diagnose")
+        tcpdoctor_diagnose::run(&plan, |_| {}).context("diagnose")
     });
     t.set_loss(0.0)?;
     server.stop();

@@ -7,7 +7,7 @@
 //! points past the buffer ends the walk with an [`Error`], never a panic.
 //!
 //! Netlink is in host byte order (netlink(7)). Families build on this:
-//! rtnetlink (routes, links, qdiscs) in `tcpdoctor-kernel`, sock_diag (TCP
+//! rtnetlink (routes, links, qdiscs) in `tcpdoctor-sysctl`, sock_diag (TCP
 //! sockets) in `tcpdoctor-sockets`.
 
 pub mod sys;

@@ -11,7 +11,7 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use tcpdoctor_diagnose::Options;
+use tcpdoctor_engine::Options;
 use tcpdoctor_table::{analyze_read, ipc_stream, Source, Status, Table, Tables};
 
 /// Each table as an Arrow IPC stream.

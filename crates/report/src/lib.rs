@@ -9,7 +9,7 @@ mod verdict;
 pub use style::{text_styled, Style};
 pub use verdict::{verdict, Symptom, Verdict};
 
-use tcpdoctor_diagnose::model::{
+use tcpdoctor_engine::model::{
     Analysis, CaptureSummary, ConnectionSummary, Finding, Ladder, LatencyBudget, Vantage,
 };
 
@@ -50,7 +50,7 @@ pub fn json_stamped(
 
 /// [`json_stamped`] with more members after the analysis's own (`inputs`,
 /// `selection`). The analysis is written as it serialises — its times are
-/// already rounded to the microsecond ([`tcpdoctor_diagnose::round3`]) — and
+/// already rounded to the microsecond ([`tcpdoctor_engine::round3`]) — and
 /// the members after it are stamped: no tree of the whole document is built
 /// (a million-packet capture's document is megabytes).
 pub fn json_stamped_with(
@@ -360,7 +360,7 @@ fn minor_findings(list: &[Finding], out: &mut impl Write) -> io::Result<()> {
 }
 
 /// Milliseconds as the reports print them: `1.23 s`, `44.1 ms`, `0.52 ms`.
-pub use tcpdoctor_diagnose::fmt_ms;
+pub use tcpdoctor_engine::fmt_ms;
 
 fn wrap(
     text: &str,
@@ -463,7 +463,7 @@ pub fn ladder_shows_evidence(f: &Finding) -> bool {
 }
 
 /// A finding's prediction in a line: the exchanges it touched, then all.
-pub fn prediction(p: &tcpdoctor_diagnose::model::Prediction) -> String {
+pub fn prediction(p: &tcpdoctor_engine::model::Prediction) -> String {
     let (a, all) = (&p.affected, &p.all);
     format!(
         "p50 {} → {}, p99 {} → {} on the {} exchange(s) it touched \

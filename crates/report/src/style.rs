@@ -4,7 +4,7 @@
 
 use std::io::{self, Write};
 
-use tcpdoctor_diagnose::model::Analysis;
+use tcpdoctor_engine::model::Analysis;
 
 use crate::TextOptions;
 

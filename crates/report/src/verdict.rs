@@ -2,7 +2,7 @@
 //! cost the time, who is responsible and the fix. Used by `diagnose URL`,
 //! which measures the symptom itself and then analyses its own traffic.
 
-use tcpdoctor_diagnose::model::{Analysis, Finding};
+use tcpdoctor_engine::model::{Analysis, Finding};
 
 use crate::fmt_ms;
 
@@ -72,7 +72,7 @@ pub fn verdict(s: &Symptom, a: Option<&Analysis>) -> Verdict {
         };
     };
     match a.findings.first() {
-        Some(f) if s.p50_ms.is_none() && tcpdoctor_diagnose::rules::failure_name(f.kind) => {
+        Some(f) if s.p50_ms.is_none() && tcpdoctor_engine::rules::failure_name(f.kind) => {
             // The finding says why no request completed: it leads.
             Verdict {
                 headline: cause(f, a),
@@ -116,7 +116,7 @@ pub fn verdict(s: &Symptom, a: Option<&Analysis>) -> Verdict {
     }
 }
 
-/// The finding's sentence, said by its rule (`crates/diagnose/src/rules`).
+/// The finding's sentence, said by its rule (`crates/engine/src/rules`).
 fn cause(f: &Finding, a: &Analysis) -> String {
-    tcpdoctor_diagnose::rules::cause(f, a.capture.exchanges)
+    tcpdoctor_engine::rules::cause(f, a.capture.exchanges)
 }

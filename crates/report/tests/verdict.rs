@@ -6,7 +6,7 @@ use std::io::BufReader;
 use std::path::Path;
 
 use tcpdoctor_capture::CaptureReader;
-use tcpdoctor_diagnose::{model::Analysis, Engine, Options};
+use tcpdoctor_engine::{model::Analysis, Engine, Options};
 use tcpdoctor_report::{verdict, Symptom};
 
 fn analyse(rel: &str) -> Analysis {

@@ -33,9 +33,9 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
 use tcpdoctor_capture::{CaptureReader, ErrorKind};
-use tcpdoctor_diagnose::budget::Part;
-use tcpdoctor_diagnose::model::{Analysis, ConnectionSummary, ExchangeRow, Finding, Rows};
-use tcpdoctor_diagnose::{Engine, Options};
+use tcpdoctor_engine::budget::Part;
+use tcpdoctor_engine::model::{Analysis, ConnectionSummary, ExchangeRow, Finding, Rows};
+use tcpdoctor_engine::{Engine, Options};
 
 pub use schema::{Table, TABLE_SCHEMA};
 

@@ -7,7 +7,7 @@
 use std::sync::{Arc, OnceLock};
 
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
-use tcpdoctor_diagnose::budget::Part;
+use tcpdoctor_engine::budget::Part;
 
 /// Written into each file's key-value metadata as `tcpdoctor.table_schema`.
 ///

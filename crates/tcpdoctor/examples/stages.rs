@@ -29,7 +29,7 @@ fn main() -> anyhow::Result<()> {
     };
     let mut r = CaptureReader::new(std::fs::File::open(path)?)?;
     let (mut n, mut x) = (0u64, 0u64);
-    let mut engine = tcpdoctor_diagnose::Engine::new(Default::default());
+    let mut engine = tcpdoctor_engine::Engine::new(Default::default());
     let mut tracker = Tracker::new(Null(0), Default::default());
     while let Some(p) = r.next_packet()? {
         n += 1;

@@ -1,11 +1,11 @@
 //! `tcpdoctor diagnose URL`: measure, capture our own traffic, explain (the
-//! work is in `tcpdoctor-investigate`).
+//! work is in `tcpdoctor-diagnose`).
 
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tcpdoctor_investigate::{render, Plan, Step};
+use tcpdoctor_diagnose::{render, Plan, Step};
 use tcpdoctor_load::Target;
 
 use crate::load::{parse_duration, RequestArgs};
@@ -106,7 +106,7 @@ pub fn run(args: &DiagnoseArgs) -> anyhow::Result<u8> {
     };
     // A path that cannot be written fails now, not after the measurement.
     let output = match &plan.write {
-        Some(p) if plan.capture => Some(tcpdoctor_investigate::Output::create(p)?),
+        Some(p) if plan.capture => Some(tcpdoctor_diagnose::Output::create(p)?),
         _ => None,
     };
     // Ctrl-C ends the step in progress; what was measured is reported. A
@@ -130,7 +130,7 @@ pub fn run(args: &DiagnoseArgs) -> anyhow::Result<u8> {
         });
     }
     let progress = io::stderr().is_terminal() && matches!(args.format, Format::Text);
-    let outcome = tcpdoctor_investigate::run_with(&plan, output, &interrupt, |s| {
+    let outcome = tcpdoctor_diagnose::run_with(&plan, output, &interrupt, |s| {
         if progress {
             let what = match s {
                 Step::RoundTrip => "measuring the round trip",

@@ -9,8 +9,8 @@ use std::io::{BufReader, BufWriter, Write};
 use anyhow::Context;
 use tcpdoctor_capture::write::{PcapNgWriter, Staged};
 use tcpdoctor_capture::CaptureReader;
-use tcpdoctor_diagnose::model::{Analysis, Finding, LatencyBin};
-use tcpdoctor_html::{Extras, Ladders, Recorder, Trace};
+use tcpdoctor_engine::model::{Analysis, Finding, LatencyBin};
+use tcpdoctor_report_html::{Extras, Ladders, Recorder, Trace};
 use tcpdoctor_wire::{decode, LinkType};
 
 /// Connections drawn as time-sequence graphs, at most.
@@ -36,7 +36,7 @@ pub fn write(
     outs: &Outputs<'_>,
 ) -> anyhow::Result<()> {
     let mut recorder = match (outs.html, path) {
-        (Some(_), Some(_)) => Some(Recorder::new(tcpdoctor_html::targets(
+        (Some(_), Some(_)) => Some(Recorder::new(tcpdoctor_report_html::targets(
             a,
             MAX_TRACES,
             MIN_TRACE_BYTES,
@@ -148,7 +148,7 @@ pub fn write(
         };
         let staged = Staged::create(out)?;
         let mut w = BufWriter::new(staged.writer()?);
-        tcpdoctor_html::render(
+        tcpdoctor_report_html::render(
             a,
             &Extras {
                 source,

@@ -5,7 +5,7 @@
 //! header decoding overlap with connection tracking and diagnosis. Decoded
 //! segments cross over in batches that own their bytes: the fixed fields,
 //! the TCP options, and of the payload only what the engine reads
-//! ([`tcpdoctor_diagnose::payload_needed`]). Batches are recycled, so the
+//! ([`tcpdoctor_engine::payload_needed`]). Batches are recycled, so the
 //! steady state allocates nothing.
 
 use std::fs::File;
@@ -19,7 +19,7 @@ use tcpdoctor_capture::{decompressed, CaptureError, CaptureReader, Compression};
 
 use crate::merge::{Merger, Pkt};
 use crate::select::{Selection, Selector};
-use tcpdoctor_diagnose::{payload_needed, Engine};
+use tcpdoctor_engine::{payload_needed, Engine};
 use tcpdoctor_wire::{decode, DecodeError, LinkType, Skip, TcpFlags, TcpSegment, Timestamp};
 
 const BATCH: usize = 4096;

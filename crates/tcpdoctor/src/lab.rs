@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use serde_json::{json, Value};
-use tcpdoctor_diagnose::model::Finding;
+use tcpdoctor_engine::model::Finding;
 
 use tcpdoctor_lab::cases::{self, Case, Headline, Peer, Setup};
 use tcpdoctor_lab::run::{self, Phase, PhaseOptions};
@@ -396,9 +396,9 @@ fn write_html(case: &Case, path: &Path, phase: &Phase) -> Result<()> {
         phase.capture.vantage.as_str(),
         phase.capture.packets
     );
-    tcpdoctor_html::render(
+    tcpdoctor_report_html::render(
         &phase.analysis,
-        &tcpdoctor_html::Extras {
+        &tcpdoctor_report_html::Extras {
             source: &source,
             format: &format,
             latency: &phase.latency_bins,
@@ -463,7 +463,7 @@ fn run_case(
 fn diagnose_case(case: &Case, before: &Setup, a: &RunArgs) -> Result<u8> {
     let url = format!("http://{}/", run::server_addr());
     let target = tcpdoctor_load::Target::parse(&url).map_err(|e| anyhow::anyhow!(e.to_string()))?;
-    let plan = tcpdoctor_investigate::Plan::new(target, tcpdoctor_load::RequestSpec::default());
+    let plan = tcpdoctor_diagnose::Plan::new(target, tcpdoctor_load::RequestSpec::default());
     let needs_line = !before.one_way.is_zero() || before.loss > 0.0;
     let outcome = Topology::build(needs_line, before.one_way).and_then(|mut topo| {
         let outcome = run::diagnose_phase(&mut topo, before, peer_of(case, a), plan);
@@ -492,7 +492,7 @@ fn diagnose_case(case: &Case, before: &Setup, a: &RunArgs) -> Result<u8> {
     let mut out = io::stdout().lock();
     match a.format {
         Format::Json => {
-            let mut doc = tcpdoctor_investigate::render::to_json(&outcome)?;
+            let mut doc = tcpdoctor_diagnose::render::to_json(&outcome)?;
             if let Value::Object(m) = &mut doc {
                 m.insert("case".into(), json!(case.name));
                 m.insert("expected".into(), expected_json(case));
@@ -510,7 +510,7 @@ fn diagnose_case(case: &Case, before: &Setup, a: &RunArgs) -> Result<u8> {
                 run::server_addr(),
                 ns::name("s")
             )?;
-            tcpdoctor_investigate::render::text(&outcome, &mut out)?;
+            tcpdoctor_diagnose::render::text(&outcome, &mut out)?;
             let exp = expected_text(case);
             writeln!(
                 out,
@@ -588,7 +588,7 @@ fn expected_first(case: &Case, p: &Phase) -> bool {
 /// A finding a healthy capture may not have: one costing 5% of the time or
 /// more, or failed requests (whatever time they took).
 fn notable(f: &Finding) -> bool {
-    f.share_of_time >= 0.05 || tcpdoctor_diagnose::rules::failure_name(f.kind)
+    f.share_of_time >= 0.05 || tcpdoctor_engine::rules::failure_name(f.kind)
 }
 
 /// Whether the expected finding is gone after the fix.

@@ -27,7 +27,7 @@ pub(crate) use tcpdoctor_live::signal as interrupt;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use tcpdoctor_capture::ErrorKind;
-use tcpdoctor_diagnose::{Engine, Options};
+use tcpdoctor_engine::{Engine, Options};
 use tcpdoctor_report::TextOptions;
 
 /// `tcpdoctor --version`: the crate's version and the commit it was built
@@ -238,7 +238,7 @@ struct AnalyzeArgs {
     /// Connections tracked at once, at most: bounds memory on SYN floods and scans (about 200 B
     /// per half-open connection, 4.5 KB per one with data). Beyond it the idlest are closed early
     /// (half-open ones first), summarised and counted in a warning.
-    #[arg(long, default_value_t = tcpdoctor_diagnose::DEFAULT_MAX_OPEN as u64, value_name = "N",
+    #[arg(long, default_value_t = tcpdoctor_engine::DEFAULT_MAX_OPEN as u64, value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..))]
     max_open_connections: u64,
     /// Exit with status 1 when any finding is reported (for scripts and CI).
@@ -649,8 +649,8 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
 
 /// What one read of the input(s) gave.
 struct Pass {
-    analysis: tcpdoctor_diagnose::model::Analysis,
-    bins: Vec<tcpdoctor_diagnose::model::LatencyBin>,
+    analysis: tcpdoctor_engine::model::Analysis,
+    bins: Vec<tcpdoctor_engine::model::LatencyBin>,
     format: String,
     merger: Option<merge::Merger>,
     /// With a selection: packets read, packets kept.
@@ -682,9 +682,9 @@ fn analyze_pass(
     let selected = !selection.is_empty();
     let mut engine = Engine::new(Options {
         max_connections,
-        flow: tcpdoctor_diagnose::FlowConfig {
+        flow: tcpdoctor_engine::FlowConfig {
             max_open: usize::try_from(args.max_open_connections).unwrap_or(usize::MAX),
-            ..tcpdoctor_diagnose::FlowConfig::default()
+            ..tcpdoctor_engine::FlowConfig::default()
         },
         ..Options::default()
     });

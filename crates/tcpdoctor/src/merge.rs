@@ -22,7 +22,7 @@ use std::net::SocketAddr;
 use anyhow::Context;
 use serde::Serialize;
 use tcpdoctor_capture::{decompressed, CaptureError, CaptureReader, Compression};
-use tcpdoctor_diagnose::model::Analysis;
+use tcpdoctor_engine::model::Analysis;
 use tcpdoctor_wire::{LinkType, TcpSegment, Timestamp};
 
 /// Connections remembered for matching across files, at most (about 100 B each).

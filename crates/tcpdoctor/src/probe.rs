@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
-use tcpdoctor_diagnose::round3;
+use tcpdoctor_engine::round3;
 
 use tcpdoctor_probe::{
     packet::flag_letters, Family, HopReply, Method, PingConfig, PingEvent, PingStats, ProbeError,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
-use tcpdoctor_diagnose::{Engine, Options};
+use tcpdoctor_engine::{Engine, Options};
 use tcpdoctor_table::{conclude, FileCounts, FileRow, ParquetSink, Source, Status, Table};
 
 use crate::input::Input;
@@ -172,9 +172,9 @@ fn one(
     let mut engine = Engine::new(Options {
         rows: true,
         max_connections: args.max_connections,
-        flow: tcpdoctor_diagnose::FlowConfig {
+        flow: tcpdoctor_engine::FlowConfig {
             max_open: usize::try_from(args.max_open_connections).unwrap_or(usize::MAX),
-            ..tcpdoctor_diagnose::FlowConfig::default()
+            ..tcpdoctor_engine::FlowConfig::default()
         },
         ..Options::default()
     });

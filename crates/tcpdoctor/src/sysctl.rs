@@ -1,9 +1,9 @@
 //! `tcpdoctor sysctl`: the kernel settings that bound TCP latency and windows
-//! in this network namespace (the work is in `tcpdoctor-kernel`).
+//! in this network namespace (the work is in `tcpdoctor-sysctl`).
 
 use std::io::{self, BufWriter, IsTerminal, Write};
 
-use tcpdoctor_kernel::text::TextOptions;
+use tcpdoctor_sysctl::text::TextOptions;
 
 use crate::{Format, EXIT_OK};
 
@@ -64,7 +64,7 @@ pub struct SysctlArgs {
 }
 
 pub fn run(args: &SysctlArgs) -> anyhow::Result<u8> {
-    let report = tcpdoctor_kernel::read();
+    let report = tcpdoctor_sysctl::read();
     for e in &report.errors {
         eprintln!("tcpdoctor: could not read {e}");
     }
@@ -84,7 +84,7 @@ pub fn run(args: &SysctlArgs) -> anyhow::Result<u8> {
                 .and_then(|c| c.parse::<usize>().ok())
                 .unwrap_or(100)
                 .clamp(60, 200);
-            let text = tcpdoctor_kernel::text::render(
+            let text = tcpdoctor_sysctl::text::render(
                 &report,
                 TextOptions {
                     width,

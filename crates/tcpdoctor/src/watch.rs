@@ -43,7 +43,7 @@ are counted and reported in every interval: a capture with drops has holes.
 then the analysis document (schema 1, as `analyze --format json`) as the last line.
 
 --prometheus ADDR serves /metrics (OpenMetrics text): tcpdoctor_packets_total,
-tcpdoctor_kernel_drops_total, tcpdoctor_exchanges_total, tcpdoctor_exchange_duration_seconds
+tcpdoctor_sysctl_drops_total, tcpdoctor_exchanges_total, tcpdoctor_exchange_duration_seconds
 (histogram per server), tcpdoctor_time_lost_seconds_total and
 tcpdoctor_finding_occurrences_total (per kind, culprit, role), tcpdoctor_open_connections.
 

@@ -504,7 +504,7 @@ fn text_report_is_ascii_under_a_non_utf8_locale() {
 
 #[test]
 fn html_report_and_annotated_capture() {
-    let dir = std::env::temp_dir().join(format!("tcpdoctor-html-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("tcpdoctor-report-html-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (html, ng) = (dir.join("r.html"), dir.join("a.pcapng"));
     let cap = fixture("upload-rcvbuf4k.client.pcap");
@@ -699,7 +699,7 @@ fn every_registered_kind_is_documented() {
         .nth(1)
         .and_then(|s| s.split("\"culprit\"").next())
         .unwrap();
-    for kind in tcpdoctor_diagnose::rules::Kind::ALL {
+    for kind in tcpdoctor_engine::rules::Kind::ALL {
         let name = kind.name();
         assert!(
             catalogue.contains(&format!("| `{name}` |")),
@@ -715,7 +715,7 @@ fn every_registered_kind_is_documented() {
         );
         assert!(help.contains(name), "analyze --help lacks {name}");
     }
-    assert!(tcpdoctor_diagnose::rules::Kind::ALL.len() >= 17);
+    assert!(tcpdoctor_engine::rules::Kind::ALL.len() >= 17);
 }
 
 fn text_of(path: &Path) -> String {

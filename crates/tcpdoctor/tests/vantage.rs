@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use tcpdoctor_diagnose::{Engine, Options};
+use tcpdoctor_engine::{Engine, Options};
 use tcpdoctor_wire::build::FrameSpec;
 use tcpdoctor_wire::{LinkType, TcpFlags, Timestamp};
 

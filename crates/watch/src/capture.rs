@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tcpdoctor_capture::write::PcapWriter;
-use tcpdoctor_diagnose::model::{Analysis, LatencyBin};
+use tcpdoctor_engine::model::{Analysis, LatencyBin};
 use tcpdoctor_live::{Capture, Filter};
 
 use crate::{Interval, KernelCounters, Metrics, Watcher};

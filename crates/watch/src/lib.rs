@@ -22,13 +22,13 @@
 #![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
-use tcpdoctor_diagnose::round3;
+use tcpdoctor_engine::round3;
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use tcpdoctor_diagnose::histogram::Histogram;
-use tcpdoctor_diagnose::model::{Analysis, LatencyBin, LiveFinding};
-use tcpdoctor_diagnose::{Engine, Options};
+use tcpdoctor_engine::histogram::Histogram;
+use tcpdoctor_engine::model::{Analysis, LatencyBin, LiveFinding};
+use tcpdoctor_engine::{Engine, Options};
 use tcpdoctor_wire::{LinkType, Timestamp};
 
 pub mod capture;

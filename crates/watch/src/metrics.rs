@@ -4,7 +4,7 @@
 //! | metric | type | labels |
 //! |---|---|---|
 //! | `tcpdoctor_packets_total` | counter | |
-//! | `tcpdoctor_kernel_drops_total` | counter | |
+//! | `tcpdoctor_sysctl_drops_total` | counter | |
 //! | `tcpdoctor_exchanges_total` | counter | |
 //! | `tcpdoctor_exchange_duration_seconds` | histogram | `server` |
 //! | `tcpdoctor_time_lost_seconds_total` | counter | `kind`, `culprit`, `role` |
@@ -26,7 +26,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use rustc_hash::{FxHashMap, FxHashSet};
-use tcpdoctor_diagnose::model::Progress;
+use tcpdoctor_engine::model::Progress;
 
 use crate::MAX_SERVERS;
 
@@ -107,7 +107,7 @@ impl Metrics {
             packets.clone(),
         );
         registry.register(
-            "tcpdoctor_kernel_drops",
+            "tcpdoctor_sysctl_drops",
             "Frames the kernel dropped because the capture fell behind",
             drops.clone(),
         );

@@ -9,8 +9,8 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 
 use tcpdoctor_capture::CaptureReader;
-use tcpdoctor_diagnose::model::Analysis;
-use tcpdoctor_diagnose::{Engine, FlowConfig, Options};
+use tcpdoctor_engine::model::Analysis;
+use tcpdoctor_engine::{Engine, FlowConfig, Options};
 use tcpdoctor_wire::{LinkType, TcpFlags, TcpSegment, Timestamp};
 
 const SERVER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 80);

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use tcpdoctor_diagnose::model::{BudgetParts, Finding, Ladder, LatencyBin};
+use tcpdoctor_engine::model::{BudgetParts, Finding, Ladder, LatencyBin};
 use tcpdoctor_report::fmt_ms;
 
 use crate::esc;

@@ -2,9 +2,9 @@
 //! arbitrary strings as sysctl values, all the way to the rendered report.
 
 use proptest::prelude::*;
-use tcpdoctor_kernel::netlink::{self, link, qdisc, route};
-use tcpdoctor_kernel::settings::{self, Reading, Snapshot};
-use tcpdoctor_kernel::{build, text, Observed};
+use tcpdoctor_sysctl::netlink::{self, link, qdisc, route};
+use tcpdoctor_sysctl::settings::{self, Reading, Snapshot};
+use tcpdoctor_sysctl::{build, text, Observed};
 
 fn render(o: &Observed) -> String {
     let r = build(o);
@@ -40,7 +40,7 @@ proptest! {
             snapshot.values.insert(name.to_string(), Reading::Value(v.clone()));
         }
         for release in [None, Some("3.10.0"), Some("6.18.4")] {
-            snapshot.kernel = release.and_then(tcpdoctor_kernel::window::Kernel::parse);
+            snapshot.kernel = release.and_then(tcpdoctor_sysctl::window::Kernel::parse);
             let o = Observed { snapshot: snapshot.clone(), ..Observed::default() };
             render(&o);
         }
@@ -80,8 +80,8 @@ fn flipped_fixtures() {
             }
             // The judgements of what parsed (the sysctl part has no bytes to flip).
             let ns = Default::default();
-            let _ = tcpdoctor_kernel::route::judge(&routes, &links, &ns);
-            let _ = tcpdoctor_kernel::qdisc::judge(&qdiscs, &links, Default::default(), &ns);
+            let _ = tcpdoctor_sysctl::route::judge(&routes, &links, &ns);
+            let _ = tcpdoctor_sysctl::qdisc::judge(&qdiscs, &links, Default::default(), &ns);
         }
     }
 }

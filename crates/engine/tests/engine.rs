@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use proptest::prelude::*;
 use tcpdoctor_capture::write::PcapNgWriter;
 use tcpdoctor_capture::CaptureReader;
-use tcpdoctor_diagnose::model::Analysis;
-use tcpdoctor_diagnose::{Engine, Options};
+use tcpdoctor_engine::model::Analysis;
+use tcpdoctor_engine::{Engine, Options};
 use tcpdoctor_wire::{LinkType, Timestamp};
 
 fn fixture(name: &str) -> PathBuf {

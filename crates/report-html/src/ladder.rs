@@ -11,7 +11,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use tcpdoctor_diagnose::model::{Analysis, Ladder, LadderRow};
+use tcpdoctor_engine::model::{Analysis, Ladder, LadderRow};
 use tcpdoctor_wire::{TcpSegment, Timestamp};
 
 /// Rows drawn at most; past that, the evidence frames and the packets right

@@ -5,7 +5,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use tcpdoctor_diagnose::model::{Analysis, ConnectionSummary};
+use tcpdoctor_engine::model::{Analysis, ConnectionSummary};
 use tcpdoctor_wire::{TcpSegment, Timestamp};
 
 /// Points kept per connection; later packets are counted, not kept.

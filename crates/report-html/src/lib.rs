@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use sha2::{Digest, Sha256};
-use tcpdoctor_diagnose::model::{Analysis, ConnectionSummary, Finding, LatencyBin};
+use tcpdoctor_engine::model::{Analysis, ConnectionSummary, Finding, LatencyBin};
 use tcpdoctor_report::fmt_ms;
 
 mod charts;
@@ -32,7 +32,7 @@ pub struct Extras<'a> {
     pub source: &'a str,
     /// `pcap (µs timestamps)` and the like.
     pub format: &'a str,
-    /// From [`tcpdoctor_diagnose::Engine::finish_with_distribution`].
+    /// From [`tcpdoctor_engine::Engine::finish_with_distribution`].
     pub latency: &'a [LatencyBin],
     /// Time-sequence data of the findings' connections ([`Recorder`]).
     pub traces: &'a [Trace],

@@ -4,8 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::too_many_arguments)]
 
-use tcpdoctor_diagnose::model::Analysis;
-use tcpdoctor_diagnose::{Engine, Options};
+use tcpdoctor_engine::model::Analysis;
+use tcpdoctor_engine::{Engine, Options};
 use tcpdoctor_wire::build::FrameSpec;
 use tcpdoctor_wire::{LinkType, TcpFlags, Timestamp};
 
