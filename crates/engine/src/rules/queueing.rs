@@ -82,13 +82,19 @@ impl super::Rule for QueueingState {
                 .map(|m| m.frame),
         );
         let mut notes = Vec::new();
-        if let Some(first) = ex.response_first {
+        if let (Some(first), Some(last)) = (ex.response_first, ex.request_last) {
+            // The ladder starts at the request: the figures are this wait's
+            // (the exchange's queueing may include its handshake's too).
+            let ms = |ns: i64| ns as f64 / 1e6;
             notes.push((
                 first.frame,
                 format!(
-                    "response after {:.1} ms of queueing (base round trip {:.1} ms)",
-                    queue as f64 / 1e6,
-                    base as f64 / 1e6
+                    "response {:.1} ms after the request: round trip {:.1} ms, {:.1} ms above \
+                     the base ({:.1} ms) in a queue",
+                    ms(first.ts.since(last.ts)),
+                    ms(loaded),
+                    ms((loaded - base).max(0)),
+                    ms(base)
                 ),
             ));
         }
