@@ -284,7 +284,8 @@ impl Excess {
     }
 
     /// The queueing in `net` of a wait for the response (`to_server` the
-    /// connection's distance to the server).
+    /// round trip to the server when the response left it,
+    /// [`Connection::distance_for`]).
     fn queueing(&self, net: i64, to_server: i64) -> i64 {
         Self::above_base(net, to_server, self.to_server)
     }
