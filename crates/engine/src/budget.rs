@@ -13,7 +13,7 @@
 use rustc_hash::FxHashMap;
 use std::net::SocketAddr;
 
-use tcpdoctor_flow::{Connection, Dir, Exchange};
+use tcpdoctor_flow::{Connection, DeliveryRate, Dir, Exchange};
 use tcpdoctor_wire::Timestamp;
 
 /// Where time goes.
@@ -38,7 +38,9 @@ pub enum Part {
     Window,
     /// Waiting for ACKs with the congestion window used up.
     CongestionWait,
-    /// Moving the request and response bytes.
+    /// Moving the request and response bytes, beyond what the path's
+    /// delivery rate explains ([`Part::Bandwidth`]): pauses no mechanism
+    /// explains.
     Transfer,
     /// A TLS handshake's round trips and the client's part of it.
     TlsHandshake,
@@ -47,9 +49,12 @@ pub enum Part {
     /// Round-trip time above the path's base (the least seen on it): packets
     /// waiting in a queue on the path.
     Queueing,
+    /// Moving a message's bytes at the fastest rate the path delivered
+    /// them ([`tcpdoctor_flow::DeliveryRate`]): the bottleneck's bandwidth.
+    Bandwidth,
 }
 
-pub const PARTS: usize = 13;
+pub const PARTS: usize = 14;
 
 impl Part {
     pub const ALL: [Part; PARTS] = [
@@ -66,6 +71,7 @@ impl Part {
         Part::TlsHandshake,
         Part::TlsKeyExchange,
         Part::Queueing,
+        Part::Bandwidth,
     ];
 
     pub fn name(self) -> &'static str {
@@ -83,6 +89,7 @@ impl Part {
             Part::TlsHandshake => "tls_handshake",
             Part::TlsKeyExchange => "tls_key_exchange",
             Part::Queueing => "queueing",
+            Part::Bandwidth => "bandwidth",
         }
     }
 }
@@ -151,7 +158,7 @@ impl Claims {
         let to_server = conn.distance_for(ex).unwrap_or(0);
         let excess = base.excess(conn, to_server);
         if self.list.is_empty() && ex.setup.is_none() {
-            return Some(Self::plain(ex, start, end, to_server, excess));
+            return Some(Self::plain(conn, ex, base, (start, end), to_server));
         }
         // Phase boundaries, each clamped to be no earlier than the one before.
         let hs = &conn.handshake;
@@ -160,6 +167,8 @@ impl Claims {
         let req_last = t(ex.request_last, req_first);
         let resp_first = t(ex.response_first, end);
         let mut cuts = [(0i64, Part::Transfer); 6];
+        // The request's transfer is the first phase marked `Transfer`.
+        let mut request_phase = usize::MAX;
         let mut n = 0;
         if ex.setup.is_some() {
             cuts[0] = (t(hs.first_syn, start), Part::SynRetry);
@@ -167,6 +176,7 @@ impl Claims {
             cuts[2] = (t(hs.ack, start), Part::ClientIdle);
             n = 3;
         }
+        request_phase = request_phase.min(n);
         for c in [
             (req_first, Part::Transfer),
             (req_last, Part::Server),
@@ -199,7 +209,7 @@ impl Claims {
             }
         }
         let mut split: Split = [0; PARTS];
-        for &(from, to, part) in phases {
+        for (i, &(from, to, part)) in phases.iter().enumerate() {
             let mut claimed = 0;
             for &(cpart, a, b) in &self.clipped {
                 let overlap = b.min(to) - a.max(from);
@@ -225,6 +235,16 @@ impl Claims {
                     split[index(Part::Queueing)] += queue;
                     split[index(Part::Setup)] += rest - queue;
                 }
+                Part::Transfer => {
+                    let dir = if i == request_phase {
+                        Dir::ClientToServer
+                    } else {
+                        Dir::ServerToClient
+                    };
+                    let moving = base.moving(conn, ex, dir).min(rest);
+                    split[index(Part::Bandwidth)] += moving;
+                    split[index(Part::Transfer)] += rest - moving;
+                }
                 _ => split[index(part)] += rest,
             }
         }
@@ -238,7 +258,15 @@ impl Claims {
 impl Claims {
     /// The common case: nothing claimed, no handshake in the exchange —
     /// request transfer, the wait (round trip, then server), response transfer.
-    fn plain(ex: &Exchange, start: i64, end: i64, to_server: i64, excess: Excess) -> Split {
+    fn plain(
+        conn: &Connection,
+        ex: &Exchange,
+        base: Base,
+        span: (i64, i64),
+        to_server: i64,
+    ) -> Split {
+        let (start, end) = span;
+        let excess = base.excess(conn, to_server);
         let t = |m: Option<tcpdoctor_flow::Mark>, or: i64| m.map_or(or, |m| m.ts.nanos());
         let req_last = t(ex.request_last, start).clamp(start, end);
         let resp_first = t(ex.response_first, end).clamp(req_last, end);
@@ -246,7 +274,12 @@ impl Claims {
         let net = wait.min(to_server);
         let queue = excess.queueing(net, to_server);
         let mut split: Split = [0; PARTS];
-        split[index(Part::Transfer)] = (req_last - start) + (end - resp_first);
+        let request = req_last - start;
+        let response = end - resp_first;
+        let moving_request = base.moving(conn, ex, Dir::ClientToServer).min(request);
+        let moving_response = base.moving(conn, ex, Dir::ServerToClient).min(response);
+        split[index(Part::Bandwidth)] = moving_request + moving_response;
+        split[index(Part::Transfer)] = request - moving_request + response - moving_response;
         split[index(Part::Queueing)] = queue;
         split[index(Part::Network)] = net - queue;
         split[index(Part::Server)] = wait - net;
@@ -263,6 +296,9 @@ pub struct Base {
     pub round_trip: Option<i64>,
     /// The least distance from the capture point to the server and back.
     pub to_server: Option<i64>,
+    /// The fastest delivery rate seen each way (client to server, server to
+    /// client), as bytes over nanoseconds ([`DeliveryRate`]).
+    pub rate: [Option<(u32, i64)>; 2],
 }
 
 /// Round trips above a path's base, per connection.
@@ -305,6 +341,24 @@ impl Base {
         }
         least(&mut self.round_trip, conn.path_rtt_ns());
         least(&mut self.to_server, conn.distance_to(Dir::ServerToClient));
+        for (rate, half) in self.rate.iter_mut().zip([&conn.client, &conn.server]) {
+            *rate = DeliveryRate::faster(*rate, half.rate.best());
+        }
+    }
+
+    /// How long the message `dir` sends in `ex` takes at the path's fastest
+    /// delivery rate, after its first segment (whose arrival starts the
+    /// transfer); 0 when no rate was measured.
+    pub fn moving(&self, conn: &Connection, ex: &Exchange, dir: Dir) -> i64 {
+        let half = conn.half(dir);
+        let Some(rate) = DeliveryRate::faster(half.rate.best(), self.rate[dir.index()]) else {
+            return 0;
+        };
+        let bytes = match dir {
+            Dir::ClientToServer => ex.request_bytes,
+            Dir::ServerToClient => ex.response_bytes,
+        };
+        DeliveryRate::time_for(rate, bytes.saturating_sub(u64::from(conn.smss(dir))))
     }
 
     /// What `conn`'s round trips hold above the base: its handshake's, and

@@ -198,6 +198,10 @@ pub struct ConnectionSummary {
     pub bytes: Directions<u64>,
     pub retransmissions: Directions<u64>,
     pub max_in_flight: Directions<u32>,
+    /// The fastest each side's data was delivered, over a round trip and at
+    /// least 8 full segments, by the peer's ACKs: the path's bandwidth as
+    /// this connection saw it (Mbit/s); null without a full sample.
+    pub delivery_rate_mbit_s: Directions<Option<f64>>,
     pub mss: Directions<Option<u16>>,
     /// Window scale shift per side; null when the handshake was not captured.
     pub window_scale: Directions<Option<u8>>,

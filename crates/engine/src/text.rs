@@ -247,6 +247,10 @@ pub(crate) fn connection_summary(
             client_to_server: conn.client.max_in_flight,
             server_to_client: conn.server.max_in_flight,
         },
+        delivery_rate_mbit_s: Directions {
+            client_to_server: mbit_s(conn.client.rate.best()),
+            server_to_client: mbit_s(conn.server.rate.best()),
+        },
         mss: Directions {
             client_to_server: conn.client.mss,
             server_to_client: conn.server.mss,
@@ -266,4 +270,9 @@ pub(crate) fn connection_summary(
         duplicates: conn.client.duplicates + conn.server.duplicates,
         time_lost_ms: ms(st.time_lost_ns),
     }
+}
+
+/// A delivery rate (bytes over nanoseconds) in Mbit/s, to 0.001.
+fn mbit_s(rate: Option<(u32, i64)>) -> Option<f64> {
+    rate.map(|(b, ns)| (f64::from(b) * 8_000.0 / ns as f64 * 1000.0).round() / 1000.0)
 }

@@ -62,7 +62,9 @@ impl Bases {
         if let Some((k, b)) = self.last.as_mut().filter(|(k, _)| *k == key) {
             let before = *b;
             b.learn(conn);
-            if (b.round_trip, b.to_server) != (before.round_trip, before.to_server) {
+            if (b.round_trip, b.to_server, b.rate)
+                != (before.round_trip, before.to_server, before.rate)
+            {
                 self.map.insert(*k, *b);
             }
             return *b;
@@ -160,7 +162,9 @@ impl WhatIfs {
         policed_ns: impl Fn() -> i64,
     ) {
         // Most exchanges hold nothing a fix would show: one sum tells.
-        let held: i64 = split.iter().sum::<i64>() - split[index(Part::Transfer)];
+        let held: i64 = split.iter().sum::<i64>()
+            - split[index(Part::Transfer)]
+            - split[index(Part::Bandwidth)];
         if held < MIN_TOUCH_NS {
             return;
         }
@@ -171,7 +175,7 @@ impl WhatIfs {
             .enumerate()
             .fold(0u16, |m, (i, &v)| m | (u16::from(v > 0) << i));
         let window = 1u16 << index(Part::Window);
-        let transfer = 1u16 << index(Part::Transfer);
+        let transfer = 1u16 << index(Part::Transfer) | 1u16 << index(Part::Bandwidth);
         let mut row = None;
         let mut slow_start = None;
         for i in 0..self.masks.len() {
@@ -207,10 +211,15 @@ impl WhatIfs {
             if slow_start_ns > 0 {
                 // The message's transfer becomes slow start's round trips;
                 // the rest of the exchange (setup, the wait for the response) stays.
-                let moving: i64 = [Part::Transfer, Part::Window, Part::CongestionWait]
-                    .iter()
-                    .map(|p| split[index(*p)])
-                    .sum();
+                let moving: i64 = [
+                    Part::Transfer,
+                    Part::Bandwidth,
+                    Part::Window,
+                    Part::CongestionWait,
+                ]
+                .iter()
+                .map(|p| split[index(*p)])
+                .sum();
                 after = after.max((duration - moving + slow_start_ns).min(duration));
             }
             let r = *row.get_or_insert_with(|| self.row(server));

@@ -163,6 +163,11 @@ pub struct Half {
     sent: [Sent; SENT_RING],
     sent_len: usize,
     sent_head: usize,
+    /// New data segments that were not a whole number of full segments:
+    /// the end of what the application had written (see [`DeliveryRate`]).
+    pub(crate) partials: u32,
+    /// How fast the peer's ACKs showed this side's data arriving.
+    pub rate: DeliveryRate,
 }
 
 impl Half {
@@ -205,6 +210,8 @@ impl Half {
             sent: [Sent::default(); SENT_RING],
             sent_len: 0,
             sent_head: 0,
+            partials: 0,
+            rate: DeliveryRate::default(),
         }
     }
 
@@ -269,6 +276,119 @@ impl Half {
             self.sent_len -= 1;
         }
         found
+    }
+}
+
+/// Full segments in a delivery-rate sample: enough to span the bursts of
+/// delayed ACKs and receive offload, few enough to fit in one flight.
+const RATE_SEGMENTS: u32 = 8;
+
+/// An ACK as the delivery rate takes it in.
+struct Sample {
+    ack_ns: i64,
+    /// When the last byte it covered was seen sent (if sent once, ending at the ACK).
+    sent_ns: Option<i64>,
+    acked: u32,
+    /// A sample spans at least this many bytes and this long (a round trip).
+    min_bytes: u32,
+    min_ns: i64,
+    /// The sender's short segments and re-sent ones so far.
+    partials: u32,
+}
+
+/// The fastest rate the peer's ACKs showed one side's data arriving
+/// (bytes over time), after the delivery rate of BBR (Cheng et al.,
+/// draft-cheng-iccrg-delivery-rate-estimation): each sample spans at least
+/// a round trip (so a sender's bursts and pacing gaps average out) and
+/// [`RATE_SEGMENTS`] full segments of ACKed data, over the longer of the time
+/// between the ACKs and the time between the data they acknowledged was seen,
+/// so ACKs bunched on the way back (ACK compression) do not read as a faster
+/// path. A sample during which the sender sent a segment short of full (the
+/// end of a write: the application had no more) measures the application,
+/// not the path, and is not taken; nor is one with a segment sent again (an
+/// ACK filling a hole covers bytes that arrived before the sample began).
+/// The best sample is the path's bottleneck
+/// rate for this connection: a message moving no faster than that is the
+/// bandwidth's time.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeliveryRate {
+    /// The open sample: its first ACK's capture time, and the capture time
+    /// of the data that ACK covered (ns; 0 when none is open, or unknown).
+    ack_ns: i64,
+    sent_ns: i64,
+    bytes: u32,
+    /// The sender's short and re-sent segments when the sample opened.
+    partials: u32,
+    /// The fastest sample: bytes over nanoseconds (0 ns: none yet).
+    best_bytes: u32,
+    best_ns: i64,
+}
+
+impl DeliveryRate {
+    /// Takes in an ACK of `acked` new bytes at `ack_ns`, whose last byte
+    /// was seen sent at `sent_ns` (when sent once and ending at the ACK).
+    #[inline]
+    fn on_ack(&mut self, s: Sample) {
+        let Sample {
+            ack_ns, partials, ..
+        } = s;
+        let open = self.ack_ns != 0;
+        // Where the data's send times are not known (more segments in
+        // flight than remembered, or sent twice), the ACKs' times alone.
+        let sent_ns = s.sent_ns.unwrap_or(0);
+        if open {
+            self.bytes = self.bytes.saturating_add(s.acked);
+            let sent_elapsed = if sent_ns != 0 && self.sent_ns != 0 {
+                sent_ns - self.sent_ns
+            } else {
+                0
+            };
+            let elapsed = (ack_ns - self.ack_ns).max(sent_elapsed);
+            if self.bytes < s.min_bytes || elapsed < s.min_ns {
+                return;
+            }
+            let faster = self.best_ns == 0
+                || u128::from(self.bytes) * self.best_ns as u128
+                    > u128::from(self.best_bytes) * elapsed as u128;
+            if partials == self.partials && elapsed > 0 && faster {
+                self.best_bytes = self.bytes;
+                self.best_ns = elapsed;
+            }
+        }
+        *self = DeliveryRate {
+            ack_ns,
+            sent_ns,
+            bytes: 0,
+            partials,
+            ..*self
+        };
+    }
+
+    /// The fastest sample, as bytes over nanoseconds.
+    #[inline]
+    pub fn best(&self) -> Option<(u32, i64)> {
+        (self.best_ns > 0).then_some((self.best_bytes, self.best_ns))
+    }
+
+    /// How long `bytes` take at the fastest sample's rate.
+    pub fn time_for(rate: (u32, i64), bytes: u64) -> i64 {
+        let (b, ns) = rate;
+        (u128::from(bytes) * ns as u128 / u128::from(b.max(1))).min(i64::MAX as u128) as i64
+    }
+
+    /// The faster of two rates.
+    pub fn faster(a: Option<(u32, i64)>, b: Option<(u32, i64)>) -> Option<(u32, i64)> {
+        match (a, b) {
+            (Some(x), Some(y)) => {
+                if u128::from(x.0) * y.1 as u128 >= u128::from(y.0) * x.1 as u128 {
+                    Some(x)
+                } else {
+                    Some(y)
+                }
+            }
+            (x, None) => x,
+            (None, y) => y,
+        }
     }
 }
 
@@ -628,12 +748,18 @@ impl Connection {
         let end = Seq(seg.seq).plus(seg.seq_len());
         let (kind, new_bytes) = me.classify(seg, end);
         refresh_smss |= me.record_sent(seg, end, mark, kind, new_bytes);
+        let smss = self.smss[dir.index()].max(1);
+        // Most segments are exactly full: one comparison tells them.
+        if new_bytes > 0 && seg.payload_len != smss && !seg.payload_len.is_multiple_of(smss) {
+            me.partials = me.partials.wrapping_add(1);
+        }
         if seg.flags.fin() || seg.flags.rst() {
             self.closed =
                 (me.fin.is_some() && peer.fin.is_some()) || me.rst.is_some() || peer.rst.is_some();
         }
         let peer_smss = self.smss[dir.reverse().index()];
-        let (acked, sampled, acks_unseen) = peer.take_ack(seg, ts, peer_smss);
+        let round_trip = self.path_rtt.unwrap_or(0);
+        let (acked, sampled, acks_unseen) = peer.take_ack(seg, ts, peer_smss, round_trip);
         refresh_rtt |= sampled;
         if dir == Dir::ClientToServer && completes_handshake(&self.handshake, peer, seg) {
             self.handshake.ack = Some(mark);
@@ -1019,7 +1145,13 @@ impl Half {
     /// segments (`peer_smss` is this side's segment size; RFC 1122
     /// §4.2.3.2, RFC 5681 §4.2) and the SYN-ACK's.
     #[inline]
-    fn take_ack(&mut self, seg: &TcpSegment<'_>, ts: Timestamp, smss: u32) -> (u32, bool, bool) {
+    fn take_ack(
+        &mut self,
+        seg: &TcpSegment<'_>,
+        ts: Timestamp,
+        smss: u32,
+        round_trip: i64,
+    ) -> (u32, bool, bool) {
         let flags = seg.flags;
         if !flags.ack() || flags.rst() {
             return (0, false, false);
@@ -1041,7 +1173,17 @@ impl Half {
         self.una = a;
         let immediate = acked >= 2 * smss || self.snd_max == a && flags.syn();
         let mut sampled = false;
-        if let Some(sent_at) = self.acked_sample(a) {
+        let sent = self.acked_sample(a);
+        let sample = Sample {
+            ack_ns: ts.nanos(),
+            sent_ns: sent.map(Timestamp::nanos),
+            acked,
+            min_bytes: RATE_SEGMENTS * smss.max(1),
+            min_ns: round_trip,
+            partials: self.partials.wrapping_add(self.retransmissions as u32),
+        };
+        self.rate.on_ack(sample);
+        if let Some(sent_at) = sent {
             if immediate {
                 let sample = ts.since(sent_at);
                 self.rtt_samples += 1;
@@ -1242,27 +1384,27 @@ mod steps {
         h.remember(Seq(3001), at(1), false);
         // One segment's ACK after 40 ms: possibly delayed, no sample.
         assert_eq!(
-            h.take_ack(&seg(1, 1001, ACK, 0, &[]), at(40), 1000),
+            h.take_ack(&seg(1, 1001, ACK, 0, &[]), at(40), 1000, 0),
             (1000, false, false)
         );
         // Two segments at once: a sample of 9 ms (sent at 1 ms).
         assert_eq!(
-            h.take_ack(&seg(1, 3001, ACK, 0, &[]), at(10), 1000),
+            h.take_ack(&seg(1, 3001, ACK, 0, &[]), at(10), 1000, 0),
             (2000, true, false)
         );
         assert_eq!(h.rtt_to_peer_ns, Some(9_000_000));
         // Old: nothing. Beyond what was seen sent: nothing acknowledged,
         // but bytes the capture missed were received (more than a FIN).
         assert_eq!(
-            h.take_ack(&seg(1, 2001, ACK, 0, &[]), at(11), 1000),
+            h.take_ack(&seg(1, 2001, ACK, 0, &[]), at(11), 1000, 0),
             (0, false, false)
         );
         assert_eq!(
-            h.take_ack(&seg(1, 3002, ACK, 0, &[]), at(11), 1000),
+            h.take_ack(&seg(1, 3002, ACK, 0, &[]), at(11), 1000, 0),
             (0, false, false)
         );
         assert_eq!(
-            h.take_ack(&seg(1, 9001, ACK, 0, &[]), at(11), 1000),
+            h.take_ack(&seg(1, 9001, ACK, 0, &[]), at(11), 1000, 0),
             (0, false, true)
         );
     }

@@ -30,7 +30,7 @@ mod conn;
 mod deadlines;
 mod seq;
 
-pub use conn::{Connection, Exchange, Half, Handshake, Mark, RoleSource};
+pub use conn::{Connection, DeliveryRate, Exchange, Half, Handshake, Mark, RoleSource};
 pub use seq::Seq;
 
 use std::collections::VecDeque;

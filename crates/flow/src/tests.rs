@@ -428,3 +428,40 @@ fn the_round_trip_at_a_response_follows_the_servers_clock() {
         Some(20_000_000)
     );
 }
+
+/// The delivery rate is the fastest the receiver's ACKs showed the data
+/// arriving, over a round trip: a server whose full segments arrive one a
+/// millisecond (11.68 Mbit/s) measures that; one sending short segments
+/// (each the end of a write: its application had no more) measures nothing,
+/// as its rate is the application's.
+#[test]
+fn the_delivery_rate_is_the_paths_not_the_applications() {
+    let run_with = |len: u32| {
+        let mut pkts = vec![
+            (0, seg(true, 1000, 0, F_SYN, 0, 64240)),
+            (20, seg(false, 5000, 1001, F_SYN | F_ACK, 0, 65160)),
+            (20, seg(true, 1001, 5001, F_ACK, 0, 502)),
+            (21, seg(true, 1001, 5001, F_ACK, 100, 502)),
+        ];
+        let mut next = 5001u32;
+        for i in 0..60 {
+            next += len;
+            pkts.push((41 + i, seg(false, next - len, 1101, F_ACK, len, 509)));
+            if i % 2 == 1 {
+                pkts.push((41 + i, seg(true, 1101, next, F_ACK, 0, 502)));
+            }
+        }
+        let log = run(&pkts);
+        log.closed[0].server.rate.best()
+    };
+    let (bytes, ns) = run_with(1460).expect("a sample");
+    // At least a round trip (20 ms) and 8 segments, at 1460 bytes a millisecond.
+    assert!(ns >= 20_000_000, "{ns}");
+    assert_eq!(u64::from(bytes) * 1_000_000 / ns as u64, 1460);
+    assert_eq!(
+        DeliveryRate::time_for((bytes, ns), 14_600),
+        10_000_000,
+        "10 segments take 10 ms"
+    );
+    assert_eq!(run_with(1000), None);
+}

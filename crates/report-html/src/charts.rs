@@ -27,6 +27,7 @@ pub fn color(part: &str) -> &'static str {
         "tls_handshake" => "#aec7e8",
         "tls_key_exchange" => "#393b79",
         "queueing" => "#ff9896",
+        "bandwidth" => "#98df8a",
         _ => "#aaaaaa",
     }
 }

@@ -143,7 +143,8 @@ fn the_median_budget_is_led_by_the_cause() {
 /// 400 ms path whose 89 KB download comes in flights a round trip apart
 /// (a capture made outside the project), those round trips are claimed, not
 /// left to `transfer`. A transfer moving at the path's rate, whose pauses
-/// are shorter than half a round trip, keeps its time as `transfer`.
+/// are shorter than half a round trip, is the path's `bandwidth` (and the
+/// rest of its time, a sender still ramping up, `transfer`), not a window.
 #[test]
 fn flights_released_by_acks_are_the_congestion_windows() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
@@ -156,8 +157,53 @@ fn flights_released_by_acks_are_the_congestion_windows() {
     assert!(flights >= 0.3, "congestion_wait {flights:.2}");
     let moving = share("corpus/ndpi-exe-download-as-png.pcap", "transfer");
     assert!(moving <= 0.15, "transfer {moving:.2}");
-    let rate = share("bulk-healthy.client.pcap", "transfer");
-    assert!(rate >= 0.6, "bulk-healthy transfer {rate:.2}");
+    let rate = share("bulk-healthy.client.pcap", "bandwidth")
+        + share("bulk-healthy.client.pcap", "transfer");
+    assert!(rate >= 0.6, "bulk-healthy bandwidth and transfer {rate:.2}");
+}
+
+/// A download through a 9.3 Mbit/s shaper (a TBF with a queue) is moved at
+/// the shaper's rate: the connection's delivery rate is the shaper's, less
+/// the headers (1448 of every 1514 bytes on the wire are payload), and the
+/// transfer's time is the path's `bandwidth`, with nothing left unexplained.
+/// A server pausing inside its response moves its bytes at no measured rate
+/// (each pause ends a write): its time stays the server's, none bandwidth.
+#[test]
+fn a_transfer_at_the_bottlenecks_rate_is_the_bandwidths_time() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let parts = |file: &str| {
+        let v = analyze(&root.join(file));
+        let m = v["capture"]["latency_budget"]["mean"].clone();
+        let total = m["total_ms"].as_f64().unwrap();
+        let share = move |part: &str| m["parts_ms"][part].as_f64().unwrap_or(0.0) / total;
+        (v, share)
+    };
+    let (v, share) = parts("policer-shaped.client.pcap");
+    let rate = v["connections"][0]["delivery_rate_mbit_s"]["server_to_client"]
+        .as_f64()
+        .expect("a delivery rate");
+    let payload = 9.3 * 1448.0 / 1514.0;
+    assert!(
+        (payload * 0.95..=payload * 1.05).contains(&rate),
+        "{rate} Mbit/s, the shaper's payload rate {payload:.2}"
+    );
+    assert!(
+        share("bandwidth") >= 0.8,
+        "bandwidth {:.2}",
+        share("bandwidth")
+    );
+    assert!(
+        share("transfer") <= 0.02,
+        "transfer {:.2}",
+        share("transfer")
+    );
+    let (_, share) = parts("server-delay-inside.client.pcap");
+    assert!(
+        share("bandwidth") <= 0.01,
+        "bandwidth {:.2}",
+        share("bandwidth")
+    );
+    assert!(share("server") >= 0.8, "server {:.2}", share("server"));
 }
 
 /// Every share is of one stated total and overlapping time is claimed once:

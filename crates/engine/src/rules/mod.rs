@@ -329,7 +329,7 @@ registry! {
     /// loss occurrences they leave, and folds a policed transfer's into one).
     policer: policer::PolicerState {
         details: [Policed],
-        kinds: [Policer = 19 "policer" [[Retransmission, CongestionWait, Transfer]] (policer::words, policer::cause)],
+        kinds: [Policer = 19 "policer" [[Retransmission, CongestionWait, Transfer, Bandwidth]] (policer::words, policer::cause)],
     },
     /// Pauses inside messages, left for the timing rules (last: it leaves
     /// alone the pauses the rules above explained).
