@@ -241,7 +241,11 @@ impl Claims {
                     } else {
                         Dir::ServerToClient
                     };
-                    let moving = base.moving(conn, ex, dir).min(rest);
+                    let moving = if rest > 0 {
+                        base.moving(conn, ex, dir).min(rest)
+                    } else {
+                        0
+                    };
                     split[index(Part::Bandwidth)] += moving;
                     split[index(Part::Transfer)] += rest - moving;
                 }
@@ -276,8 +280,15 @@ impl Claims {
         let mut split: Split = [0; PARTS];
         let request = req_last - start;
         let response = end - resp_first;
-        let moving_request = base.moving(conn, ex, Dir::ClientToServer).min(request);
-        let moving_response = base.moving(conn, ex, Dir::ServerToClient).min(response);
+        let moving = |dir, spent: i64| {
+            if spent > 0 {
+                base.moving(conn, ex, dir).min(spent)
+            } else {
+                0
+            }
+        };
+        let moving_request = moving(Dir::ClientToServer, request);
+        let moving_response = moving(Dir::ServerToClient, response);
         split[index(Part::Bandwidth)] = moving_request + moving_response;
         split[index(Part::Transfer)] = request - moving_request + response - moving_response;
         split[index(Part::Queueing)] = queue;

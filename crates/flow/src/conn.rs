@@ -373,7 +373,8 @@ impl DeliveryRate {
     /// How long `bytes` take at the fastest sample's rate.
     pub fn time_for(rate: (u32, i64), bytes: u64) -> i64 {
         let (b, ns) = rate;
-        (u128::from(bytes) * ns as u128 / u128::from(b.max(1))).min(i64::MAX as u128) as i64
+        // In floating point: an integer division of this width is a call.
+        (bytes as f64 * ns as f64 / f64::from(b.max(1))) as i64
     }
 
     /// The faster of two rates.
