@@ -174,9 +174,12 @@ run_case() {
       say "policer: NOT reproduced in 3 tries (the lab's policing rate varies): reported, not held"
       return 0
     fi
-    { [ "$case" = packet-loss ] && [ "$try" -eq 1 ]; } || [ "$case" = policer ] \
-      || fail "$case $* (exit $rc): $(head -c 2000 "$out")"
-    say "$case: not reproduced on try $try (random loss or rate); once more"
+    # syn-flood: the flood (10,000 SYNs a second) shares this machine's two cores with
+    # the server and the client, so what is left of an exchange once its SYN retries are
+    # taken out (~1 ms) took 4 ms in one of four runs here: a second run, same tolerance.
+    { [ "$case" = packet-loss ] || [ "$case" = syn-flood ]; } && [ "$try" -eq 1 ] \
+      || [ "$case" = policer ] || fail "$case $* (exit $rc): $(head -c 2000 "$out")"
+    say "$case: not reproduced on try $try (random loss, rate or load); once more"
   done
 }
 
