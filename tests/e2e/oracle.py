@@ -556,7 +556,34 @@ def field_values(st, c):
             (f"mss.{way}", side.mss if side else None, c["mss"][way], side),
             (f"window_scale.{way}", shifts[i], c["window_scale"][way], side),
         ]
+        rate = (c.get("delivery_rate_mbit_s") or {}).get(way)
+        if rate is not None:
+            receiver = server if way == "client_to_server" else client
+            rows.append((f"delivery_rate.{way}", "no faster than its ACKs",
+                         delivery_check(st, receiver, c["delivery_rate_frames"][way], rate), side))
     return rows
+
+
+def delivery_check(st, receiver, span, rate):
+    """tcpdoctor's fastest delivery rate against tshark's frames: the two ACKs
+    it names are the receiver's, in this tcp.stream, and tshark's acknowledgment
+    numbers and times for them give at least that rate (tcpdoctor divides by the
+    longer of the time between the ACKs and between the data they acknowledged,
+    so its rate is at most the ACKs' own)."""
+    by_no = {f.no: f for f in st.frames}
+    a, b = (by_no.get(n) for n in span)
+    if a is None or b is None or a.src != receiver or b.src != receiver:
+        return f"frames {span} are not {receiver}'s ACKs in this tcp.stream"
+    acked = (int(b.ack_raw) - int(a.ack_raw)) % 2**32
+    elapsed = b.ts - a.ts
+    if acked <= 0 or elapsed < 0:
+        return f"frames {span}: {acked} bytes acknowledged in {elapsed} ns"
+    if elapsed == 0:
+        return "no faster than its ACKs"  # ACKs with one timestamp: no bound
+    acks = acked * 8 / elapsed * 1000.0
+    if rate > acks + 0.001:
+        return f"{rate} Mbit/s, faster than its ACKs' {acks:.3f} Mbit/s (frames {span})"
+    return "no faster than its ACKs"
 
 
 def equal(field, a, b):
@@ -900,7 +927,9 @@ def table(results):
         "(`tcp.analysis.initial_rtt`), SYN retransmissions, how it ended (RST, refused, FINs),",
         "capture copies, and each way: payload bytes (the sequence span of the data), retransmissions",
         "(`tcp.analysis.retransmission`), zero windows (`tcp.analysis.zero_window`), the smallest",
-        "window advertised (`tcp.window_size`), the MSS and window scale of the SYNs; per capture:",
+        "window advertised (`tcp.window_size`), the MSS and window scale of the SYNs, and the fastest",
+        "delivery rate (its two ACK frames are the receiver's, and tshark's `tcp.ack_raw` and times",
+        "for them give at least that rate); per capture:",
         "frames, TCP frames, connections and stray TCP frames (of no connection). The public corpus",
         "(`fixtures/corpus/`, captures made elsewhere) is compared like the project's own captures.",
         "Every finding's evidence frames must exist and lie in the",

@@ -202,6 +202,9 @@ pub struct ConnectionSummary {
     /// least 8 full segments, by the peer's ACKs: the path's bandwidth as
     /// this connection saw it (Mbit/s); null without a full sample.
     pub delivery_rate_mbit_s: Directions<Option<f64>>,
+    /// The two ACKs (frame numbers) the fastest delivery spans: the bytes the
+    /// second acknowledged beyond the first, over the time between them.
+    pub delivery_rate_frames: Directions<Option<(u64, u64)>>,
     pub mss: Directions<Option<u16>>,
     /// Window scale shift per side; null when the handshake was not captured.
     pub window_scale: Directions<Option<u8>>,

@@ -251,6 +251,10 @@ pub(crate) fn connection_summary(
             client_to_server: mbit_s(conn.client.rate.best()),
             server_to_client: mbit_s(conn.server.rate.best()),
         },
+        delivery_rate_frames: Directions {
+            client_to_server: conn.client.rate.best_frames(),
+            server_to_client: conn.server.rate.best_frames(),
+        },
         mss: Directions {
             client_to_server: conn.client.mss,
             server_to_client: conn.server.mss,

@@ -286,6 +286,7 @@ const RATE_SEGMENTS: u32 = 8;
 /// An ACK as the delivery rate takes it in.
 struct Sample {
     ack_ns: i64,
+    frame: u64,
     /// When the last byte it covered was seen sent (if sent once, ending at the ACK).
     sent_ns: Option<i64>,
     acked: u32,
@@ -319,9 +320,13 @@ pub struct DeliveryRate {
     bytes: u32,
     /// The sender's short and re-sent segments when the sample opened.
     partials: u32,
-    /// The fastest sample: bytes over nanoseconds (0 ns: none yet).
+    /// The open sample's first ACK (frame number).
+    from_frame: u64,
+    /// The fastest sample: bytes over nanoseconds (0 ns: none yet), and
+    /// the frames of the ACKs it spans.
     best_bytes: u32,
     best_ns: i64,
+    best_frames: (u64, u64),
 }
 
 impl DeliveryRate {
@@ -353,6 +358,7 @@ impl DeliveryRate {
             if partials == self.partials && elapsed > 0 && faster {
                 self.best_bytes = self.bytes;
                 self.best_ns = elapsed;
+                self.best_frames = (self.from_frame, s.frame);
             }
         }
         *self = DeliveryRate {
@@ -360,6 +366,7 @@ impl DeliveryRate {
             sent_ns,
             bytes: 0,
             partials,
+            from_frame: s.frame,
             ..*self
         };
     }
@@ -368,6 +375,13 @@ impl DeliveryRate {
     #[inline]
     pub fn best(&self) -> Option<(u32, i64)> {
         (self.best_ns > 0).then_some((self.best_bytes, self.best_ns))
+    }
+
+    /// The frames of the two ACKs the fastest sample spans: the bytes the
+    /// second acknowledged beyond the first, over the time between them (or
+    /// between the data they acknowledged, when longer).
+    pub fn best_frames(&self) -> Option<(u64, u64)> {
+        (self.best_ns > 0).then_some(self.best_frames)
     }
 
     /// How long `bytes` take at the fastest sample's rate.
@@ -760,7 +774,7 @@ impl Connection {
         }
         let peer_smss = self.smss[dir.reverse().index()];
         let round_trip = self.path_rtt.unwrap_or(0);
-        let (acked, sampled, acks_unseen) = peer.take_ack(seg, ts, peer_smss, round_trip);
+        let (acked, sampled, acks_unseen) = peer.take_ack(seg, mark, peer_smss, round_trip);
         refresh_rtt |= sampled;
         if dir == Dir::ClientToServer && completes_handshake(&self.handshake, peer, seg) {
             self.handshake.ack = Some(mark);
@@ -1149,10 +1163,11 @@ impl Half {
     fn take_ack(
         &mut self,
         seg: &TcpSegment<'_>,
-        ts: Timestamp,
+        mark: Mark,
         smss: u32,
         round_trip: i64,
     ) -> (u32, bool, bool) {
+        let ts = mark.ts;
         let flags = seg.flags;
         if !flags.ack() || flags.rst() {
             return (0, false, false);
@@ -1177,6 +1192,7 @@ impl Half {
         let sent = self.acked_sample(a);
         let sample = Sample {
             ack_ns: ts.nanos(),
+            frame: mark.frame,
             sent_ns: sent.map(Timestamp::nanos),
             acked,
             min_bytes: RATE_SEGMENTS * smss.max(1),
@@ -1385,27 +1401,67 @@ mod steps {
         h.remember(Seq(3001), at(1), false);
         // One segment's ACK after 40 ms: possibly delayed, no sample.
         assert_eq!(
-            h.take_ack(&seg(1, 1001, ACK, 0, &[]), at(40), 1000, 0),
+            h.take_ack(
+                &seg(1, 1001, ACK, 0, &[]),
+                Mark {
+                    ts: at(40),
+                    frame: 0
+                },
+                1000,
+                0
+            ),
             (1000, false, false)
         );
         // Two segments at once: a sample of 9 ms (sent at 1 ms).
         assert_eq!(
-            h.take_ack(&seg(1, 3001, ACK, 0, &[]), at(10), 1000, 0),
+            h.take_ack(
+                &seg(1, 3001, ACK, 0, &[]),
+                Mark {
+                    ts: at(10),
+                    frame: 0
+                },
+                1000,
+                0
+            ),
             (2000, true, false)
         );
         assert_eq!(h.rtt_to_peer_ns, Some(9_000_000));
         // Old: nothing. Beyond what was seen sent: nothing acknowledged,
         // but bytes the capture missed were received (more than a FIN).
         assert_eq!(
-            h.take_ack(&seg(1, 2001, ACK, 0, &[]), at(11), 1000, 0),
+            h.take_ack(
+                &seg(1, 2001, ACK, 0, &[]),
+                Mark {
+                    ts: at(11),
+                    frame: 0
+                },
+                1000,
+                0
+            ),
             (0, false, false)
         );
         assert_eq!(
-            h.take_ack(&seg(1, 3002, ACK, 0, &[]), at(11), 1000, 0),
+            h.take_ack(
+                &seg(1, 3002, ACK, 0, &[]),
+                Mark {
+                    ts: at(11),
+                    frame: 0
+                },
+                1000,
+                0
+            ),
             (0, false, false)
         );
         assert_eq!(
-            h.take_ack(&seg(1, 9001, ACK, 0, &[]), at(11), 1000, 0),
+            h.take_ack(
+                &seg(1, 9001, ACK, 0, &[]),
+                Mark {
+                    ts: at(11),
+                    frame: 0
+                },
+                1000,
+                0
+            ),
             (0, false, true)
         );
     }
