@@ -581,6 +581,7 @@ fn connections_batch(rows: &[(Arc<Source>, ConnectionSummary)]) -> RecordBatch {
     let (mut end, mut vantage) = (StringBuilder::new(), StringBuilder::new());
     let mut duplicates = Int64Builder::new();
     let mut lost = Float64Builder::new();
+    let (mut rate_c, mut rate_s) = (Float64Builder::new(), Float64Builder::new());
     for (s, c) in rows {
         src.push(s);
         key.push(c.id, c.client, c.server);
@@ -614,6 +615,8 @@ fn connections_batch(rows: &[(Arc<Source>, ConnectionSummary)]) -> RecordBatch {
         vantage.append_value(c.vantage);
         duplicates.append_value(i64_of(c.duplicates));
         lost.append_value(c.time_lost_ms);
+        rate_c.append_option(c.delivery_rate_mbit_s.client_to_server);
+        rate_s.append_option(c.delivery_rate_mbit_s.server_to_client);
     }
     let mut cols = src.finish();
     cols.extend(key.finish());
@@ -643,6 +646,8 @@ fn connections_batch(rows: &[(Arc<Source>, ConnectionSummary)]) -> RecordBatch {
         Arc::new(duplicates.finish()),
         Arc::new(lost.finish()),
     ]);
+    cols.push(Arc::new(rate_c.finish()));
+    cols.push(Arc::new(rate_s.finish()));
     batch(Table::Connections, cols)
 }
 
@@ -689,6 +694,7 @@ fn exchanges_batch(rows: &[(Arc<Source>, ExchangeRow)]) -> RecordBatch {
         Arc::new(req_bytes.finish()),
         Arc::new(resp_bytes.finish()),
     ]);
+    let late = parts.split_off(schema::BUDGET_BLOCK);
     for mut b in phases.into_iter().chain(parts) {
         cols.push(Arc::new(b.finish()));
     }
@@ -696,6 +702,9 @@ fn exchanges_batch(rows: &[(Arc<Source>, ExchangeRow)]) -> RecordBatch {
         cols.push(Arc::new(b.finish()));
     }
     cols.push(Arc::new(setup.finish()));
+    for mut b in late {
+        cols.push(Arc::new(b.finish()));
+    }
     batch(Table::Exchanges, cols)
 }
 
