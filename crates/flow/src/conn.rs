@@ -344,11 +344,11 @@ impl DeliveryRate {
         if open {
             self.bytes = self.bytes.saturating_add(s.acked);
             let sent_elapsed = if sent_ns != 0 && self.sent_ns != 0 {
-                sent_ns - self.sent_ns
+                sent_ns.saturating_sub(self.sent_ns)
             } else {
                 0
             };
-            let elapsed = (ack_ns - self.ack_ns).max(sent_elapsed);
+            let elapsed = ack_ns.saturating_sub(self.ack_ns).max(sent_elapsed);
             if self.bytes < s.min_bytes || elapsed < s.min_ns {
                 return;
             }
