@@ -167,8 +167,6 @@ impl Claims {
         let req_last = t(ex.request_last, req_first);
         let resp_first = t(ex.response_first, end);
         let mut cuts = [(0i64, Part::Transfer); 6];
-        // The request's transfer is the first phase marked `Transfer`.
-        let mut request_phase = usize::MAX;
         let mut n = 0;
         if ex.setup.is_some() {
             cuts[0] = (t(hs.first_syn, start), Part::SynRetry);
@@ -176,7 +174,8 @@ impl Claims {
             cuts[2] = (t(hs.ack, start), Part::ClientIdle);
             n = 3;
         }
-        request_phase = request_phase.min(n);
+        // The request's transfer is the first phase marked `Transfer`.
+        let request_phase = n;
         for c in [
             (req_first, Part::Transfer),
             (req_last, Part::Server),
@@ -241,11 +240,7 @@ impl Claims {
                     } else {
                         Dir::ServerToClient
                     };
-                    let moving = if rest > 0 {
-                        base.moving(conn, ex, dir).min(rest)
-                    } else {
-                        0
-                    };
+                    let moving = base.moving(conn, ex, dir, rest);
                     split[index(Part::Bandwidth)] += moving;
                     split[index(Part::Transfer)] += rest - moving;
                 }
@@ -280,15 +275,8 @@ impl Claims {
         let mut split: Split = [0; PARTS];
         let request = req_last - start;
         let response = end - resp_first;
-        let moving = |dir, spent: i64| {
-            if spent > 0 {
-                base.moving(conn, ex, dir).min(spent)
-            } else {
-                0
-            }
-        };
-        let moving_request = moving(Dir::ClientToServer, request);
-        let moving_response = moving(Dir::ServerToClient, response);
+        let moving_request = base.moving(conn, ex, Dir::ClientToServer, request);
+        let moving_response = base.moving(conn, ex, Dir::ServerToClient, response);
         split[index(Part::Bandwidth)] = moving_request + moving_response;
         split[index(Part::Transfer)] = request - moving_request + response - moving_response;
         split[index(Part::Queueing)] = queue;
@@ -357,10 +345,13 @@ impl Base {
         }
     }
 
-    /// How long the message `dir` sends in `ex` takes at the path's fastest
-    /// delivery rate, after its first segment (whose arrival starts the
-    /// transfer); 0 when no rate was measured.
-    pub fn moving(&self, conn: &Connection, ex: &Exchange, dir: Dir) -> i64 {
+    /// Of `spent` moving the message `dir` sends in `ex`, what its bytes
+    /// take at the path's fastest delivery rate, after its first segment
+    /// (whose arrival starts the transfer); 0 when no rate was measured.
+    pub fn moving(&self, conn: &Connection, ex: &Exchange, dir: Dir, spent: i64) -> i64 {
+        if spent <= 0 {
+            return 0;
+        }
         let half = conn.half(dir);
         let Some(rate) = DeliveryRate::faster(half.rate.best(), self.rate[dir.index()]) else {
             return 0;
@@ -369,7 +360,7 @@ impl Base {
             Dir::ClientToServer => ex.request_bytes,
             Dir::ServerToClient => ex.response_bytes,
         };
-        DeliveryRate::time_for(rate, bytes.saturating_sub(u64::from(conn.smss(dir))))
+        DeliveryRate::time_for(rate, bytes.saturating_sub(u64::from(conn.smss(dir)))).min(spent)
     }
 
     /// What `conn`'s round trips hold above the base: its handshake's, and

@@ -175,7 +175,8 @@ impl WhatIfs {
             .enumerate()
             .fold(0u16, |m, (i, &v)| m | (u16::from(v > 0) << i));
         let window = 1u16 << index(Part::Window);
-        let transfer = 1u16 << index(Part::Transfer) | 1u16 << index(Part::Bandwidth);
+        // The message's bytes moving (at the path's rate or slower): a policer's parts.
+        let moving_bits = 1u16 << index(Part::Transfer) | 1u16 << index(Part::Bandwidth);
         let mut row = None;
         let mut slow_start = None;
         for i in 0..self.masks.len() {
@@ -194,7 +195,7 @@ impl WhatIfs {
                 continue;
             }
             let mut after = (duration - removed).max(0);
-            if m & transfer != 0 {
+            if m & moving_bits != 0 {
                 // A policer shaping instead: the message's transfer, with its
                 // losses and window waits, becomes the message at its rate.
                 let policed_ns = policed_ns();

@@ -67,6 +67,17 @@ fn analyze(path: &Path) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// A fixture's analysis, and each budget part's share of its mean exchange.
+fn budget_shares(file: &str) -> (Value, impl Fn(&str) -> f64) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let v = analyze(&root.join(file));
+    let m = v["capture"]["latency_budget"]["mean"].clone();
+    let total = m["total_ms"].as_f64().unwrap();
+    (v, move |part: &str| {
+        m["parts_ms"][part].as_f64().unwrap_or(0.0) / total
+    })
+}
+
 fn sum(parts: &Value) -> f64 {
     parts
         .as_object()
@@ -147,12 +158,7 @@ fn the_median_budget_is_led_by_the_cause() {
 /// rest of its time, a sender still ramping up, `transfer`), not a window.
 #[test]
 fn flights_released_by_acks_are_the_congestion_windows() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
-    let share = |file: &str, part: &str| {
-        let v = analyze(&root.join(file));
-        let m = &v["capture"]["latency_budget"]["mean"];
-        m["parts_ms"][part].as_f64().unwrap_or(0.0) / m["total_ms"].as_f64().unwrap()
-    };
+    let share = |file: &str, part: &str| budget_shares(file).1(part);
     let flights = share("corpus/ndpi-exe-download-as-png.pcap", "congestion_wait");
     assert!(flights >= 0.3, "congestion_wait {flights:.2}");
     let moving = share("corpus/ndpi-exe-download-as-png.pcap", "transfer");
@@ -170,15 +176,7 @@ fn flights_released_by_acks_are_the_congestion_windows() {
 /// (each pause ends a write): its time stays the server's, none bandwidth.
 #[test]
 fn a_transfer_at_the_bottlenecks_rate_is_the_bandwidths_time() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
-    let parts = |file: &str| {
-        let v = analyze(&root.join(file));
-        let m = v["capture"]["latency_budget"]["mean"].clone();
-        let total = m["total_ms"].as_f64().unwrap();
-        let share = move |part: &str| m["parts_ms"][part].as_f64().unwrap_or(0.0) / total;
-        (v, share)
-    };
-    let (v, share) = parts("policer-shaped.client.pcap");
+    let (v, share) = budget_shares("policer-shaped.client.pcap");
     let rate = v["connections"][0]["delivery_rate_mbit_s"]["server_to_client"]
         .as_f64()
         .expect("a delivery rate");
@@ -197,7 +195,7 @@ fn a_transfer_at_the_bottlenecks_rate_is_the_bandwidths_time() {
         "transfer {:.2}",
         share("transfer")
     );
-    let (_, share) = parts("server-delay-inside.client.pcap");
+    let (_, share) = budget_shares("server-delay-inside.client.pcap");
     assert!(
         share("bandwidth") <= 0.01,
         "bandwidth {:.2}",
@@ -244,13 +242,7 @@ fn shares_of_every_capture_add_up_to_at_most_the_whole() {
 /// to `transfer`. Where packets were really lost, the wait stays loss's.
 #[test]
 fn resends_the_receiver_already_had_are_not_loss() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
-    let parts = |file: &str| {
-        let v = analyze(&root.join(file));
-        let m = v["capture"]["latency_budget"]["mean"].clone();
-        let total = m["total_ms"].as_f64().unwrap();
-        move |part: &str| m["parts_ms"][part].as_f64().unwrap_or(0.0) / total
-    };
+    let parts = |file: &str| budget_shares(file).1;
     let slow_reader = parts("zero-window.server.pcap");
     assert_eq!(slow_reader("retransmission_wait"), 0.0);
     assert!(
