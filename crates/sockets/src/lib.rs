@@ -253,6 +253,11 @@ pub struct Query {
     pub port: Option<u16>,
     /// Held by this process.
     pub pid: Option<u32>,
+    /// Only who holds each socket: no options read, and everything on the
+    /// calling thread. For a caller that asks every second and must keep its
+    /// memory flat (`top`): each new thread leaves an allocator arena and a
+    /// cached stack resident behind it.
+    pub owners_only: bool,
 }
 
 impl Default for Query {
@@ -261,6 +266,7 @@ impl Default for Query {
             states: u32::MAX,
             port: None,
             pid: None,
+            owners_only: false,
         }
     }
 }
@@ -294,22 +300,31 @@ pub fn snapshot(query: &Query) -> io::Result<Snapshot> {
     let mut notes = Vec::new();
     let mut sockets = Vec::new();
     let proc_dir = procfs::open_proc();
-    let (dumped, listed) = std::thread::scope(|scope| {
-        let lister = proc_dir
-            .as_ref()
-            .ok()
-            .map(|dir| scope.spawn(move || procfs::list(dir)));
-        let dumped = dump(query, &mut sockets, &mut notes);
-        let listed = match lister {
-            Some(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-            None => Err(io::Error::other("no /proc")),
-        };
-        (dumped, listed)
-    });
+    let list_proc = || match proc_dir.as_ref() {
+        Ok(dir) => procfs::list(dir),
+        Err(_) => Err(io::Error::other("no /proc")),
+    };
+    let (dumped, listed) = if query.owners_only {
+        (dump(query, &mut sockets, &mut notes), list_proc())
+    } else {
+        std::thread::scope(|scope| {
+            let lister = scope.spawn(list_proc);
+            let dumped = dump(query, &mut sockets, &mut notes);
+            let listed = lister
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            (dumped, listed)
+        })
+    };
     dumped?;
     match (&proc_dir, listed) {
         (Ok(dir), Ok(list)) => {
-            let found = owners::walk(dir, &list, &sockets, query.pid, owners::PARALLEL_FROM);
+            let pass = if query.owners_only {
+                owners::Pass::OWNERS
+            } else {
+                owners::Pass::FULL
+            };
+            let found = owners::walk(dir, &list, &sockets, query.pid, pass);
             owners::apply(&mut sockets, found, &list, &mut notes);
         }
         (Err(e), _) => notes.push(no_proc(e, sockets.len())),

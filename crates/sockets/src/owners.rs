@@ -25,6 +25,28 @@ const CHUNK: usize = 256;
 /// Descriptors from which a second thread joins in.
 pub const PARALLEL_FROM: usize = 2048;
 
+/// How [`walk`] goes.
+#[derive(Debug, Clone, Copy)]
+pub struct Pass {
+    /// Read each socket's options (through a holder's descriptor).
+    pub options: bool,
+    /// Descriptors from which a second thread joins in (`usize::MAX`: never).
+    pub parallel_from: usize,
+}
+
+impl Pass {
+    /// Holders and options, on two threads for many descriptors.
+    pub const FULL: Pass = Pass {
+        options: true,
+        parallel_from: PARALLEL_FROM,
+    };
+    /// Holders only, on the calling thread.
+    pub const OWNERS: Pass = Pass {
+        options: false,
+        parallel_from: usize::MAX,
+    };
+}
+
 /// What the pass found.
 #[derive(Default)]
 pub struct Found {
@@ -52,13 +74,14 @@ impl Found {
 
 /// Matches every listed descriptor against the dump's sockets and reads
 /// the options of each socket found (only through `only_pid`'s descriptors
-/// when given); a second thread joins in from `parallel_from` descriptors.
+/// when given, and when `pass.options`); a second thread joins in from
+/// `pass.parallel_from` descriptors.
 pub fn walk(
     proc_dir: &OwnedFd,
     list: &FdList,
     sockets: &[Socket],
     only_pid: Option<u32>,
-    parallel_from: usize,
+    pass: Pass,
 ) -> Found {
     let mut index: FxHashMap<u32, u32> =
         FxHashMap::with_capacity_and_hasher(sockets.len(), Default::default());
@@ -94,7 +117,8 @@ pub fn walk(
                     continue;
                 };
                 found.holders.push((i, h));
-                if only_pid.is_some_and(|p| p != h.pid)
+                if !pass.options
+                    || only_pid.is_some_and(|p| p != h.pid)
                     || found.denied_pids.contains(&h.pid)
                     || claimed[i as usize].swap(true, Ordering::Relaxed)
                 {
@@ -124,7 +148,7 @@ pub fn walk(
         }
         found
     };
-    if list.fds.len() < parallel_from {
+    if list.fds.len() < pass.parallel_from {
         return work();
     }
     std::thread::scope(|scope| {

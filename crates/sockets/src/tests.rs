@@ -723,7 +723,11 @@ fn the_parallel_pass_agrees_with_the_sequential_one() {
     let mut results = Vec::new();
     for parallel_from in [usize::MAX, 0] {
         let mut s = sockets.clone();
-        let found = owners::walk(&dir, &list, &s, None, parallel_from);
+        let pass = owners::Pass {
+            options: true,
+            parallel_from,
+        };
+        let found = owners::walk(&dir, &list, &s, None, pass);
         owners::apply(&mut s, found, &list, &mut Vec::new());
         let view: Vec<_> = s.iter().map(|s| (s.inode, s.process, s.options)).collect();
         assert!(
@@ -738,4 +742,43 @@ fn the_parallel_pass_agrees_with_the_sequential_one() {
         .filter(|(_, _, o)| o.is_some_and(|o| o.tcp_nodelay))
         .count();
     assert_eq!(nodelay, 20, "the 20 clients that set TCP_NODELAY");
+}
+
+/// `owners_only` (what `top` asks every second) names the same holders as a
+/// full snapshot and reads no options.
+#[test]
+fn an_owners_only_snapshot_names_the_same_holders_without_options() {
+    use std::net::{TcpListener, TcpStream};
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let mut keep = Vec::new();
+    for _ in 0..5 {
+        keep.push(TcpStream::connect(("127.0.0.1", port)).expect("connect"));
+        keep.push(listener.accept().expect("accept").0);
+    }
+    let full = Query {
+        port: Some(port),
+        ..Query::default()
+    };
+    let light = Query {
+        owners_only: true,
+        ..full.clone()
+    };
+    let owners = |q: &Query| {
+        let snap = snapshot(q).expect("snapshot");
+        let mut v: Vec<_> = snap
+            .sockets
+            .iter()
+            .map(|s| (s.inode, s.process.map(|p| p.pid), s.options.is_some()))
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    let (a, b) = (owners(&full), owners(&light));
+    assert_eq!(a.len(), 11, "a listener, 5 clients, 5 accepted: {a:?}");
+    let me = Some(std::process::id());
+    assert!(a.iter().all(|&(_, p, o)| p == me && o), "{a:?}");
+    assert!(b.iter().all(|&(_, p, o)| p == me && !o), "{b:?}");
+    let inodes = |v: &[(u32, Option<u32>, bool)]| v.iter().map(|x| x.0).collect::<Vec<_>>();
+    assert_eq!(inodes(&a), inodes(&b));
 }

@@ -193,6 +193,7 @@ pub fn run(args: &SocketsArgs) -> anyhow::Result<u8> {
         },
         port: args.port,
         pid: args.pid,
+        owners_only: false,
     };
     let snap = tcpdoctor_sockets::snapshot(&query)
         .map_err(|e| anyhow::anyhow!("reading sockets over netlink (sock_diag): {e}"))?;

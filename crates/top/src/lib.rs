@@ -579,6 +579,7 @@ impl Session {
             states: u32::MAX,
             port: self.config.port,
             pid: None,
+            owners_only: true,
         };
         let Ok(snap) = tcpdoctor_sockets::snapshot(&query) else {
             return;
