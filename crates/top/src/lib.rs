@@ -43,7 +43,7 @@ pub mod text;
 pub mod tracker;
 
 use decode::{Anomaly, Kind, Layout};
-use record::{Record, Records};
+use record::{Record, Runs};
 pub use report::Setup;
 use tracker::{Filter, Final, Interval, ProcName, Stats, Tracker};
 
@@ -146,6 +146,8 @@ pub struct Session {
     pub setup: Setup,
     tracker: Tracker,
     lost_now: u64,
+    /// Per ring: the record cut in two where its unread bytes wrap.
+    joints: Vec<Vec<u8>>,
 }
 
 fn err(kind: io::ErrorKind, msg: String) -> io::Error {
@@ -453,76 +455,61 @@ impl Session {
             setup,
             tracker,
             lost_now: 0,
+            joints: Vec::new(),
         })
     }
 
-    /// Reads every ring, decodes, feeds the tracker in time order.
-    fn drain(
-        &mut self,
-        buf: &mut Vec<u8>,
-        batch: &mut Vec<(u64, u32, decode::Event)>,
-        order: &mut Vec<(u64, u32)>,
-    ) {
-        batch.clear();
-        let layouts = &self.layouts;
-        let stats = &mut self.tracker.stats;
-        let lost_now = &mut self.lost_now;
-        let probe_samples = &mut self.probe_samples;
-        for ring in &mut self.rings {
-            ring.read(buf, |bytes| {
-                let mut recs = Records::new(bytes);
-                for rec in recs.by_ref() {
-                    match rec {
-                        Record::Sample(s) => {
-                            let layout = decode::common_type(s.raw).and_then(|t| layouts.get(&t));
-                            let Some(layout) = layout else {
-                                stats.unknown_type += 1;
-                                continue;
-                            };
-                            match layout.decode(s.raw) {
-                                Ok(ev) => {
-                                    if matches!(ev.detail, decode::Detail::Probe(p) if p.snd_wnd != Some(0))
-                                    {
-                                        *probe_samples += 1;
-                                    }
-                                    batch.push((s.time_ns, s.pid, ev))
-                                }
-                                Err(Anomaly::Truncated) => stats.truncated += 1,
-                                Err(Anomaly::Family) => stats.other_family += 1,
-                                Err(Anomaly::UnknownType) => stats.unknown_type += 1,
-                                Err(Anomaly::BadRecord) => stats.bad_records += 1,
-                            }
-                        }
-                        Record::Lost(n) => {
-                            stats.lost += n;
-                            *lost_now += n;
-                        }
-                        Record::Malformed => stats.bad_records += 1,
-                        Record::Throttle => stats.throttled += 1,
-                        Record::Other(_) => {}
+    /// Reads every ring, decodes, feeds the tracker in time order: each
+    /// ring is in time order (the events of one CPU), so their records are
+    /// merged in place, the earliest first, without copying them out; the
+    /// memory this takes does not grow with a burst.
+    fn drain(&mut self) {
+        let Session {
+            rings,
+            layouts,
+            tracker,
+            lost_now,
+            probe_samples,
+            joints,
+            ..
+        } = self;
+        joints.resize_with(rings.len(), || Vec::with_capacity(1 << 16));
+        let mut heads = Vec::with_capacity(rings.len());
+        let mut ends = Vec::with_capacity(rings.len());
+        for (ring, joint) in rings.iter().zip(joints.iter_mut()) {
+            let (a, b, head) = ring.unread();
+            ends.push(head);
+            let mut runs = Runs::new(record::rejoin(a, b, joint));
+            let first = next_event(
+                &mut runs,
+                layouts,
+                &mut tracker.stats,
+                lost_now,
+                probe_samples,
+            );
+            heads.push((runs, first));
+        }
+        loop {
+            // The earliest next event; on a tie, the first ring's.
+            let mut best: Option<(usize, u64)> = None;
+            for (i, (_, h)) in heads.iter().enumerate() {
+                if let Some((t, _, _)) = h {
+                    if best.is_none_or(|(_, bt)| *t < bt) {
+                        best = Some((i, *t));
                     }
                 }
-                if recs.broken {
-                    stats.bad_records += 1;
-                }
-            });
+            }
+            let Some((i, _)) = best else { break };
+            let (runs, head) = &mut heads[i];
+            if let Some((t, pid, ev)) = head.take() {
+                tracker.handle(t, pid, &ev);
+            }
+            *head = next_event(runs, layouts, &mut tracker.stats, lost_now, probe_samples);
         }
-        // Rings are per CPU: merge them into one timeline (sorting the
-        // times and places, not the events, which are large).
-        order.clear();
-        order.extend(
-            batch
-                .iter()
-                .enumerate()
-                .map(|(i, (t, _, _))| (*t, i as u32)),
-        );
-        // Each ring is (nearly) in time order: a stable sort merges the runs.
-        order.sort();
-        for &(_, i) in order.iter() {
-            let (t, pid, ev) = &batch[i as usize];
-            self.tracker.handle(*t, *pid, ev);
+        drop(heads);
+        for (ring, head) in rings.iter_mut().zip(ends) {
+            ring.release(head);
         }
-        batch.clear();
         for pid in self.tracker.take_unnamed() {
             self.tracker.name(pid, proc_name(pid));
         }
@@ -624,9 +611,6 @@ impl Session {
         let interval = self.config.interval.max(Duration::from_millis(100));
         let mut next = start + interval;
         let mut last = start;
-        let mut buf = Vec::with_capacity(1 << 20);
-        let mut batch = Vec::with_capacity(1 << 14);
-        let mut order = Vec::with_capacity(1 << 14);
         loop {
             let now = Instant::now();
             let done = stop.load(Ordering::SeqCst)
@@ -645,7 +629,7 @@ impl Session {
                 .map_or(until_tick, |d| (start + d).saturating_duration_since(now));
             let wait = until_tick.min(until_end).min(Duration::from_millis(100));
             sys::Ring::poll(&self.rings, wait.as_millis() as i32)?;
-            self.drain(&mut buf, &mut batch, &mut order);
+            self.drain();
             let now = Instant::now();
             if now >= next {
                 self.look_up_owners();
@@ -674,7 +658,7 @@ impl Session {
         for e in &self.others {
             let _ = e.disable();
         }
-        self.drain(&mut buf, &mut batch, &mut order);
+        self.drain();
         self.look_up_owners();
         let _ = self.tracker.interval(self.config.top);
         Ok(Outcome {
@@ -684,6 +668,51 @@ impl Session {
             elapsed: start.elapsed(),
         })
     }
+}
+
+/// The next sample of a ring, decoded; the records between (lost samples,
+/// throttling, records that do not decode) are counted on the way.
+fn next_event(
+    runs: &mut Runs<'_>,
+    layouts: &FxHashMap<u32, Layout>,
+    stats: &mut tracker::Stats,
+    lost_now: &mut u64,
+    probe_samples: &mut u64,
+) -> Option<(u64, u32, decode::Event)> {
+    for rec in runs.by_ref() {
+        match rec {
+            Record::Sample(s) => {
+                let layout = decode::common_type(s.raw).and_then(|t| layouts.get(&t));
+                let Some(layout) = layout else {
+                    stats.unknown_type += 1;
+                    continue;
+                };
+                match layout.decode(s.raw) {
+                    Ok(ev) => {
+                        if matches!(ev.detail, decode::Detail::Probe(p) if p.snd_wnd != Some(0)) {
+                            *probe_samples += 1;
+                        }
+                        return Some((s.time_ns, s.pid, ev));
+                    }
+                    Err(Anomaly::Truncated) => stats.truncated += 1,
+                    Err(Anomaly::Family) => stats.other_family += 1,
+                    Err(Anomaly::UnknownType) => stats.unknown_type += 1,
+                    Err(Anomaly::BadRecord) => stats.bad_records += 1,
+                }
+            }
+            Record::Lost(n) => {
+                stats.lost += n;
+                *lost_now += n;
+            }
+            Record::Malformed => stats.bad_records += 1,
+            Record::Throttle => stats.throttled += 1,
+            Record::Other(_) => {}
+        }
+    }
+    if runs.broken() {
+        stats.bad_records += 1;
+    }
+    None
 }
 
 /// `/proc/PID/comm` and `cmdline` (empty once the process has exited).

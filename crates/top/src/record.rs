@@ -1,7 +1,7 @@
 //! The records of a perf ring buffer, from bytes (`include/uapi/linux/perf_event.h`).
-//! `sys.rs` copies the ring's unread bytes out; this parses them, checked:
-//! a record whose size is 0 or runs past the bytes is counted and the rest
-//! of the batch dropped (the stream cannot be resynchronised inside it).
+//! `sys.rs` hands out the ring's unread bytes in place; this parses them,
+//! checked: a record whose size is 0 or runs past the bytes is counted and
+//! the rest of the batch dropped (the stream cannot be resynchronised inside it).
 
 /// `PERF_RECORD_LOST`: `{ u64 id; u64 lost; }`.
 pub const RECORD_LOST: u32 = 2;
@@ -57,6 +57,83 @@ impl<'a> Records<'a> {
         Records {
             bytes,
             broken: false,
+        }
+    }
+}
+
+/// Where the unread bytes wrap around the end of the ring (`a`, then `b`),
+/// the one record cut in two is copied whole into `joint` (at most 64 KiB:
+/// a record's size is a `u16`): the records are then `a[..cut]`, `joint`,
+/// `b[rest..]`, each whole. Bytes that do not parse are left as they are
+/// for [`Records`] to find broken.
+pub fn rejoin<'a>(a: &'a [u8], b: &'a [u8], joint: &'a mut Vec<u8>) -> [&'a [u8]; 3] {
+    let mut at = 0;
+    while at < a.len() {
+        let left = a.len() - at;
+        // The header's size field, itself cut when fewer than 8 bytes are left.
+        let mut header = [0u8; 8];
+        if left >= 8 {
+            header.copy_from_slice(&a[at..at + 8]);
+        } else if let Some(rest) = b.get(..8 - left) {
+            header[..left].copy_from_slice(&a[at..]);
+            header[left..].copy_from_slice(rest);
+        } else {
+            break;
+        }
+        let size = usize::from(u16::from_ne_bytes([header[6], header[7]]));
+        if size < 8 {
+            break;
+        }
+        if size > left {
+            let need = size - left;
+            if need > b.len() {
+                break;
+            }
+            joint.clear();
+            joint.extend_from_slice(&a[at..]);
+            joint.extend_from_slice(&b[..need]);
+            return [&a[..at], joint, &b[need..]];
+        }
+        at += size;
+    }
+    [a, &[], b]
+}
+
+/// The records of up to three runs of bytes, in order ([`rejoin`]); broken
+/// (and ended) at the first run that is.
+pub struct Runs<'a> {
+    runs: [&'a [u8]; 3],
+    next: usize,
+    cur: Records<'a>,
+}
+
+impl<'a> Runs<'a> {
+    pub fn new(runs: [&'a [u8]; 3]) -> Runs<'a> {
+        Runs {
+            runs,
+            next: 1,
+            cur: Records::new(runs[0]),
+        }
+    }
+
+    pub fn broken(&self) -> bool {
+        self.cur.broken
+    }
+}
+
+impl<'a> Iterator for Runs<'a> {
+    type Item = Record<'a>;
+
+    fn next(&mut self) -> Option<Record<'a>> {
+        loop {
+            if let Some(r) = self.cur.next() {
+                return Some(r);
+            }
+            if self.cur.broken || self.next == self.runs.len() {
+                return None;
+            }
+            self.cur = Records::new(self.runs[self.next]);
+            self.next += 1;
         }
     }
 }

@@ -204,24 +204,25 @@ impl Ring {
         unsafe { std::ptr::read_volatile(self.base.add(at).cast::<u64>()) }
     }
 
-    /// Hands every unread byte of the ring, in order, to `f` (in place when
-    /// it does not wrap, else copied into `scratch` unwrapped), then gives
-    /// the space back to the kernel.
-    pub fn read(&mut self, scratch: &mut Vec<u8>, f: impl FnOnce(&[u8])) {
+    /// The ring's unread bytes, oldest first: one slice, or two when they
+    /// wrap around the end of the data area; and the head to hand to
+    /// [`Ring::release`] once they are read. The kernel writes nothing
+    /// between the tail and the head until then.
+    pub fn unread(&self) -> (&[u8], &[u8], u64) {
         let head = self.read_u64(HEAD);
         // The data up to head is visible after this (perf's smp_rmb pairing).
         fence(Ordering::Acquire);
         let tail = self.read_u64(TAIL);
         let avail = head.wrapping_sub(tail) as usize;
         if avail == 0 || avail > self.data_size {
-            return;
+            return (&[], &[], tail);
         }
         let start = (tail as usize) % self.data_size;
         let first = avail.min(self.data_size - start);
         // SAFETY: both slices lie inside the data area of our live mapping
         // (start + first <= data_size, avail - first < data_size); the kernel
-        // does not write between tail and head until we move the tail below,
-        // after the last use of the slices.
+        // does not write between tail and head until `release` moves the
+        // tail, which takes `&mut self`: after the last use of the slices.
         let (a, b) = unsafe {
             let data = self.base.add(self.data_offset);
             (
@@ -229,15 +230,11 @@ impl Ring {
                 std::slice::from_raw_parts(data, avail - first),
             )
         };
-        if b.is_empty() {
-            f(a);
-        } else {
-            scratch.clear();
-            scratch.reserve(avail);
-            scratch.extend_from_slice(a);
-            scratch.extend_from_slice(b);
-            f(scratch);
-        }
+        (a, b, head)
+    }
+
+    /// Gives the space up to `head` (from [`Ring::unread`]) back to the kernel.
+    pub fn release(&mut self, head: u64) {
         fence(Ordering::Release);
         // SAFETY: data_tail is 8-aligned in the metadata page; we are its only writer.
         unsafe { std::ptr::write_volatile(self.base.add(TAIL).cast::<u64>(), head) };

@@ -1145,3 +1145,40 @@ fn unaddressed_sockets_quiet_for_an_interval_are_forgotten() {
     assert_eq!(f.connections.len(), 1);
     assert_eq!(f.stats.unmatched, 100);
 }
+
+/// Where the unread bytes wrap, the record cut in two is joined whole and
+/// every record is read once, in order.
+#[test]
+fn a_record_cut_by_the_rings_end_is_joined() {
+    use crate::record::{rejoin, Runs};
+    // Three records of 24, 40 and 16 bytes (type 99: skipped as Other).
+    let mut bytes = Vec::new();
+    for (i, size) in [24u16, 40, 16].into_iter().enumerate() {
+        bytes.extend_from_slice(&(99 + i as u32).to_ne_bytes());
+        bytes.extend_from_slice(&0u16.to_ne_bytes());
+        bytes.extend_from_slice(&size.to_ne_bytes());
+        bytes.resize(bytes.len() + usize::from(size) - 8, 0xab);
+    }
+    fn kinds(runs: [&[u8]; 3]) -> (Vec<Record<'_>>, bool) {
+        let mut r = Runs::new(runs);
+        let k: Vec<Record<'_>> = r.by_ref().collect();
+        (k, r.broken())
+    }
+    let whole = kinds([&bytes, &[], &[]]);
+    assert_eq!(
+        whole.0,
+        vec![Record::Other(99), Record::Other(100), Record::Other(101)]
+    );
+    for cut in [8, 24, 30, 56, 64, 72] {
+        let (a, b) = bytes.split_at(cut);
+        let mut joint = Vec::new();
+        let runs = rejoin(a, b, &mut joint);
+        assert_eq!(kinds(runs), whole, "cut at {cut}");
+    }
+    // A record longer than what is left: broken, not read past the end.
+    let mut joint = Vec::new();
+    let runs = rejoin(&bytes[..30], &bytes[30..40], &mut joint);
+    let (k, broken) = kinds(runs);
+    assert_eq!(k, vec![Record::Other(99)]);
+    assert!(broken);
+}
