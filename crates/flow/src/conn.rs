@@ -306,7 +306,10 @@ struct Sample {
 /// so ACKs bunched on the way back (ACK compression) do not read as a faster
 /// path. A sample during which the sender sent a segment short of full (the
 /// end of a write: the application had no more) measures the application,
-/// not the path, and is not taken; nor is one with a segment sent again (an
+/// not the path, and is not taken; nor is one during which the sender, with
+/// everything acknowledged, sent its next data more than a round trip after
+/// the ACK that emptied the pipe (it had nothing to send: application-limited,
+/// as BBR marks its samples), nor one with a segment sent again (an
 /// ACK filling a hole covers bytes that arrived before the sample began).
 /// The best sample is the path's bottleneck
 /// rate for this connection: a message moving no faster than that is the
@@ -322,6 +325,8 @@ pub struct DeliveryRate {
     partials: u32,
     /// The open sample's first ACK (frame number).
     from_frame: u64,
+    /// When the peer last acknowledged everything sent (ns; 0: never).
+    emptied_ns: i64,
     /// The fastest sample: bytes over nanoseconds (0 ns: none yet), and
     /// the frames of the ACKs it spans.
     best_bytes: u32,
@@ -369,6 +374,16 @@ impl DeliveryRate {
             from_frame: s.frame,
             ..*self
         };
+    }
+
+    /// Whether new data sent at `now_ns` with nothing in flight left later
+    /// than the ACK that emptied the pipe could have released it (a round
+    /// trip, a quarter more, and [`crate::REACT_SLACK_NS`]): the sender had
+    /// nothing to send meanwhile.
+    #[inline]
+    fn idled(&self, now_ns: i64, round_trip: i64) -> bool {
+        let released_by = round_trip + round_trip / 4 + crate::REACT_SLACK_NS;
+        self.emptied_ns != 0 && now_ns.saturating_sub(self.emptied_ns) > released_by
     }
 
     /// The fastest sample, as bytes over nanoseconds.
@@ -761,11 +776,15 @@ impl Connection {
         }
         let window = me.advertise(seg);
         let end = Seq(seg.seq).plus(seg.seq_len());
+        let idle = me.in_flight() == 0;
         let (kind, new_bytes) = me.classify(seg, end);
         refresh_smss |= me.record_sent(seg, end, mark, kind, new_bytes);
         let smss = self.smss[dir.index()].max(1);
         // Most segments are exactly full: one comparison tells them.
-        if new_bytes > 0 && seg.payload_len != smss && !seg.payload_len.is_multiple_of(smss) {
+        if new_bytes > 0
+            && ((seg.payload_len != smss && !seg.payload_len.is_multiple_of(smss))
+                || (idle && me.rate.idled(ts.nanos(), self.path_rtt.unwrap_or(0))))
+        {
             me.partials = me.partials.wrapping_add(1);
         }
         if seg.flags.fin() || seg.flags.rst() {
@@ -1187,6 +1206,9 @@ impl Half {
         }
         let acked = a.distance_from(self.una);
         self.una = a;
+        if a == self.snd_max {
+            self.rate.emptied_ns = ts.nanos();
+        }
         let immediate = acked >= 2 * smss || self.snd_max == a && flags.syn();
         let mut sampled = false;
         let sent = self.acked_sample(a);

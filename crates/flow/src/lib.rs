@@ -33,6 +33,11 @@ mod seq;
 pub use conn::{Connection, DeliveryRate, Exchange, Half, Handshake, Mark, RoleSource};
 pub use seq::Seq;
 
+/// Slack for a sender to react to an ACK, beyond the round trip to it and a
+/// quarter of that round trip for jitter: data an ACK released leaves within
+/// this; data later than that the sender did not have (or held on its own).
+pub const REACT_SLACK_NS: i64 = 2_000_000;
+
 use std::collections::VecDeque;
 
 use compact::{tuple_hash, Core};

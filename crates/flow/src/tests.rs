@@ -465,3 +465,34 @@ fn the_delivery_rate_is_the_paths_not_the_applications() {
     );
     assert_eq!(run_with(1000), None);
 }
+
+/// A sender whose data is all acknowledged and who sends its next data
+/// later than that ACK could have released it had nothing to send: its
+/// rate is the application's, not the path's, and is not taken. Two full
+/// segments a round trip apart, each pair acknowledged at once (as a
+/// receiver's capture shows a window-bound sender), is the path's rate.
+#[test]
+fn a_sender_idle_with_everything_acknowledged_measures_no_rate() {
+    let run_every = |gap: i64| {
+        let mut pkts = vec![
+            (0, seg(true, 1000, 0, F_SYN, 0, 64240)),
+            (20, seg(false, 5000, 1001, F_SYN | F_ACK, 0, 65160)),
+            (20, seg(true, 1001, 5001, F_ACK, 0, 502)),
+            (21, seg(true, 1001, 5001, F_ACK, 100, 502)),
+        ];
+        let mut next = 5001u32;
+        for i in 0..30 {
+            let at = 41 + gap * i;
+            for _ in 0..2 {
+                next += 1460;
+                pkts.push((at, seg(false, next - 1460, 1101, F_ACK, 1460, 509)));
+            }
+            pkts.push((at, seg(true, 1101, next, F_ACK, 0, 502)));
+        }
+        run(&pkts).closed[0].server.rate.best()
+    };
+    let (bytes, ns) = run_every(20).expect("the window's rate");
+    assert_eq!(u64::from(bytes) * 20_000_000 / ns as u64, 2920);
+    // 30 ms after the ACK: beyond the 20 ms round trip, a quarter of it and 2 ms.
+    assert_eq!(run_every(30), None);
+}

@@ -30,7 +30,7 @@
 //! trip to the sender later ([`Connection::distance_to`]), whatever the
 //! vantage point.
 
-use tcpdoctor_flow::{Connection, Dir, Resent, SegKind, Segment, Seq};
+use tcpdoctor_flow::{Connection, Dir, Resent, SegKind, Segment, Seq, REACT_SLACK_NS};
 use tcpdoctor_wire::Timestamp;
 
 use crate::budget::{Claims, Part};
@@ -45,9 +45,6 @@ const MIN_FULL_PAUSE_NS: i64 = 20_000_000;
 /// most 200 ms (tcp(7)); a hold of a tail after full segments that long is
 /// the cork's ceiling.
 const CORK_HOLD_NS: std::ops::RangeInclusive<i64> = 190_000_000..=260_000_000;
-/// Slack for the sender to react to an ACK, beyond the round trip to it
-/// (as the Nagle rule allows: 2 ms, plus a quarter of the round trip for jitter).
-const REACT_SLACK_NS: i64 = 2_000_000;
 
 /// One sending direction since its last new data.
 #[derive(Debug, Default, Clone, Copy)]

@@ -17,7 +17,7 @@
 //! plus scheduling slack. The time lost is P1 → P2: without Nagle P2 would
 //! have left right behind P1.
 
-use tcpdoctor_flow::{Connection, Dir, Mark, SegKind, Segment, Seq};
+use tcpdoctor_flow::{Connection, Dir, Mark, SegKind, Segment, Seq, REACT_SLACK_NS};
 
 use super::{Blame, Detail, Kind, Occurrence};
 use crate::budget::Part;
@@ -30,8 +30,6 @@ use serde_json::json;
 /// Linux's minimum delayed-ACK timeout is 40 ms (TCP_DELACK_MIN); 15 ms leaves
 /// room for hosts with shorter timers while staying far above scheduling noise.
 pub const MIN_ACK_WAIT_NS: i64 = 15_000_000;
-/// Slack for the sender to react to the ACK, beyond the round trip to it.
-const REACT_SLACK_NS: i64 = 2_000_000;
 
 #[derive(Debug, Clone, Copy)]
 struct Pending {
