@@ -6,13 +6,10 @@ use std::io::{self, BufWriter, Write};
 
 mod diagnose;
 mod html;
-mod input;
 mod lab;
 mod load;
 mod man;
-mod merge;
 mod probe;
-mod select;
 mod sockets;
 mod sweep;
 mod sysctl;
@@ -20,8 +17,8 @@ mod target;
 mod tls;
 mod top;
 mod watch;
-use input::Input;
 use std::process::ExitCode;
+use tcpdoctor_input::{merge, select, Input};
 /// SIGINT/SIGTERM: the report over what was read, then 128 + the signal.
 pub(crate) use tcpdoctor_live::signal as interrupt;
 
@@ -647,6 +644,16 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
     Ok(EXIT_OK)
 }
 
+/// Opens one capture: a file, or standard input for `-` (whose reading ends
+/// early on SIGINT/SIGTERM: the report covers what was read).
+pub(crate) fn open_input(path: &str, name: &str) -> anyhow::Result<Input> {
+    if path == "-" {
+        Input::read(Box::new(interrupt::Stdin::default()), name)
+    } else {
+        Input::open(path, name)
+    }
+}
+
 /// What one read of the input(s) gave.
 struct Pass {
     analysis: tcpdoctor_engine::model::Analysis,
@@ -668,7 +675,7 @@ fn analyze_pass(
     let input = if paths.len() > 1 {
         Input::open_many(paths)?
     } else {
-        Input::open(&paths[0], name)?
+        open_input(&paths[0], name)?
     };
     for link in input.link_types() {
         if !link.is_supported() {

@@ -54,13 +54,15 @@ pub struct Fed {
 }
 
 impl Input {
+    /// Opens a capture file; `name` is how messages name it.
     pub fn open(path: &str, name: &str) -> anyhow::Result<Input> {
-        let src: Box<dyn Read + Send> = if path == "-" {
-            // Ends early on SIGINT/SIGTERM: the report covers what was read.
-            Box::new(crate::interrupt::Stdin::default())
-        } else {
-            Box::new(File::open(path).with_context(|| path.to_string())?)
-        };
+        let file = File::open(path).with_context(|| path.to_string())?;
+        Input::read(Box::new(file), name)
+    }
+
+    /// A capture from any reader (standard input, bytes in memory), plain or
+    /// compressed; `name` is how messages name it.
+    pub fn read(src: Box<dyn Read + Send>, name: &str) -> anyhow::Result<Input> {
         let (src, compression) = decompressed(src).with_context(|| name.to_string())?;
         let reader = CaptureReader::new(src).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
         Ok(Input {
@@ -71,7 +73,7 @@ impl Input {
         })
     }
 
-    /// Several capture files, merged by time.
+    /// Several capture files, merged by time (see [`crate::merge`]).
     pub fn open_many(paths: &[String]) -> anyhow::Result<Input> {
         Ok(Input {
             source: Source::Many(crate::merge::open(paths)?),

@@ -635,7 +635,7 @@ impl Report {
 }
 
 /// `2026-11-24 08:01:02.123 UTC` from Unix seconds.
-pub(crate) fn utc(unix: f64) -> String {
+pub fn utc(unix: f64) -> String {
     let ms = (unix * 1000.0).round() as i64;
     let (days, ms_of_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
     let (y, m, d) = civil_from_days(days);
