@@ -90,13 +90,21 @@ fn analyze<'py>(
         }
         options.flow.max_open = n;
     }
+    // The time window as given, for a selection that kept nothing.
+    let window = (start.is_some() || end.is_some()).then(|| {
+        [("from", &start), ("to", &end)]
+            .iter()
+            .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k} {v}")))
+            .collect::<Vec<_>>()
+            .join(" ")
+    });
     let selection = selection(filter, start, end).map_err(PyValueError::new_err)?;
     // The work, without the GIL: other Python threads (a thread pool, Spark's
     // Arrow writer) run meanwhile.
     let result = py.detach(move || -> Result<(Status, Streams), String> {
         let mut tables = Tables::default();
         let status = match open(capture, file, host) {
-            Ok(opened) => analyze_into(opened, selection, options, &mut tables),
+            Ok(opened) => analyze_into(opened, selection, window, options, &mut tables),
             Err(Unread::Os(why)) => return Err(why),
             Err(Unread::Capture(why)) => Status::Failed(why),
         };
@@ -210,6 +218,7 @@ fn unread(e: &anyhow::Error, names: &[&str]) -> Unread {
 fn analyze_into(
     opened: Opened,
     selection: Selection,
+    window: Option<String>,
     options: Options,
     tables: &mut Tables,
 ) -> Status {
@@ -239,21 +248,14 @@ fn analyze_into(
         ..options
     });
     let fed = input.feed(&mut engine, selection);
-    if let Some(m) = &fed.merger {
-        for w in m.warnings() {
-            engine.warn(w);
-        }
+    for w in fed.warnings(window.as_deref()) {
+        engine.warn(w);
     }
     if !skipped.is_empty() {
         engine.warn(format!(
             "skipped {} file(s) that are not captures: {}",
             skipped.len(),
             skipped.join(", ")
-        ));
-    }
-    if let Some((read, 0)) = fed.selected {
-        engine.warn(format!(
-            "the selection kept none of the {read} packets read"
         ));
     }
     let status = conclude(&mut engine, fed.stopped);

@@ -695,7 +695,7 @@ fn analyze_pass(
         },
         ..Options::default()
     });
-    let fed = input.feed(&mut engine, selection);
+    let mut fed = input.feed(&mut engine, selection);
     let cut = interrupt::input_cut().then(interrupt::signal).flatten();
     if let Some(sig) = cut {
         engine.warn(format!(
@@ -705,7 +705,7 @@ fn analyze_pass(
             engine.frames()
         ));
     }
-    if let Some(e) = fed.stopped.filter(|_| cut.is_none()) {
+    if let Some(e) = fed.stopped.take().filter(|_| cut.is_none()) {
         if e.kind == ErrorKind::Io
             || (engine.frames() == 0 && e.kind != ErrorKind::Truncated && !selected)
         {
@@ -722,31 +722,16 @@ fn analyze_pass(
             engine.frames()
         ));
     }
-    if let Some(m) = &fed.merger {
-        for w in m.warnings() {
-            engine.warn(w);
-        }
-    }
-    if let Some((read, kept)) = fed.selected {
-        if kept == 0 {
-            let window = args.from.is_some() || args.to.is_some();
-            let mut what = format!("the selection kept none of the {read} packets read");
-            if let (true, Some((first, last))) = (window, fed.read_span_ns) {
-                let w = [("from", &args.from), ("to", &args.to)]
-                    .iter()
-                    .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k} {v}")))
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                what = format!(
-                    "nothing falls in the window ({w}): the {read} packets read span {:.3} s, \
-                     from {} to {}",
-                    (last - first) as f64 / 1e9,
-                    merge::utc(first as f64 / 1e9),
-                    merge::utc(last as f64 / 1e9)
-                );
-            }
-            engine.warn(what);
-        }
+    // The time window as given, for a selection that kept nothing.
+    let window = (args.from.is_some() || args.to.is_some()).then(|| {
+        [("from", &args.from), ("to", &args.to)]
+            .iter()
+            .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k} {v}")))
+            .collect::<Vec<_>>()
+            .join(" ")
+    });
+    for w in fed.warnings(window.as_deref()) {
+        engine.warn(w);
     }
     let (analysis, bins) = engine.finish_with_distribution();
     Ok(Pass {
