@@ -49,7 +49,7 @@ impl Key {
 }
 
 /// A packet handed to the analysis, borrowed from the merge.
-pub struct Pkt<'a> {
+pub(crate) struct Pkt<'a> {
     pub ts: Timestamp,
     pub link: LinkType,
     pub orig_len: u32,
@@ -183,7 +183,7 @@ impl Merger {
     /// The next packet in time order, `Ok(None)` when every file is read.
     /// Errors in one file end that file (reported with [`Merger::report`]),
     /// not the merge.
-    pub fn next_packet(&mut self) -> Option<Pkt<'_>> {
+    pub(crate) fn next_packet(&mut self) -> Option<Pkt<'_>> {
         if let Some(i) = self.current.take() {
             self.advance(i);
         }
@@ -293,7 +293,7 @@ impl Merger {
 
     /// Whether a decoded TCP segment from `source` is analysed: not when it
     /// is a second view of a connection another file is showing.
-    pub fn admit(&mut self, source: usize, ts: Timestamp, s: &TcpSegment<'_>) -> bool {
+    pub(crate) fn admit(&mut self, source: usize, ts: Timestamp, s: &TcpSegment<'_>) -> bool {
         let key = Key::of(s);
         let src = source as u32;
         // Only the handshake's segments matter here: SYN, SYN-ACK, and the
