@@ -4,7 +4,9 @@
 #     a host, plus a corrupt one) swept by `analyze --parquet`: DuckDB reads the tables and
 #     its counts agree, capture by capture, with `analyze --format json`; the corrupt
 #     capture is reported (stderr, exit 2, files.parquet) and the sweep goes on;
-#   - the Python package, built with maturin and installed in a virtualenv, inside a real
+#   - the Python package, built with maturin and installed in a virtualenv: a directory of
+#     plain, gzip and zstd captures analysed with a filter and a time window gives the counts
+#     of `analyze DIR --filter/--from/--to --format json`; and inside a real
 #     PySpark job (local mode, 2 workers): examples/fleet/sweep.py ranks each host's
 #     endpoints by time lost per cause; the top of each host is its known case, the healthy
 #     host has nothing, and the ranking equals DuckDB's over the Parquet tables
@@ -64,6 +66,51 @@ except tcpdoctor.CaptureError as e:
 print("e2e ok: tcpdoctor %s for Python: %d exchanges as pyarrow; a Python thread counted %d while"
       " it analysed (GIL released); bytes = path; junk raises CaptureError"
       % (tcpdoctor.__version__, r.exchanges.num_rows, moved))
+PY
+
+# A directory of captures (plain, gzip, zstd, and a file that is no capture) with a filter and
+# a time window: the Python package merges and selects as `tcpdoctor analyze DIR` does, count
+# for count, and the filter and the window each leave connections out.
+PYDIR=$WORK/py-captures
+mkdir -p "$PYDIR"
+cp "$ROOT/fixtures/nginx-nodelay-off.server.pcap" "$ROOT/fixtures/client-delay.client.pcap" "$PYDIR/"
+gzip -c "$ROOT/fixtures/jdk-default.client.pcap" > "$PYDIR/jdk-default.pcap.gz"
+zstd -q -c "$ROOT/fixtures/rto.client.pcap" > "$PYDIR/rto.pcap.zst"
+echo "not a capture" > "$PYDIR/notes.txt"
+"$TD" analyze "$PYDIR" --format json > "$WORK/py-all.json" 2>/dev/null || fail "analyze $PYDIR"
+"$TD" analyze "$PYDIR" --filter 'host 10.71.0.2' --format json > "$WORK/py-filter.json" 2>/dev/null \
+  || fail "analyze $PYDIR --filter"
+"$TD" analyze "$PYDIR" --from 1 --to 3 --format json > "$WORK/py-window.json" 2>/dev/null \
+  || fail "analyze $PYDIR --from --to"
+"$PY" - "$PYDIR" "$WORK" <<'PY' || fail "the Python package on a directory, with a filter"
+import json, os, sys, tcpdoctor
+d, work = sys.argv[1:3]
+def counts(t):
+    return (t.connections.num_rows, t.exchanges.num_rows, t.findings.num_rows)
+def cli(name):
+    j = json.load(open(os.path.join(work, name)))
+    c = j["capture"]
+    return (c["connections"], c["exchanges"], len(j["findings"]) + len(j["minor_findings"]))
+every = tcpdoctor.analyze(d)
+kept = tcpdoctor.analyze(d, filter="host 10.71.0.2")
+window = tcpdoctor.analyze([d], start=1, end="3")
+listed = tcpdoctor.analyze(sorted(os.path.join(d, f) for f in os.listdir(d) if f != "notes.txt"),
+                           filter="host 10.71.0.2")
+for name, t in [("py-all.json", every), ("py-filter.json", kept), ("py-window.json", window)]:
+    assert counts(t) == cli(name), (name, counts(t), cli(name))
+assert counts(listed) == counts(kept), (counts(listed), counts(kept))
+assert 0 < kept.connections.num_rows < every.connections.num_rows, (counts(kept), counts(every))
+assert 0 < window.connections.num_rows < every.connections.num_rows, (counts(window), counts(every))
+assert every.status == "ok" and every.files.num_rows == 1, (every.status, every.files.num_rows)
+assert every.files.column("host").to_pylist() == ["py-captures"], every.files.column("host")
+try:
+    tcpdoctor.analyze(d, filter="port nope")
+    raise SystemExit("a bad filter did not raise ValueError")
+except ValueError as e:
+    assert "port" in str(e), e
+print("e2e ok: tcpdoctor.analyze(DIR) of plain, gzip and zstd captures = analyze DIR: %s connections,"
+      " exchanges, findings; filter %s and window %s as --filter and --from/--to"
+      % (counts(every), counts(kept), counts(window)))
 PY
 
 # The wheel as a user installs it: an abi3 wheel, into a fresh virtualenv, with pip offline (its

@@ -1,49 +1,86 @@
 //! `tcpdoctor._native`: the analysis engine for Python. One function,
-//! [`analyze`], reads a capture (a path or its bytes) with the GIL released
-//! and returns each table as an Arrow IPC stream; the `tcpdoctor` package
-//! around it turns those into `pyarrow.Table`s.
+//! [`analyze`], reads captures (paths, directories of them, or one capture's
+//! bytes; plain, gzip or zstd) with the GIL released and returns each table
+//! as an Arrow IPC stream; the `tcpdoctor` package around it turns those
+//! into `pyarrow.Table`s. Opening, merging several captures by time and
+//! selecting packets are `tcpdoctor analyze`'s own (`tcpdoctor-input`).
 #![forbid(unsafe_code)]
 
-use std::fs::File;
-use std::io::BufReader;
+use std::io::{Cursor, ErrorKind};
+use std::path::Path;
+use std::sync::Arc;
 
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use tcpdoctor_engine::Options;
-use tcpdoctor_table::{analyze_read, ipc_stream, Source, Status, Table, Tables};
+use tcpdoctor_engine::{Engine, Options};
+use tcpdoctor_input::{listing, merge, parse_time, Input, Selection};
+use tcpdoctor_table::{conclude, ipc_stream, FileCounts, FileRow, Source, Status, Table, Tables};
 
 /// Each table as an Arrow IPC stream.
 type Streams = Vec<(Table, Vec<u8>)>;
 
-/// What to read: a file by path, or a capture already in memory.
+/// What to read: captures by path (a directory stands for the captures in
+/// it; several are merged by time), or one capture already in memory.
 enum Capture {
-    Path(std::path::PathBuf),
+    Paths(Vec<String>),
     Bytes(Vec<u8>),
 }
 
-/// analyze(capture, file, host, max_open_connections) -> (status, error, {table: ipc bytes})
+/// The input opened, with the names its rows carry.
+struct Opened {
+    input: Input,
+    file: String,
+    host: String,
+    /// Files of the directories given that are not captures.
+    skipped: Vec<String>,
+}
+
+/// Why nothing was analysed.
+enum Unread {
+    /// A file could not be opened (missing, not permitted): `OSError`.
+    Os(String),
+    /// The input is not a capture that can be read: status "failed".
+    Capture(String),
+}
+
+/// analyze(capture, file=None, host=None, max_open_connections=None, filter=None,
+///         start=None, end=None) -> (status, error, {table: ipc bytes})
 ///
-/// `capture` is a path (str or os.PathLike) or the capture's bytes. A
-/// capture that is not one at all, or cannot be opened, raises; one that
-/// breaks part way is analysed up to the break (status "partial").
+/// `capture` is the capture's bytes or a list of paths (files or directories;
+/// several are merged by time, as `tcpdoctor analyze A B DIR` does). `filter`
+/// is a capture filter (`port 443 and host 10.0.0.2`), `start` and `end` the
+/// times of `--from` and `--to`. A file that cannot be opened raises OSError;
+/// input that is no capture gives status "failed"; a capture that breaks part
+/// way is analysed up to the break (status "partial").
 #[pyfunction]
-#[pyo3(signature = (capture, file, host, max_open_connections = None))]
+#[pyo3(signature = (capture, file = None, host = None, max_open_connections = None,
+                    filter = None, start = None, end = None))]
+#[allow(clippy::too_many_arguments)]
 fn analyze<'py>(
     py: Python<'py>,
     capture: &Bound<'py, PyAny>,
-    file: String,
-    host: String,
+    file: Option<String>,
+    host: Option<String>,
     max_open_connections: Option<usize>,
+    filter: Option<String>,
+    start: Option<String>,
+    end: Option<String>,
 ) -> PyResult<(String, Option<String>, Bound<'py, PyDict>)> {
     let capture = if let Ok(b) = capture.cast::<PyBytes>() {
         Capture::Bytes(b.as_bytes().to_vec())
+    } else if let Ok(p) = capture.extract::<Vec<std::path::PathBuf>>() {
+        Capture::Paths(p.iter().map(|p| p.to_string_lossy().into_owned()).collect())
     } else if let Ok(b) = capture.extract::<Vec<u8>>() {
         Capture::Bytes(b)
     } else {
-        Capture::Path(capture.extract::<std::path::PathBuf>()?)
+        let p = capture.extract::<std::path::PathBuf>()?;
+        Capture::Paths(vec![p.to_string_lossy().into_owned()])
     };
+    if matches!(&capture, Capture::Paths(p) if p.is_empty()) {
+        return Err(PyValueError::new_err("no capture given"));
+    }
     let mut options = Options::default();
     if let Some(n) = max_open_connections {
         if n == 0 {
@@ -53,22 +90,23 @@ fn analyze<'py>(
         }
         options.flow.max_open = n;
     }
+    // The time window as given, for a selection that kept nothing.
+    let window = (start.is_some() || end.is_some()).then(|| {
+        [("from", &start), ("to", &end)]
+            .iter()
+            .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k} {v}")))
+            .collect::<Vec<_>>()
+            .join(" ")
+    });
+    let selection = selection(filter, start, end).map_err(PyValueError::new_err)?;
     // The work, without the GIL: other Python threads (a thread pool, Spark's
     // Arrow writer) run meanwhile.
     let result = py.detach(move || -> Result<(Status, Streams), String> {
         let mut tables = Tables::default();
-        let source = Source::new(&file, &host);
-        let status = match capture {
-            Capture::Bytes(b) => analyze_read(&b[..], source, options, &mut tables),
-            Capture::Path(p) => {
-                let f = File::open(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-                analyze_read(
-                    BufReader::with_capacity(1 << 20, f),
-                    source,
-                    options,
-                    &mut tables,
-                )
-            }
+        let status = match open(capture, file, host) {
+            Ok(opened) => analyze_into(opened, selection, window, options, &mut tables),
+            Err(Unread::Os(why)) => return Err(why),
+            Err(Unread::Capture(why)) => Status::Failed(why),
         };
         let mut out = Vec::new();
         for t in Table::ALL {
@@ -87,6 +125,155 @@ fn analyze<'py>(
         status.error().map(str::to_string),
         dict,
     ))
+}
+
+/// The packets to analyse, as `--filter`, `--from` and `--to` select them.
+fn selection(
+    filter: Option<String>,
+    start: Option<String>,
+    end: Option<String>,
+) -> Result<Selection, String> {
+    let filter = match filter {
+        Some(text) => {
+            let f = tcpdoctor_filter::Filter::parse(&text)
+                .map_err(|e| format!("filter {text:?}: {e}"))?;
+            Some((text, f))
+        }
+        None => None,
+    };
+    let time = |t: Option<String>, what: &str| {
+        t.map(|t| parse_time(&t).map_err(|e| format!("{what}: {e:#}")))
+            .transpose()
+    };
+    Ok(Selection {
+        filter,
+        from: time(start, "start")?,
+        to: time(end, "end")?,
+        connection: None,
+    })
+}
+
+/// Opens the input as `tcpdoctor analyze` does: directories expanded into
+/// their captures, several merged by time, gzip and zstd read as they are.
+fn open(capture: Capture, file: Option<String>, host: Option<String>) -> Result<Opened, Unread> {
+    match capture {
+        Capture::Bytes(b) => {
+            let file = file.unwrap_or_else(|| "<bytes>".into());
+            let input =
+                Input::read(Box::new(Cursor::new(b)), &file).map_err(|e| unread(&e, &[&file]))?;
+            Ok(Opened {
+                input,
+                file,
+                host: host.unwrap_or_default(),
+                skipped: Vec::new(),
+            })
+        }
+        Capture::Paths(paths) => {
+            let expanded = merge::expand(&paths).map_err(|e| unread(&e, &[]))?;
+            let found = expanded.paths;
+            let file = file.unwrap_or_else(|| match found.len() {
+                1 => found[0].clone(),
+                n => format!("{} and {} more", found[0], n - 1),
+            });
+            let input = if found.len() > 1 {
+                Input::open_many(&found)
+            } else {
+                Input::open(&found[0], &file)
+            }
+            .map_err(|e| unread(&e, &[&file, &found[0]]))?;
+            Ok(Opened {
+                input,
+                host: host.unwrap_or_else(|| listing::host_of(Path::new(&found[0]))),
+                file,
+                skipped: expanded.skipped,
+            })
+        }
+    }
+}
+
+/// An error opening the input: a file that cannot be opened, or input that
+/// is no capture (its message without the file's name, which the row carries).
+fn unread(e: &anyhow::Error, names: &[&str]) -> Unread {
+    let why = format!("{e:#}");
+    let not_there = e
+        .root_cause()
+        .downcast_ref::<std::io::Error>()
+        .is_some_and(|io| {
+            matches!(
+                io.kind(),
+                ErrorKind::NotFound | ErrorKind::PermissionDenied | ErrorKind::IsADirectory
+            )
+        });
+    if not_there {
+        return Unread::Os(why);
+    }
+    let why = names
+        .iter()
+        .find_map(|n| why.strip_prefix(&format!("{n}: ")))
+        .map_or(why.clone(), str::to_string);
+    Unread::Capture(why)
+}
+
+/// Feeds the selected packets to the engine and the rows to the tables.
+fn analyze_into(
+    opened: Opened,
+    selection: Selection,
+    window: Option<String>,
+    options: Options,
+    tables: &mut Tables,
+) -> Status {
+    let Opened {
+        input,
+        file,
+        host,
+        skipped,
+    } = opened;
+    let mut source = Source::new(&file, &host);
+    let format = input.format();
+    let failed = |tables: &mut Tables, source: Source, why: String, format: String| {
+        tables.push_file(FileRow {
+            source,
+            status: Status::Failed(why.clone()),
+            format,
+            analysis: None,
+        });
+        Status::Failed(why)
+    };
+    if let Some(link) = input.link_types().into_iter().find(|l| !l.is_supported()) {
+        let why = format!("link type {} is not supported", link.to_raw());
+        return failed(tables, source, why, format);
+    }
+    let mut engine = Engine::new(Options {
+        rows: true,
+        ..options
+    });
+    let fed = input.feed(&mut engine, selection);
+    for w in fed.warnings(window.as_deref()) {
+        engine.warn(w);
+    }
+    if !skipped.is_empty() {
+        engine.warn(format!(
+            "skipped {} file(s) that are not captures: {}",
+            skipped.len(),
+            skipped.join(", ")
+        ));
+    }
+    let status = conclude(&mut engine, fed.stopped);
+    if let Status::Failed(why) = status {
+        return failed(tables, source, why, format);
+    }
+    source.start_unix = engine.start_unix();
+    let source = Arc::new(source);
+    let (analysis, rows) = engine.finish_with_rows();
+    tables.push_rows(&source, rows);
+    tables.push_findings(&source, &analysis);
+    tables.push_file(FileRow {
+        source: (*source).clone(),
+        status: status.clone(),
+        format,
+        analysis: Some(FileCounts::of(&analysis)),
+    });
+    status
 }
 
 #[pymodule]

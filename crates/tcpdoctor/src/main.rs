@@ -6,13 +6,10 @@ use std::io::{self, BufWriter, Write};
 
 mod diagnose;
 mod html;
-mod input;
 mod lab;
 mod load;
 mod man;
-mod merge;
 mod probe;
-mod select;
 mod sockets;
 mod sweep;
 mod sysctl;
@@ -20,8 +17,8 @@ mod target;
 mod tls;
 mod top;
 mod watch;
-use input::Input;
 use std::process::ExitCode;
+use tcpdoctor_input::{merge, select, Input};
 /// SIGINT/SIGTERM: the report over what was read, then 128 + the signal.
 pub(crate) use tcpdoctor_live::signal as interrupt;
 
@@ -647,6 +644,16 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
     Ok(EXIT_OK)
 }
 
+/// Opens one capture: a file, or standard input for `-` (whose reading ends
+/// early on SIGINT/SIGTERM: the report covers what was read).
+pub(crate) fn open_input(path: &str, name: &str) -> anyhow::Result<Input> {
+    if path == "-" {
+        Input::read(Box::new(interrupt::Stdin::default()), name)
+    } else {
+        Input::open(path, name)
+    }
+}
+
 /// What one read of the input(s) gave.
 struct Pass {
     analysis: tcpdoctor_engine::model::Analysis,
@@ -668,7 +675,7 @@ fn analyze_pass(
     let input = if paths.len() > 1 {
         Input::open_many(paths)?
     } else {
-        Input::open(&paths[0], name)?
+        open_input(&paths[0], name)?
     };
     for link in input.link_types() {
         if !link.is_supported() {
@@ -688,7 +695,7 @@ fn analyze_pass(
         },
         ..Options::default()
     });
-    let fed = input.feed(&mut engine, selection);
+    let mut fed = input.feed(&mut engine, selection);
     let cut = interrupt::input_cut().then(interrupt::signal).flatten();
     if let Some(sig) = cut {
         engine.warn(format!(
@@ -698,7 +705,7 @@ fn analyze_pass(
             engine.frames()
         ));
     }
-    if let Some(e) = fed.stopped.filter(|_| cut.is_none()) {
+    if let Some(e) = fed.stopped.take().filter(|_| cut.is_none()) {
         if e.kind == ErrorKind::Io
             || (engine.frames() == 0 && e.kind != ErrorKind::Truncated && !selected)
         {
@@ -715,31 +722,16 @@ fn analyze_pass(
             engine.frames()
         ));
     }
-    if let Some(m) = &fed.merger {
-        for w in m.warnings() {
-            engine.warn(w);
-        }
-    }
-    if let Some((read, kept)) = fed.selected {
-        if kept == 0 {
-            let window = args.from.is_some() || args.to.is_some();
-            let mut what = format!("the selection kept none of the {read} packets read");
-            if let (true, Some((first, last))) = (window, fed.read_span_ns) {
-                let w = [("from", &args.from), ("to", &args.to)]
-                    .iter()
-                    .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k} {v}")))
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                what = format!(
-                    "nothing falls in the window ({w}): the {read} packets read span {:.3} s, \
-                     from {} to {}",
-                    (last - first) as f64 / 1e9,
-                    merge::utc(first as f64 / 1e9),
-                    merge::utc(last as f64 / 1e9)
-                );
-            }
-            engine.warn(what);
-        }
+    // The time window as given, for a selection that kept nothing.
+    let window = (args.from.is_some() || args.to.is_some()).then(|| {
+        [("from", &args.from), ("to", &args.to)]
+            .iter()
+            .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k} {v}")))
+            .collect::<Vec<_>>()
+            .join(" ")
+    });
+    for w in fed.warnings(window.as_deref()) {
+        engine.warn(w);
     }
     let (analysis, bins) = engine.finish_with_distribution();
     Ok(Pass {

@@ -49,7 +49,7 @@ impl Key {
 }
 
 /// A packet handed to the analysis, borrowed from the merge.
-pub struct Pkt<'a> {
+pub(crate) struct Pkt<'a> {
     pub ts: Timestamp,
     pub link: LinkType,
     pub orig_len: u32,
@@ -183,7 +183,7 @@ impl Merger {
     /// The next packet in time order, `Ok(None)` when every file is read.
     /// Errors in one file end that file (reported with [`Merger::report`]),
     /// not the merge.
-    pub fn next_packet(&mut self) -> Option<Pkt<'_>> {
+    pub(crate) fn next_packet(&mut self) -> Option<Pkt<'_>> {
         if let Some(i) = self.current.take() {
             self.advance(i);
         }
@@ -293,7 +293,7 @@ impl Merger {
 
     /// Whether a decoded TCP segment from `source` is analysed: not when it
     /// is a second view of a connection another file is showing.
-    pub fn admit(&mut self, source: usize, ts: Timestamp, s: &TcpSegment<'_>) -> bool {
+    pub(crate) fn admit(&mut self, source: usize, ts: Timestamp, s: &TcpSegment<'_>) -> bool {
         let key = Key::of(s);
         let src = source as u32;
         // Only the handshake's segments matter here: SYN, SYN-ACK, and the
@@ -635,7 +635,7 @@ impl Report {
 }
 
 /// `2026-11-24 08:01:02.123 UTC` from Unix seconds.
-pub(crate) fn utc(unix: f64) -> String {
+pub fn utc(unix: f64) -> String {
     let ms = (unix * 1000.0).round() as i64;
     let (days, ms_of_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
     let (y, m, d) = civil_from_days(days);

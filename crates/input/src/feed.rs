@@ -53,14 +53,44 @@ pub struct Fed {
     pub read_span_ns: Option<(i64, i64)>,
 }
 
+impl Fed {
+    /// What the analysis is told besides the packets: the merge's per-file
+    /// problems, and a selection that kept nothing. `window` is the time
+    /// window as given (`from 30 to 45`), when there is one: the message then
+    /// says which times the packets read cover.
+    pub fn warnings(&self, window: Option<&str>) -> Vec<String> {
+        let mut w = self
+            .merger
+            .as_ref()
+            .map(Merger::warnings)
+            .unwrap_or_default();
+        if let Some((read, 0)) = self.selected {
+            let what = match (window, self.read_span_ns) {
+                (Some(window), Some((first, last))) => format!(
+                    "nothing falls in the window ({window}): the {read} packets read span {:.3} s, \
+                     from {} to {}",
+                    (last - first) as f64 / 1e9,
+                    crate::merge::utc(first as f64 / 1e9),
+                    crate::merge::utc(last as f64 / 1e9)
+                ),
+                _ => format!("the selection kept none of the {read} packets read"),
+            };
+            w.push(what);
+        }
+        w
+    }
+}
+
 impl Input {
+    /// Opens a capture file; `name` is how messages name it.
     pub fn open(path: &str, name: &str) -> anyhow::Result<Input> {
-        let src: Box<dyn Read + Send> = if path == "-" {
-            // Ends early on SIGINT/SIGTERM: the report covers what was read.
-            Box::new(crate::interrupt::Stdin::default())
-        } else {
-            Box::new(File::open(path).with_context(|| path.to_string())?)
-        };
+        let file = File::open(path).with_context(|| path.to_string())?;
+        Input::read(Box::new(file), name)
+    }
+
+    /// A capture from any reader (standard input, bytes in memory), plain or
+    /// compressed; `name` is how messages name it.
+    pub fn read(src: Box<dyn Read + Send>, name: &str) -> anyhow::Result<Input> {
         let (src, compression) = decompressed(src).with_context(|| name.to_string())?;
         let reader = CaptureReader::new(src).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
         Ok(Input {
@@ -71,7 +101,7 @@ impl Input {
         })
     }
 
-    /// Several capture files, merged by time.
+    /// Several capture files, merged by time (see [`crate::merge`]).
     pub fn open_many(paths: &[String]) -> anyhow::Result<Input> {
         Ok(Input {
             source: Source::Many(crate::merge::open(paths)?),
@@ -400,6 +430,32 @@ fn offset_in(whole: &[u8], part: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_selection_is_told_with_the_window_and_the_span_read() {
+        let fed = |span| Fed {
+            stopped: None,
+            merger: None,
+            selected: Some((7, 0)),
+            read_span_ns: span,
+        };
+        let second = 1_000_000_000;
+        let w = fed(Some((0, 3 * second / 2))).warnings(Some("from 5 to 6"));
+        assert_eq!(
+            w,
+            [
+                "nothing falls in the window (from 5 to 6): the 7 packets read span 1.500 s, \
+              from 1970-01-01 00:00:00.000 UTC to 1970-01-01 00:00:01.500 UTC"
+            ]
+        );
+        let w = fed(Some((0, second))).warnings(None);
+        assert_eq!(w, ["the selection kept none of the 7 packets read"]);
+        let kept = Fed {
+            selected: Some((7, 1)),
+            ..fed(None)
+        };
+        assert!(kept.warnings(Some("from 5")).is_empty());
+    }
 
     #[test]
     fn offset_in_finds_parts_of_the_frame_only() {
