@@ -434,6 +434,7 @@ impl Session {
         for e in &others {
             e.enable()?;
         }
+        sys::fix_mmap_threshold();
         let mut tracker = Tracker::new(Filter {
             port: config.port,
             pid: config.pid,

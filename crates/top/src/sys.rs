@@ -287,6 +287,22 @@ pub fn mount_tracefs() -> io::Result<()> {
     Ok(())
 }
 
+/// Blocks of 128 KiB and more (the socket-table lookup's netlink buffer)
+/// get mappings of their own, returned to the system when freed. glibc
+/// otherwise raises this threshold to the largest block freed and serves the
+/// next such block from the heap, whose pages it keeps: resident memory that
+/// steps up the first time a lookup runs and stays for the rest of a long
+/// trace. Setting it once turns that adjustment off (mallopt(3)).
+#[cfg(target_env = "gnu")]
+pub fn fix_mmap_threshold() {
+    // SAFETY: mallopt only sets an allocator parameter; no memory is touched.
+    unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024) };
+}
+
+/// Other C libraries (musl) do not adjust the threshold.
+#[cfg(not(target_env = "gnu"))]
+pub fn fix_mmap_threshold() {}
+
 /// CPU time this process has used (user + system), for the benchmark notes.
 pub fn cpu_time() -> std::time::Duration {
     let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();

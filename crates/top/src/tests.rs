@@ -1182,3 +1182,21 @@ fn a_record_cut_by_the_rings_end_is_joined() {
     assert_eq!(k, vec![Record::Other(99)]);
     assert!(broken);
 }
+
+/// A connection no socket call named is looked up in the socket table once,
+/// not every interval: a socket no process holds (closed, or never
+/// accepted) would otherwise be a walk of every process's descriptors a second.
+#[test]
+fn an_ownerless_connection_is_looked_up_once() {
+    let mut t = Tracker::new(Filter {
+        port: Some(80),
+        pid: None,
+    });
+    accepted(&mut t, 1);
+    let first = t.ownerless();
+    assert_eq!(first.len(), 1, "accepted in softirq: no process yet");
+    assert_eq!(first[0].0, SK);
+    assert!(t.ownerless().is_empty(), "looked up already");
+    t.interval(10);
+    assert!(t.ownerless().is_empty(), "nor in the next interval");
+}

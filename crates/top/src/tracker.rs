@@ -125,6 +125,10 @@ pub struct Conn {
     pub role: Option<Role>,
     pub pid: Option<u32>,
     pub owner_source: Option<OwnerSource>,
+    /// Looked up in the socket table once already (a socket no process
+    /// holds, closed or never accepted, is not looked up every interval).
+    #[serde(skip)]
+    pub looked_up: bool,
     pub state: Option<&'static str>,
     #[serde(skip)]
     pub state_num: Option<i32>,
@@ -194,6 +198,7 @@ impl Conn {
             role: None,
             pid: None,
             owner_source: None,
+            looked_up: false,
             state: None,
             state_num: None,
             first_ns: now,
@@ -710,13 +715,16 @@ impl Tracker {
         }
     }
 
-    /// Connections with an address and no owner yet, for a lookup in the
-    /// socket table.
-    pub fn ownerless(&self) -> Vec<(u64, SocketAddr, Option<SocketAddr>)> {
+    /// Connections with an address and no owner yet, not looked up before,
+    /// for a lookup in the socket table (marked as looked up).
+    pub fn ownerless(&mut self) -> Vec<(u64, SocketAddr, Option<SocketAddr>)> {
         self.live
-            .values()
-            .filter(|c| c.pid.is_none() && c.active())
-            .filter_map(|c| Some((c.sk, c.local?, c.remote)))
+            .values_mut()
+            .filter(|c| c.pid.is_none() && !c.looked_up && c.active() && c.local.is_some())
+            .filter_map(|c| {
+                c.looked_up = true;
+                Some((c.sk, c.local?, c.remote))
+            })
             .collect()
     }
 
