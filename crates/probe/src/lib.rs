@@ -539,6 +539,9 @@ const NEAR_FACTOR: u32 = 10;
 const NEAR_MIN: Duration = Duration::from_millis(5);
 /// How often a wait looks at the stop flag.
 const TICK: Duration = Duration::from_millis(50);
+/// The longest the target is left alone after a SYN-ACK (its reset's way
+/// there), and how long for a SYN-ACK to a probe no longer awaited.
+const TARGET_QUIET_MAX: Duration = Duration::from_millis(200);
 
 /// One probe on its way.
 #[derive(Debug, Clone, Copy)]
@@ -581,6 +584,11 @@ pub fn trace(
         .collect();
     // The TTL at which the path ends, once known.
     let mut last: Option<u8> = None;
+    // Until when the target may still hold a half-open connection of this
+    // flow: a SYN-ACK's reset reaches it a one-way trip later (the answer's
+    // round trip bounds that). A probe arriving before would meet it and be
+    // answered with an ACK naming the other probe, not its own SYN-ACK.
+    let mut target_busy_until: Option<Instant> = None;
     let mut result = TraceResult {
         source: p.src,
         hops: Vec::new(),
@@ -613,7 +621,9 @@ pub fn trace(
                 }
                 // At the target, one probe at a time: SYNs of one flow arriving
                 // together meet each other's half-open state there.
-                if last.is_some_and(|l| ttl == l) && inflight.iter().any(|f| f.ttl >= ttl) {
+                let busy = target_busy_until.is_some_and(|t| Instant::now() < t);
+                if last.is_some_and(|l| ttl == l) && (busy || inflight.iter().any(|f| f.ttl >= ttl))
+                {
                     queue.push_front(ttl);
                     break;
                 }
@@ -633,6 +643,11 @@ pub fn trace(
                 .iter()
                 .map(|f| deadline_of(f, &nearest_beyond))
                 .min();
+            let next_deadline = match (next_deadline, target_busy_until) {
+                (Some(d), Some(t)) if t > Instant::now() => Some(d.min(t)),
+                (None, Some(t)) if t > Instant::now() => Some(t),
+                (d, _) => d,
+            };
             let until = next_deadline.map_or(Instant::now(), |d| d.min(Instant::now() + TICK));
             if let Some((at, got)) = p.recv(until)? {
                 let answer = match got {
@@ -648,8 +663,16 @@ pub fn trace(
                         if t.flags & FLAG_RST != 0 {
                             Some((seq, t.from, HopReply::Rst))
                         } else if t.flags & FLAG_SYN != 0 {
-                            // Leave nothing half-open at the target.
+                            // Leave nothing half-open at the target; ask it
+                            // nothing more until the reset has reached it.
                             p.send(FLAG_RST, t.ack, 64)?;
+                            let round_trip = inflight
+                                .iter()
+                                .find(|f| f.seq == t.ack.wrapping_sub(1))
+                                .map_or(TARGET_QUIET_MAX, |f| at.duration_since(f.sent));
+                            let quiet = at + round_trip.min(TARGET_QUIET_MAX);
+                            target_busy_until =
+                                Some(target_busy_until.map_or(quiet, |b| b.max(quiet)));
                             Some((seq, t.from, HopReply::SynAck))
                         } else {
                             None
