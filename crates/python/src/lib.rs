@@ -8,7 +8,6 @@
 
 use std::io::{Cursor, ErrorKind};
 use std::path::Path;
-use std::sync::Arc;
 
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
@@ -16,7 +15,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use tcpdoctor_engine::{Engine, Options};
 use tcpdoctor_input::{listing, merge, parse_time, Input, Selection};
-use tcpdoctor_table::{conclude, ipc_stream, FileCounts, FileRow, Source, Status, Table, Tables};
+use tcpdoctor_table::{conclude, finish_into, ipc_stream, FileRow, Source, Status, Table, Tables};
 
 /// Each table as an Arrow IPC stream.
 type Streams = Vec<(Table, Vec<u8>)>;
@@ -228,20 +227,17 @@ fn analyze_into(
         host,
         skipped,
     } = opened;
-    let mut source = Source::new(&file, &host);
+    let source = Source::new(&file, &host);
     let format = input.format();
-    let failed = |tables: &mut Tables, source: Source, why: String, format: String| {
+    if let Some(link) = input.link_types().into_iter().find(|l| !l.is_supported()) {
+        let why = format!("link type {} is not supported", link.to_raw());
         tables.push_file(FileRow {
             source,
             status: Status::Failed(why.clone()),
             format,
             analysis: None,
         });
-        Status::Failed(why)
-    };
-    if let Some(link) = input.link_types().into_iter().find(|l| !l.is_supported()) {
-        let why = format!("link type {} is not supported", link.to_raw());
-        return failed(tables, source, why, format);
+        return Status::Failed(why);
     }
     let mut engine = Engine::new(Options {
         rows: true,
@@ -259,21 +255,7 @@ fn analyze_into(
         ));
     }
     let status = conclude(&mut engine, fed.stopped);
-    if let Status::Failed(why) = status {
-        return failed(tables, source, why, format);
-    }
-    source.start_unix = engine.start_unix();
-    let source = Arc::new(source);
-    let (analysis, rows) = engine.finish_with_rows();
-    tables.push_rows(&source, rows);
-    tables.push_findings(&source, &analysis);
-    tables.push_file(FileRow {
-        source: (*source).clone(),
-        status: status.clone(),
-        format,
-        analysis: Some(FileCounts::of(&analysis)),
-    });
-    status
+    finish_into(engine, source, status, format, tables)
 }
 
 #[pymodule]

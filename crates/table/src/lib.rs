@@ -397,7 +397,7 @@ pub fn ipc_stream(batch: &RecordBatch) -> Result<Vec<u8>, Error> {
 /// that breaks part way is analysed up to the break ([`Status::Partial`]).
 pub fn analyze_read<R: Read>(
     src: R,
-    mut source: Source,
+    source: Source,
     options: Options,
     tables: &mut Tables,
 ) -> Status {
@@ -427,6 +427,18 @@ pub fn analyze_read<R: Read>(
         }
     };
     let status = conclude(&mut engine, stopped);
+    finish_into(engine, source, status, format, tables)
+}
+
+/// Ends an analysis into `tables`: its connections, exchanges, findings and
+/// `files` row, or only the `files` row when `status` (from [`conclude`]) failed.
+pub fn finish_into(
+    engine: Engine,
+    mut source: Source,
+    status: Status,
+    format: String,
+    tables: &mut Tables,
+) -> Status {
     if let Status::Failed(_) = status {
         tables.push_file(FileRow {
             source,
