@@ -50,7 +50,8 @@ pub enum Part {
     /// waiting in a queue on the path.
     Queueing,
     /// Moving a message's bytes at the fastest rate the path delivered
-    /// them ([`tcpdoctor_flow::DeliveryRate`]): the bottleneck's bandwidth.
+    /// them ([`tcpdoctor_flow::DeliveryRate`]), or back to back with no
+    /// pause between segments: the bottleneck's bandwidth.
     Bandwidth,
 }
 
@@ -347,20 +348,25 @@ impl Base {
 
     /// Of `spent` moving the message `dir` sends in `ex`, what its bytes
     /// take at the path's fastest delivery rate, after its first segment
-    /// (whose arrival starts the transfer); 0 when no rate was measured.
+    /// (whose arrival starts the transfer), or the time its segments
+    /// followed each other with no pause ([`Exchange::train_ns`]) when that
+    /// is longer: a train of segments no gap split was moving at the rate
+    /// the path delivered it, whether or not a rate sample measured it.
     pub fn moving(&self, conn: &Connection, ex: &Exchange, dir: Dir, spent: i64) -> i64 {
         if spent <= 0 {
             return 0;
         }
         let half = conn.half(dir);
+        let train = ex.train_ns[dir.index()];
         let Some(rate) = DeliveryRate::faster(half.rate.best(), self.rate[dir.index()]) else {
-            return 0;
+            return train.min(spent);
         };
         let bytes = match dir {
             Dir::ClientToServer => ex.request_bytes,
             Dir::ServerToClient => ex.response_bytes,
         };
-        DeliveryRate::time_for(rate, bytes.saturating_sub(u64::from(conn.smss(dir)))).min(spent)
+        let at_rate = DeliveryRate::time_for(rate, bytes.saturating_sub(u64::from(conn.smss(dir))));
+        at_rate.max(train).min(spent)
     }
 
     /// What `conn`'s round trips hold above the base: its handshake's, and

@@ -990,7 +990,7 @@ impl Analyzer for Diagnoser {
         let (ex, tls) = match h.rules.tls.on_exchange(conn, ex, &mut h.claims) {
             rules::tls::Step::Handshake => return,
             rules::tls::Step::Opened(e, o) => {
-                opened = e;
+                opened = *e;
                 (&opened, Some(o))
             }
             rules::tls::Step::Plain => (ex, None),

@@ -441,6 +441,14 @@ pub struct Exchange {
     pub response_tsval: Option<u32>,
     pub response_last: Option<Mark>,
     pub response_bytes: u64,
+    /// Per direction ([`Dir::index`]): the message's gaps between one
+    /// segment and the next shorter than [`crate::MIN_PAUSE_NS`], summed — the
+    /// time its bytes were moving back to back, not pausing.
+    pub train_ns: [i64; 2],
+    /// Per direction: the message's last segment was full and left room in
+    /// the receiver's window for another (the sender had more queued and
+    /// nothing held it but the congestion window or pacing).
+    open: [bool; 2],
     request_end: Seq,
 }
 
@@ -460,11 +468,55 @@ impl Exchange {
         self.request_first.is_some() && self.response_first.is_some()
     }
 
+    /// Adds the gap from the message's last segment to `now` to its train
+    /// when it was no pause: shorter than [`crate::MIN_PAUSE_NS`], or new
+    /// data continuing a flight ([`Exchange::open`]) within half a round
+    /// trip — the spacing of the path or of the sender's pacing, too soon
+    /// for a congestion window's wait (an ACK's round trip).
+    #[inline]
+    fn moved(&mut self, dir: Dir, last: Option<Mark>, now: Mark, flow: Flow) {
+        let d = dir.index();
+        if let Some(last) = last {
+            let gap = now.ts.since(last.ts);
+            let paced = flow.new && self.open[d] && gap.saturating_mul(2) < flow.round_trip;
+            if gap >= 0 && (gap < crate::MIN_PAUSE_NS || paced) {
+                self.train_ns[d] += gap;
+            }
+        }
+        self.open[d] = flow.open_after;
+    }
+
     /// From [`Exchange::start`] to the last response byte, at the capture point.
     pub fn duration_ns(&self) -> i64 {
         match (self.start(), self.end()) {
             (Some(a), Some(b)) => b.ts.since(a.ts).max(0),
             _ => 0,
+        }
+    }
+}
+
+/// How a message's segment left, for [`Exchange::moved`].
+#[derive(Debug, Clone, Copy)]
+struct Flow {
+    /// New data (not sent again).
+    new: bool,
+    /// Full-size, with room in the receiver's window for another after it.
+    open_after: bool,
+    /// The path's round trip (0: unknown).
+    round_trip: i64,
+}
+
+impl Flow {
+    /// A segment of `size` (its length, and the full size), with `window`
+    /// (bytes unacknowledged after it, the receiver's window).
+    #[inline]
+    fn of(kind: SegKind, size: (u32, u32), window: (u32, u32), round_trip: i64) -> Flow {
+        let ((len, smss), (in_flight, peer_window)) = (size, window);
+        let full = len >= smss && len.is_multiple_of(smss);
+        Flow {
+            new: kind == SegKind::NewData,
+            open_after: full && in_flight.saturating_add(smss) <= peer_window,
+            round_trip,
         }
     }
 }
@@ -878,6 +930,12 @@ impl Connection {
         // response is not complete before its last byte got through.
         if kind == SegKind::Retransmission && dir == Dir::ServerToClient {
             if let Some(ex) = self.current.as_mut().filter(|e| e.response_first.is_some()) {
+                let resent = Flow {
+                    new: false,
+                    open_after: false,
+                    round_trip: 0,
+                };
+                ex.moved(dir, ex.response_last, mark, resent);
                 ex.response_last = Some(mark);
             }
         }
@@ -894,6 +952,12 @@ impl Connection {
                     || self.exchanges > 0 && self.current.is_none()
             });
         if new_bytes > 0 && !after_close {
+            let flow = Flow::of(
+                kind,
+                (new_bytes, self.smss[dir.index()].max(1)),
+                (self.half(dir).in_flight(), self.half(dir.reverse()).window),
+                self.path_rtt.unwrap_or(0),
+            );
             let starts_request = dir == Dir::ClientToServer
                 && self.current.is_none_or(|e| e.response_first.is_some());
             if starts_request || (dir == Dir::ServerToClient && self.current.is_none()) {
@@ -916,6 +980,7 @@ impl Connection {
                 match dir {
                     Dir::ClientToServer => {
                         ex.request_first.get_or_insert(mark);
+                        ex.moved(dir, ex.request_last, mark, flow);
                         ex.request_last = Some(mark);
                         ex.request_bytes += u64::from(new_bytes);
                         ex.request_end = end;
@@ -926,6 +991,7 @@ impl Connection {
                             ex.response_first = Some(mark);
                             began = true;
                         }
+                        ex.moved(dir, ex.response_last, mark, flow);
                         ex.response_last = Some(mark);
                         ex.response_bytes += u64::from(new_bytes);
                     }

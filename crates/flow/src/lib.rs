@@ -38,6 +38,10 @@ pub use seq::Seq;
 /// this; data later than that the sender did not have (or held on its own).
 pub const REACT_SLACK_NS: i64 = 2_000_000;
 
+/// Gaps between a sender's segments shorter than this are no pause:
+/// serialization, scheduling, pacing. The data was moving.
+pub const MIN_PAUSE_NS: i64 = 1_000_000;
+
 use std::collections::VecDeque;
 
 use compact::{tuple_hash, Core};

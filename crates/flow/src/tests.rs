@@ -496,3 +496,30 @@ fn a_sender_idle_with_everything_acknowledged_measures_no_rate() {
     // 30 ms after the ACK: beyond the 20 ms round trip, a quarter of it and 2 ms.
     assert_eq!(run_every(30), None);
 }
+
+#[test]
+fn a_flight_paced_within_half_a_round_trip_is_moving_not_pausing() {
+    // One response of six segments `gap` ms apart on a 20 ms path.
+    let train_of = |len: u32, gap: i64| {
+        let mut pkts = vec![
+            (0, seg(true, 1000, 0, F_SYN, 0, 64240)),
+            (20, seg(false, 5000, 1001, F_SYN | F_ACK, 0, 65160)),
+            (20, seg(true, 1001, 5001, F_ACK, 0, 502)),
+            (21, seg(true, 1001, 5001, F_ACK, 100, 502)),
+        ];
+        let mut next = 5001u32;
+        for i in 0..6 {
+            pkts.push((41 + gap * i, seg(false, next, 1101, F_ACK, len, 509)));
+            next += len;
+        }
+        pkts.push((41 + gap * 6, seg(true, 1101, next, F_ACK | F_FIN, 0, 502)));
+        let log = run(&pkts);
+        log.exchanges[0].train_ns[Dir::ServerToClient.index()]
+    };
+    // Full segments 2 ms apart: the path's (or the sender's pacing) spacing.
+    assert_eq!(train_of(1460, 2), 10_000_000);
+    // A short segment ends a write: what follows 2 ms later is a pause.
+    assert_eq!(train_of(1000, 2), 0);
+    // Full segments 12 ms apart: more than half the round trip, a window's wait.
+    assert_eq!(train_of(1460, 12), 0);
+}

@@ -30,13 +30,13 @@
 //! trip to the sender later ([`Connection::distance_to`]), whatever the
 //! vantage point.
 
-use tcpdoctor_flow::{Connection, Dir, Resent, SegKind, Segment, Seq, REACT_SLACK_NS};
+use tcpdoctor_flow::{
+    Connection, Dir, Resent, SegKind, Segment, Seq, MIN_PAUSE_NS, REACT_SLACK_NS,
+};
 use tcpdoctor_wire::Timestamp;
 
 use crate::budget::{Claims, Part};
 
-/// Pauses shorter than this are not counted: scheduling, pacing.
-pub const MIN_PAUSE_NS: i64 = 1_000_000;
 /// After a full-size segment, a pause this long with everything acknowledged
 /// is not pacing (a segment at 1 Mbit/s takes 12 ms) nor the congestion
 /// window (nothing was in flight): the sender held data it had, or had none.

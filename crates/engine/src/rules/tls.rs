@@ -108,7 +108,7 @@ pub enum Step {
     /// A handshake round: not an exchange of the application.
     Handshake,
     /// The first exchange after a handshake, stretched back to its start.
-    Opened(Exchange, Opened),
+    Opened(Box<Exchange>, Opened),
 }
 
 /// The handshake an exchange paid for.
@@ -208,7 +208,7 @@ impl TlsState {
             opened.request_first = p.first.request_first;
         }
         Step::Opened(
-            opened,
+            Box::new(opened),
             Opened {
                 rounds: p.rounds,
                 client_ns,
