@@ -291,3 +291,56 @@ fn a_queue_on_the_way_back_is_not_the_servers_time() {
     let median = &v["capture"]["latency_budget"]["median"]["parts_ms"];
     assert!(median["server"].as_f64().unwrap() >= 299.0, "{median}");
 }
+
+/// fixtures/ATTRIBUTION.md lists every committed capture whose mean exchange
+/// the budget attributes less than 95% of (the rest is `transfer`), with
+/// why; the table must be current both ways.
+#[test]
+fn every_capture_is_attributed_or_listed_with_why() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let table = std::fs::read_to_string(root.join("ATTRIBUTION.md")).unwrap();
+    let mut listed = std::collections::BTreeMap::new();
+    for line in table.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        assert_eq!(cells.len(), 5, "three columns: {line}");
+        let share: f64 = cells[2].trim_end_matches('%').parse().unwrap();
+        assert!(cells[3].len() > 40, "{}: a reason", cells[1]);
+        listed.insert(cells[1].trim_matches('`').to_string(), share);
+    }
+    let mut files = Vec::new();
+    for sub in ["", "corpus/"] {
+        for e in std::fs::read_dir(root.join(sub)).unwrap() {
+            let name = e.unwrap().file_name().to_string_lossy().to_string();
+            if name.ends_with(".pcap") || name.ends_with(".pcapng") {
+                files.push(format!("{sub}{name}"));
+            }
+        }
+    }
+    files.sort();
+    let (mut judged, mut stale) = (0, Vec::new());
+    for file in &files {
+        let v = analyze(&root.join(file));
+        let m = &v["capture"]["latency_budget"]["mean"];
+        let Some(total) = m["total_ms"].as_f64().filter(|&t| t > 0.0) else {
+            continue;
+        };
+        judged += 1;
+        let transfer = m["parts_ms"]["transfer"].as_f64().unwrap_or(0.0);
+        let attributed = 100.0 * (1.0 - transfer / total);
+        match listed.remove(file.as_str()) {
+            Some(_) if attributed >= 95.0 => {
+                stale.push(format!("{file}: {attributed:.1}% now, remove its row"))
+            }
+            Some(share) if (share - attributed).abs() > 0.5 => stale.push(format!(
+                "{file}: the table says {share}%, it is {attributed:.1}%"
+            )),
+            None if attributed < 95.0 => {
+                stale.push(format!("{file}: {attributed:.1}% attributed and no row"))
+            }
+            _ => {}
+        }
+    }
+    assert!(listed.is_empty(), "rows of no capture: {listed:?}");
+    assert!(stale.is_empty(), "stale:\n{}", stale.join("\n"));
+    assert!(judged >= 100, "{judged} captures with exchanges");
+}
