@@ -286,6 +286,8 @@ fn headers_then_body(body_after_us: i64) -> Analysis {
         sim.c(body + 40, cs, ss, ACK, 0);
         t = body + 100;
     }
+    // In time order: a body sent before the delayed ACK arrives before it.
+    sim.frames.sort_by_key(|f| f.0);
     sim.run()
 }
 
@@ -316,10 +318,15 @@ fn data_released_by_the_delayed_ack_is_nagle_not_server_time() {
     assert!(!kinds(&a).contains(&"server_delay"), "{:?}", kinds(&a));
     let m = &a.capture.latency_budget.as_ref().unwrap().median;
     assert!(m.parts_ms.get("server").unwrap_or(0.0) < 1.0, "{m:?}");
-    // The body before the headers were acknowledged: not provably the
-    // server's (its headers were still in flight), left as transfer.
+    // The body 20 ms after the headers, before any ACK: Nagle would have
+    // held it until one, the window had room and one segment in flight fills
+    // no congestion window — TCP held nothing, the server wrote it then. Its
+    // own time in the budget (too little for a finding), not transfer.
     let b = headers_then_body(20_000);
     assert!(!kinds(&b).contains(&"server_delay"), "{:?}", kinds(&b));
+    let m = &b.capture.latency_budget.as_ref().unwrap().median;
+    assert!(m.parts_ms.get("server").unwrap_or(0.0) >= 19.0, "{m:?}");
+    assert!(m.parts_ms.get("transfer").unwrap_or(0.0) < 1.0, "{m:?}");
 }
 
 #[test]

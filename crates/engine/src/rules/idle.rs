@@ -23,6 +23,14 @@
 //! number of segments — is looked at: the end of what the application had
 //! written so far.
 //!
+//! A pause after the end of a write that *no* ACK ended is the application's
+//! too, when TCP could not have held the data: an ACK that reaches the
+//! sender passes any capture point before the data it releases, so none
+//! moved; Nagle holds a short segment until the outstanding data is
+//! acknowledged; the window had room; and less than two segments in flight
+//! fill no congestion window (it is never smaller but after a timeout, and
+//! a timeout's re-send spoils the pause).
+//!
 //! A pause whose data did follow an ACK is left to the rules that name why it
 //! was held (Nagle, congestion or receive window), or to the transfer.
 //! Positions are seen at the capture point: an ACK seen there reaches the
@@ -69,6 +77,8 @@ struct DirState {
     moved_ns: i64,
     /// The receiver's window had no room for another segment after the last new data.
     window_full: bool,
+    /// Bytes unacknowledged after the last new data.
+    in_flight: u32,
     /// Since the last new data, the data sent again: a re-send the
     /// receiver had already is no loss and explains no pause.
     resent: Resent,
@@ -159,6 +169,7 @@ impl IdleState {
             moved_ns: 0,
             window_full: seg.peer_window > 0
                 && seg.in_flight.saturating_add(smss) > seg.peer_window,
+            in_flight: seg.in_flight,
             resent: Resent::default(),
         };
         // The common case: data following data, or a pause TCP may explain.
@@ -177,7 +188,36 @@ impl IdleState {
         }
         if prev.moved_ns != 0 {
             Self::released(conn, seg, &prev, claims);
+        } else if prev.acked_ns == 0
+            && prev.last_partial
+            && !prev.window_full
+            && prev.in_flight < 2 * smss
+        {
+            self.unreleased(conn, seg, &prev, claims);
         }
+    }
+
+    /// A pause after the end of a write that no ACK ended: no ACK moved
+    /// while it lasted (at any capture point an ACK that reached the sender
+    /// first passes there, before the data it released), so TCP released
+    /// nothing. Nagle holds a short segment until the data outstanding is
+    /// acknowledged, the receiver's window had room, and less than two
+    /// segments in flight fill no congestion window (never below two but
+    /// after a timeout, whose re-send spoils the pause): the data was not
+    /// there to send. The sending application's time, whatever the round trip.
+    #[cold]
+    #[inline(never)]
+    fn unreleased(
+        &mut self,
+        conn: &Connection,
+        seg: &Segment<'_>,
+        prev: &DirState,
+        claims: &mut Claims,
+    ) {
+        if !inside_message(conn, seg.dir, prev.last_frame) || claims.ends_at(seg.ts) {
+            return;
+        }
+        self.claim_app(seg, prev, claims);
     }
 
     /// A pause that an ACK ended, with nothing sent again: TCP held data it
@@ -241,17 +281,23 @@ impl IdleState {
         if now <= released_by {
             return false;
         }
+        self.claim_app(seg, prev, claims);
+        true
+    }
+
+    /// Claims the pause from `prev` to `seg` for the sending application.
+    fn claim_app(&mut self, seg: &Segment<'_>, prev: &DirState, claims: &mut Claims) {
+        let d = seg.dir;
         let part = match d {
             Dir::ServerToClient => Part::Server,
             Dir::ClientToServer => Part::ClientIdle,
         };
         claims.claim(part, Timestamp::from_nanos(prev.last_ns), seg.ts);
-        let pause = now - prev.last_ns;
+        let pause = seg.ts.nanos() - prev.last_ns;
         self.inside_ns[d.index()] += pause;
         if pause > self.longest[d.index()].0 {
             self.longest[d.index()] = (pause, prev.last_frame, seg.frame);
         }
-        true
     }
 
     /// The application time found inside the exchange that just ended, per
