@@ -302,7 +302,7 @@ pub(crate) fn slow_start_ns(conn: &Connection, ex: &tcpdoctor_flow::Exchange) ->
     while ((1u64 << rounds) - 1) * flight < bytes && rounds < 40 {
         rounds += 1;
     }
-    rtt * rounds
+    rtt.saturating_mul(rounds)
 }
 
 /// Client addresses whose largest transfers are kept, at most.

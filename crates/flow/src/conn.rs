@@ -56,9 +56,10 @@ pub struct Handshake {
 }
 
 impl Handshake {
-    /// Capture point → server → capture point (SYN to SYN-ACK).
+    /// Capture point → server → capture point (SYN to SYN-ACK); none when
+    /// the capture's clock ran backwards between them.
     pub fn server_side_ns(&self) -> Option<i64> {
-        Some(self.synack?.ts.since(self.syn?.ts))
+        Some(self.synack?.ts.since(self.syn?.ts)).filter(|&d| d >= 0)
     }
 
     /// [`Handshake::server_side_ns`] as a round-trip sample: none after a
@@ -80,7 +81,7 @@ impl Handshake {
     pub fn client_side_ns(&self) -> Option<i64> {
         // From the SYN-ACK that was answered: a retried one restarts it, one
         // re-sent after the ACK was not answered by it.
-        Some(self.ack?.ts.since(self.synack_before_ack?.ts))
+        Some(self.ack?.ts.since(self.synack_before_ack?.ts)).filter(|&d| d >= 0)
     }
 
     /// The full round trip between the endpoints, whatever the vantage point.
@@ -1288,7 +1289,7 @@ impl Half {
             partials: self.partials.wrapping_add(self.retransmissions as u32),
         };
         self.rate.on_ack(sample);
-        if let Some(sent_at) = sent {
+        if let Some(sent_at) = sent.filter(|&t| t <= ts) {
             if immediate {
                 let sample = ts.since(sent_at);
                 self.rtt_samples += 1;

@@ -523,3 +523,21 @@ fn a_flight_paced_within_half_a_round_trip_is_moving_not_pausing() {
     // Full segments 12 ms apart: more than half the round trip, a window's wait.
     assert_eq!(train_of(1460, 12), 0);
 }
+
+#[test]
+fn a_clock_running_backwards_gives_no_round_trip() {
+    // The SYN stamped later than the SYN-ACK that answers it (a capture
+    // whose clock was set back, or a damaged record): no negative round trip.
+    let pkts = vec![
+        (100, seg(true, 1000, 0, F_SYN, 0, 64240)),
+        (20, seg(false, 5000, 1001, F_SYN | F_ACK, 0, 65160)),
+        (21, seg(true, 1001, 5001, F_ACK, 0, 502)),
+        (22, seg(true, 1001, 5001, F_ACK, 100, 502)),
+        (10, seg(false, 5001, 1101, F_ACK, 0, 509)),
+    ];
+    let c = &run(&pkts).closed[0];
+    assert_eq!(c.handshake.server_side_ns(), None);
+    assert_eq!(c.handshake.rtt_ns(), None);
+    assert_eq!(c.client.rtt_to_peer_ns, None);
+    assert_eq!(c.path_rtt_ns(), None);
+}

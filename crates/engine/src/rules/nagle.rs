@@ -150,7 +150,7 @@ fn check(
     if ack_wait < MIN_ACK_WAIT_NS
         || before_ack_arrived
         || reaction > REACT_SLACK_NS + to_sender / 4
-        || reaction * 2 >= ack_wait
+        || reaction.saturating_mul(2) >= ack_wait
     {
         return None;
     }

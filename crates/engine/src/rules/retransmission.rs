@@ -139,7 +139,8 @@ impl DirState {
         // Only the retransmission timer leaves a sender silent this long with
         // data outstanding and the window open (RFC 6298 §5); duplicate ACKs,
         // SACK and tail-loss probes act within a round trip or two.
-        let timer_silence = silence >= MIN_RTO_NS && silence >= rtt * 5 / 2 && !self.window_closed;
+        let timer_silence =
+            silence >= MIN_RTO_NS && silence >= rtt.saturating_mul(5) / 2 && !self.window_closed;
         if timer_silence {
             // Fast recovery that stalled until the timer fired: report the
             // fast part; what follows is a timeout.

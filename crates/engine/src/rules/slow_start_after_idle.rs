@@ -155,7 +155,7 @@ impl RestartState {
                         r.frames[2] = seg.frame;
                     }
                     r.wait_ns += gap;
-                    r.spoiled |= window_blocked || gap > MAX_FLIGHT_GAP_RTTS * rtt;
+                    r.spoiled |= window_blocked || gap > MAX_FLIGHT_GAP_RTTS.saturating_mul(rtt);
                 }
             }
             st.flight = seg.len;

@@ -212,7 +212,7 @@ impl LatencyState {
             self.tls_ns += ns;
         }
         // Captured at the server, the request's round trip is outside the exchange.
-        self.requests += u64::from(net > 0 && net * 2 >= rtt);
+        self.requests += u64::from(net > 0 && net.saturating_mul(2) >= rtt);
         self.total_ns += ex.duration_ns();
         self.exchanges += 1;
         if self.first.is_none() {
@@ -290,10 +290,10 @@ pub(crate) fn server_words(s: &Said<'_>) -> Words {
     let place = where_(before, inside, "response");
     // The same partial tail held ~200 ms after full segments in most
     // exchanges, everything acknowledged: a socket left corked.
-    if a.stalls > 0 && a.stalls * 2 >= a.occurrences && inside * 2 >= a.total_ns {
+    if a.stalls > 0 && a.stalls * 2 >= a.occurrences && inside.saturating_mul(2) >= a.total_ns {
         return cork_words(s, place, before, inside);
     }
-    if a.transfer_ns * 2 >= a.total_ns {
+    if a.transfer_ns.saturating_mul(2) >= a.total_ns {
         return close_words(s, before, inside);
     }
     let how = match place {
@@ -412,7 +412,7 @@ fn close_words(s: &Said<'_>, before: i64, inside: i64) -> Words {
 /// request waited on it.
 fn preconnected(a: &crate::Aggregate) -> bool {
     let before = a.total_ns - a.inside_ns;
-    a.preconnects > 0 && before * 2 >= a.total_ns
+    a.preconnects > 0 && before.saturating_mul(2) >= a.total_ns
 }
 
 /// Pre-connects are reported apart (nobody waited), the rest by share.
