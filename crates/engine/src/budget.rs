@@ -455,3 +455,79 @@ mod tests {
         }
     }
 }
+
+/// The rate limits a connection's transfers can meet, in [`Limits`] order
+/// ([`crate::model::RateLimit`]).
+pub const LIMIT_NAMES: [&str; 6] = [
+    "application",
+    "receive_window",
+    "congestion",
+    "loss",
+    "bandwidth",
+    "unexplained",
+];
+
+/// Per connection and direction: the time each rate limit took while the
+/// messages larger than the initial congestion window moved.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Limits {
+    ns: [[i64; LIMIT_NAMES.len()]; 2],
+    transfers: [u32; 2],
+    bytes: [u64; 2],
+}
+
+impl Limits {
+    /// Counts the larger message of `ex` (when larger than the initial
+    /// window): its budget's parts while moving, and `inside`, the sending
+    /// application's pauses inside it (per direction).
+    pub fn note(&mut self, conn: &Connection, ex: &Exchange, split: &Split, inside: [i64; 2]) {
+        let (dir, bytes) = if ex.response_bytes >= ex.request_bytes {
+            (Dir::ServerToClient, ex.response_bytes)
+        } else {
+            (Dir::ClientToServer, ex.request_bytes)
+        };
+        if bytes <= crate::whatif::INITIAL_WINDOW * u64::from(conn.smss(dir).max(1)) {
+            return;
+        }
+        let d = dir.index();
+        let spent = [
+            inside[d],
+            split[index(Part::Window)],
+            split[index(Part::CongestionWait)],
+            split[index(Part::Retransmission)],
+            split[index(Part::Bandwidth)],
+            split[index(Part::Transfer)],
+        ];
+        for (sum, ns) in self.ns[d].iter_mut().zip(spent) {
+            *sum += ns.max(0);
+        }
+        self.transfers[d] += 1;
+        self.bytes[d] += bytes;
+    }
+
+    /// What bounded the transfers sent `dir`; none without a transfer, or
+    /// without time spent moving it.
+    pub fn summary(&self, dir: Dir) -> Option<crate::model::RateLimit> {
+        let d = dir.index();
+        let ns = &self.ns[d];
+        let (at, &most) = ns
+            .iter()
+            .enumerate()
+            .max_by_key(|&(i, v)| (*v, std::cmp::Reverse(i)))?;
+        if self.transfers[d] == 0 || most <= 0 {
+            return None;
+        }
+        let limits_ms = LIMIT_NAMES
+            .iter()
+            .zip(ns)
+            .filter(|(_, &v)| v > 0)
+            .map(|(&name, &v)| (name, crate::text::ms(v)))
+            .collect();
+        Some(crate::model::RateLimit {
+            limit: LIMIT_NAMES[at],
+            transfers: self.transfers[d],
+            bytes: self.bytes[d],
+            limits_ms: crate::model::BudgetParts(limits_ms),
+        })
+    }
+}

@@ -626,6 +626,8 @@ pub(crate) struct Heavy {
     slowest_floor_ns: i64,
     /// Intervals the rules explained, for the budget of the exchange in progress.
     claims: budget::Claims,
+    /// What bounded the rate of the larger messages, per direction.
+    limits: budget::Limits,
 }
 
 impl Heavy {
@@ -651,6 +653,7 @@ impl Heavy {
             slowest,
             slowest_floor_ns,
             claims,
+            limits,
         } = self;
         // The ring's packets are read only below `pushed`: not cleared.
         ring.pushed = 0;
@@ -663,6 +666,7 @@ impl Heavy {
         slowest.clear();
         *slowest_floor_ns = 0;
         claims.clear();
+        *limits = budget::Limits::default();
     }
 }
 
@@ -1026,6 +1030,7 @@ impl Analyzer for Diagnoser {
         let base = self.bases.learn(conn);
         let h = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
         let split = h.claims.split(conn, ex, base).unwrap_or([0; budget::PARTS]);
+        h.limits.note(conn, ex, &split, inside);
         let mut cx = rules::ExchangeCx {
             out: &mut self.scratch,
             inside,

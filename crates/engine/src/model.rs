@@ -205,6 +205,10 @@ pub struct ConnectionSummary {
     /// The two ACKs (frame numbers) the fastest delivery spans: the bytes the
     /// second acknowledged beyond the first, over the time between them.
     pub delivery_rate_frames: Directions<Option<(u64, u64)>>,
+    /// What bounded the rate of the connection's transfers each way
+    /// ([`RateLimit`]); null where no message that way was larger than the
+    /// initial congestion window.
+    pub rate_limit: Directions<Option<RateLimit>>,
     pub mss: Directions<Option<u16>>,
     /// Window scale shift per side; null when the handshake was not captured.
     pub window_scale: Directions<Option<u8>>,
@@ -285,6 +289,24 @@ pub struct LatencyBin {
     pub count: u64,
     /// Where these exchanges' time went, summed over them.
     pub parts_ms: BudgetParts,
+}
+
+/// What bounded a connection's transfers one way, after the taxonomy of
+/// T-RAT (Zhang, Breslau, Paxson, Shenker, SIGCOMM 2002), from the time the
+/// critical path gave each limit while the messages moved: `application`
+/// (the sender paused with nothing held by TCP), `receive_window` (waiting
+/// for the receiver's window), `congestion` (waiting for ACKs with the
+/// congestion window used up), `loss` (waiting for lost data to be sent
+/// again), `bandwidth` (moving at the path's delivery rate), `unexplained`
+/// (pauses no mechanism explains). The largest names the limit.
+#[derive(Debug, Clone, Serialize)]
+pub struct RateLimit {
+    pub limit: &'static str,
+    /// The messages counted (larger than the initial window) and their bytes.
+    pub transfers: u32,
+    pub bytes: u64,
+    /// Time per limit over those messages (ms), limits with no time left out.
+    pub limits_ms: BudgetParts,
 }
 
 /// A value per direction, named by who sends.

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 
 use serde_json::json;
-use tcpdoctor_flow::{Connection, Exchange, Mark};
+use tcpdoctor_flow::{Connection, Dir, Exchange, Mark};
 
 use crate::budget::{Part, Split};
 use crate::model::*;
@@ -254,6 +254,10 @@ pub(crate) fn connection_summary(
         delivery_rate_frames: Directions {
             client_to_server: conn.client.rate.best_frames(),
             server_to_client: conn.server.rate.best_frames(),
+        },
+        rate_limit: Directions {
+            client_to_server: st.limits.summary(Dir::ClientToServer),
+            server_to_client: st.limits.summary(Dir::ServerToClient),
         },
         mss: Directions {
             client_to_server: conn.client.mss,

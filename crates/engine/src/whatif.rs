@@ -279,7 +279,7 @@ impl WhatIfs {
 }
 
 /// Linux's initial congestion window (RFC 6928), in segments.
-const INITIAL_WINDOW: u64 = 10;
+pub(crate) const INITIAL_WINDOW: u64 = 10;
 
 /// The round trips slow start needs to send an exchange's largest message
 /// on a connection's first exchange (the window doubling from the initial

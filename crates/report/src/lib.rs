@@ -546,7 +546,7 @@ fn connections(a: &Analysis, opts: TextOptions, out: &mut impl Write) -> io::Res
     )?;
     writeln!(
         out,
-        "  {:>5}  {:<22} {:<22} {:>9} {:>5} {:>10} {:>12} {:>7} {:>10} {:>10}  end",
+        "  {:>5}  {:<22} {:<22} {:>9} {:>5} {:>10} {:>12} {:>7} {:>10} {:>10}  {:<14}  end",
         "id",
         "client",
         "server",
@@ -556,7 +556,8 @@ fn connections(a: &Analysis, opts: TextOptions, out: &mut impl Write) -> io::Res
         "bytes c>s/s>c",
         "retrans",
         "duration",
-        "lost"
+        "lost",
+        "rate limit"
     )?;
     for c in list.into_iter().take(shown) {
         let rtt = c.rtt_ms.map_or("?".to_string(), fmt_ms);
@@ -565,7 +566,7 @@ fn connections(a: &Analysis, opts: TextOptions, out: &mut impl Write) -> io::Res
             .map_or("-".to_string(), |e| fmt_ms(e.mean));
         writeln!(
             out,
-            "  {:>5}  {:<22} {:<22} {:>9} {:>5} {:>10} {:>12} {:>7} {:>10} {:>10}  {}",
+            "  {:>5}  {:<22} {:<22} {:>9} {:>5} {:>10} {:>12} {:>7} {:>10} {:>10}  {:<14}  {}",
             c.id,
             c.client,
             c.server,
@@ -580,6 +581,7 @@ fn connections(a: &Analysis, opts: TextOptions, out: &mut impl Write) -> io::Res
             c.retransmissions.client_to_server + c.retransmissions.server_to_client,
             fmt_ms(c.duration_ms),
             fmt_ms(c.time_lost_ms),
+            rate_limit(c),
             match c.ended_by {
                 Some(by) => format!("{} by {by}", c.end),
                 None => c.end.to_string(),
@@ -598,6 +600,18 @@ fn connections(a: &Analysis, opts: TextOptions, out: &mut impl Write) -> io::Res
         )?;
     }
     Ok(())
+}
+
+/// The limit of the connection's larger transfers (of the direction that
+/// moved more in them), `-` without one.
+fn rate_limit(c: &ConnectionSummary) -> &'static str {
+    let r = &c.rate_limit;
+    match (&r.client_to_server, &r.server_to_client) {
+        (Some(a), Some(b)) if a.bytes > b.bytes => a.limit,
+        (_, Some(b)) => b.limit,
+        (Some(a), None) => a.limit,
+        (None, None) => "-",
+    }
 }
 
 fn short(b: u64) -> String {

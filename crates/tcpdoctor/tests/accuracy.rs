@@ -344,3 +344,89 @@ fn every_capture_is_attributed_or_listed_with_why() {
     assert!(stale.is_empty(), "stale:\n{}", stale.join("\n"));
     assert!(judged >= 100, "{judged} captures with exchanges");
 }
+
+/// Each rate limit named where the lab made it the limit, and nowhere
+/// else among these: (capture, direction, limit or null for no transfer).
+#[test]
+fn each_transfer_is_bounded_by_the_limit_the_lab_set() {
+    let cases = [
+        (
+            "bulk-healthy.client.pcap",
+            "server_to_client",
+            Some("bandwidth"),
+        ),
+        (
+            "upload-rcvbuf4k.client.pcap",
+            "client_to_server",
+            Some("receive_window"),
+        ),
+        (
+            "upload-default.client.pcap",
+            "client_to_server",
+            Some("bandwidth"),
+        ),
+        (
+            "zero-window.client.pcap",
+            "server_to_client",
+            Some("receive_window"),
+        ),
+        (
+            "slow-start.client.pcap",
+            "server_to_client",
+            Some("congestion"),
+        ),
+        (
+            "slow-start-after-idle.client.pcap",
+            "server_to_client",
+            Some("congestion"),
+        ),
+        (
+            "path-mtu-blackhole.client.pcap",
+            "server_to_client",
+            Some("loss"),
+        ),
+        (
+            "path-mtu-icmp.client.pcap",
+            "server_to_client",
+            Some("bandwidth"),
+        ),
+        (
+            "expect-100-continue.client.pcap",
+            "client_to_server",
+            Some("application"),
+        ),
+        (
+            "expect-none.client.pcap",
+            "client_to_server",
+            Some("congestion"),
+        ),
+        // Small messages: no transfer beyond the initial window to bound.
+        ("server-delay-inside.client.pcap", "server_to_client", None),
+        ("nginx-nodelay-on.client.pcap", "server_to_client", None),
+    ];
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    for (file, way, want) in cases {
+        let v = analyze(&root.join(file));
+        for c in v["connections"].as_array().unwrap() {
+            let got = c["rate_limit"][way]["limit"].as_str();
+            assert_eq!(
+                got, want,
+                "{file} connection {} {way}: {}",
+                c["id"], c["rate_limit"]
+            );
+            if let Some(want) = want {
+                let limits = &c["rate_limit"][way]["limits_ms"];
+                let most = limits
+                    .as_object()
+                    .unwrap()
+                    .values()
+                    .map(|x| x.as_f64().unwrap());
+                assert_eq!(
+                    limits[want].as_f64(),
+                    most.fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x)))),
+                    "{file}: the limit named is the largest"
+                );
+            }
+        }
+    }
+}
