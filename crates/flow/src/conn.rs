@@ -90,6 +90,11 @@ impl Handshake {
     }
 }
 
+/// A sender's largest segment seen this many times, a little below the
+/// segment size its handshake allows ([`FULL_SLACK`]), is its full size.
+const FULL_SEEN: u32 = 4;
+const FULL_SLACK: u32 = 64;
+
 /// A segment sent, for RTT samples. `ts` is `None` once its bytes were
 /// retransmitted: an ACK of them is ambiguous (Karn's algorithm, RFC 6298 §3).
 #[derive(Debug, Clone, Copy, Default)]
@@ -136,6 +141,9 @@ pub struct Half {
     /// Sequence jumps: data the capture did not see.
     pub gaps: u64,
     pub largest_segment: u32,
+    /// Segments of exactly [`Half::largest_segment`] bytes seen (counting
+    /// stops at [`FULL_SEEN`]).
+    largest_count: u32,
     pub max_in_flight: u32,
     /// Smallest and largest window advertised after the handshake.
     pub window_min: Option<u32>,
@@ -196,6 +204,7 @@ impl Half {
             keepalives: 0,
             gaps: 0,
             largest_segment: 0,
+            largest_count: 0,
             max_in_flight: 0,
             window_min: None,
             window_max: 0,
@@ -621,7 +630,17 @@ impl Connection {
         } else {
             0
         };
-        base.saturating_sub(options).max(1)
+        let smss = base.saturating_sub(options).max(1);
+        // A sender whose segments all stop a little short of that (options
+        // beyond the timestamps, a tunnel's header, a path MTU a little
+        // lower) sends its full segments at the size it repeats.
+        if me.largest_count >= FULL_SEEN
+            && me.largest_segment < smss
+            && me.largest_segment + FULL_SLACK >= smss
+        {
+            return me.largest_segment;
+        }
+        smss
     }
 
     pub fn half(&self, dir: Dir) -> &Half {
@@ -1224,7 +1243,11 @@ impl Half {
             self.data_packets += 1;
             if len > self.largest_segment {
                 self.largest_segment = len;
+                self.largest_count = 1;
                 larger = true;
+            } else if len == self.largest_segment && self.largest_count < FULL_SEEN {
+                self.largest_count += 1;
+                larger = self.largest_count == FULL_SEEN;
             }
         }
         if len > 0 || flags.fin() || flags.syn() {

@@ -541,3 +541,27 @@ fn a_clock_running_backwards_gives_no_round_trip() {
     assert_eq!(c.client.rtt_to_peer_ns, None);
     assert_eq!(c.path_rtt_ns(), None);
 }
+
+#[test]
+fn a_sender_repeating_a_size_a_little_below_the_mss_sends_full_segments_at_it() {
+    // MSS 1460 both ways; the server's segments are `len` bytes, `n` of them.
+    let smss_after = |len: u32, n: u32| {
+        let mut pkts = vec![
+            (0, seg(true, 1000, 0, F_SYN, 0, 64240)),
+            (20, seg(false, 5000, 1001, F_SYN | F_ACK, 0, 65160)),
+            (20, seg(true, 1001, 5001, F_ACK, 0, 502)),
+            (21, seg(true, 1001, 5001, F_ACK, 100, 502)),
+        ];
+        let mut next = 5001u32;
+        for _ in 0..n {
+            pkts.push((41, seg(false, next, 1101, F_ACK, len, 509)));
+            next += len;
+        }
+        run(&pkts).closed[0].smss(Dir::ServerToClient)
+    };
+    // A tunnel's 20 bytes: four segments of 1440 make 1440 the full size.
+    assert_eq!(smss_after(1440, 4), 1440);
+    assert_eq!(smss_after(1440, 3), 1460);
+    // Far below: messages, not a smaller full size.
+    assert_eq!(smss_after(1000, 6), 1460);
+}
