@@ -23,8 +23,17 @@ enum Counts {
 
 impl Counts {
     /// Adds `n` to bucket `i`.
+    /// Dense counts (soon every busy histogram's) inline, sparse ones in a call.
     #[inline]
     fn add(&mut self, i: usize, n: u32) {
+        match self {
+            Counts::Dense(c) => c[i] = c[i].saturating_add(n),
+            Counts::Sparse(_) => self.add_sparse(i, n),
+        }
+    }
+
+    #[inline(never)]
+    fn add_sparse(&mut self, i: usize, n: u32) {
         match self {
             Counts::Dense(c) => c[i] = c[i].saturating_add(n),
             Counts::Sparse(list) => match list.binary_search_by_key(&(i as u16), |e| e.0) {
