@@ -626,6 +626,8 @@ pub(crate) struct Heavy {
     slowest_floor_ns: i64,
     /// Intervals the rules explained, for the budget of the exchange in progress.
     claims: budget::Claims,
+    /// The place of the connection's path among the bases ([`whatif::Bases`]).
+    path: Option<usize>,
 }
 
 impl Heavy {
@@ -651,6 +653,7 @@ impl Heavy {
             slowest,
             slowest_floor_ns,
             claims,
+            path,
         } = self;
         // The ring's packets are read only below `pushed`: not cleared.
         ring.pushed = 0;
@@ -663,6 +666,7 @@ impl Heavy {
         slowest.clear();
         *slowest_floor_ns = 0;
         claims.clear();
+        *path = None;
     }
 }
 
@@ -944,11 +948,11 @@ impl Analyzer for Diagnoser {
 
     #[inline]
     fn segment(&mut self, conn: &Connection, state: &mut ConnState, seg: &Segment<'_>) {
+        let h = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
         if conn.handshake.ack.is_some_and(|m| m.frame == seg.frame) {
             // The handshake's round trips are known: the path's base.
-            self.bases.learn(conn);
+            self.bases.learn(&mut h.path, conn);
         }
-        let h = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
         h.ring.push(seg);
         let Heavy {
             ring,
@@ -1023,8 +1027,8 @@ impl Analyzer for Diagnoser {
         if !ex.is_complete() {
             return;
         }
-        let base = self.bases.learn(conn);
         let h = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
+        let base = self.bases.learn(&mut h.path, conn);
         let split = h.claims.split(conn, ex, base).unwrap_or([0; budget::PARTS]);
         let mut cx = rules::ExchangeCx {
             out: &mut self.scratch,
