@@ -158,7 +158,13 @@ impl Claims {
         let to_server = conn.distance_for(ex).unwrap_or(0);
         let excess = base.excess(conn, to_server);
         if self.list.is_empty() && ex.setup.is_none() {
-            return Some(Self::plain(conn, ex, (base, excess), (start, end), to_server));
+            return Some(Self::plain(
+                conn,
+                ex,
+                (base, excess),
+                (start, end),
+                to_server,
+            ));
         }
         // Phase boundaries, each clamped to be no earlier than the one before.
         let hs = &conn.handshake;
