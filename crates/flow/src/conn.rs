@@ -1016,10 +1016,11 @@ pub(crate) fn copy_sig(seq: u32, ack: u32, len: u32, flags: u16, window: u16) ->
 /// three-way handshake (RFC 9293 §3.5).
 #[inline]
 fn completes_handshake(hs: &Handshake, server: &Half, seg: &TcpSegment<'_>) -> bool {
-    seg.flags.ack()
+    // The handshake's ACK seen already first: so it is on nearly every segment.
+    hs.ack.is_none()
+        && seg.flags.ack()
         && !seg.flags.rst()
         && !seg.flags.syn()
-        && hs.ack.is_none()
         && hs.synack.is_some()
         && server.syn_seen
         && Seq(seg.ack) == server.base.plus(1)
