@@ -336,6 +336,11 @@ pub struct Tracker<A: Analyzer> {
     /// checked when due: a connection seen since is queued again for its new
     /// deadline; one freed since is dropped.
     deadlines: Deadlines,
+    /// No closed connection's grace period and no deadline ends before this
+    /// capture time (ns): packets before it have nothing to free, without a
+    /// look at either queue. Lowered as entries are queued; `i64::MIN` when
+    /// a queue's first entry may have changed otherwise.
+    wake_ns: i64,
     spare: Vec<ConnBox>,
     config: Config,
     analyzer: A,
@@ -356,6 +361,7 @@ impl<A: Analyzer> Tracker<A> {
             free: Vec::new(),
             closing: VecDeque::new(),
             deadlines: Deadlines::default(),
+            wake_ns: i64::MIN,
             spare: Vec::new(),
             config,
             analyzer,
@@ -458,6 +464,7 @@ impl<A: Analyzer> Tracker<A> {
                     if core.is_closed() {
                         // Refused (RST-ACK): kept for trailing segments like any reset one.
                         self.closing.push_back((ts, index as u32, core.id));
+                        self.wake_ns = self.wake_ns.min(self.grace_end(ts));
                     }
                     return;
                 }
@@ -483,6 +490,7 @@ impl<A: Analyzer> Tracker<A> {
             } else {
                 let id = conn.id;
                 self.closing.push_back((ts, index as u32, id));
+                self.wake_ns = self.wake_ns.min(self.grace_end(ts));
             }
         }
     }
@@ -553,8 +561,9 @@ impl<A: Analyzer> Tracker<A> {
             .config
             .half_open_timeout_ns
             .min(self.config.idle_timeout_ns);
-        self.deadlines
-            .push((ts.nanos().saturating_add(soonest), i, id));
+        let due = ts.nanos().saturating_add(soonest);
+        self.deadlines.push((due, i, id));
+        self.wake_ns = self.wake_ns.min(due);
         self.compact_deadlines();
         self.last = Some(i);
         if compact {
@@ -646,6 +655,9 @@ impl<A: Analyzer> Tracker<A> {
     /// ones past their deadline. Most packets have nothing due: checked inline.
     #[inline]
     fn expire(&mut self) {
+        if self.now.nanos() < self.wake_ns {
+            return;
+        }
         let grace_over = self
             .closing
             .front()
@@ -656,7 +668,21 @@ impl<A: Analyzer> Tracker<A> {
             .is_some_and(|due| due <= self.now.nanos());
         if grace_over || idle {
             self.expire_due();
+            self.wake_ns = i64::MIN;
+        } else {
+            let grace = self
+                .closing
+                .front()
+                .map_or(i64::MAX, |c| self.grace_end(c.0));
+            self.wake_ns = grace.min(self.deadlines.first_due().unwrap_or(i64::MAX));
         }
+    }
+
+    /// The first capture time at which a connection closed at `closed_at`
+    /// is past its grace period, or a time no later (`now.since(closed_at)
+    /// >= close_grace_ns` holds at no time before it).
+    fn grace_end(&self, closed_at: Timestamp) -> i64 {
+        closed_at.nanos().saturating_add(self.config.close_grace_ns)
     }
 
     #[cold]
@@ -701,6 +727,8 @@ impl<A: Analyzer> Tracker<A> {
     /// deadline.
     #[cold]
     fn make_room(&mut self) {
+        // The queues' first entries change.
+        self.wake_ns = i64::MIN;
         while let Some((_, i, id)) = self.closing.pop_front() {
             if self.is_open(i, id) && self.slots[i as usize].is_closed() {
                 self.grace_cut += 1;
