@@ -193,11 +193,17 @@ impl Resent {
         self.lo != self.hi
     }
 
-    /// An ACK of the re-sent direction: what it proves.
+    /// An ACK of the re-sent direction: what it proves. Inline: nearly
+    /// always nothing was re-sent.
+    #[inline]
     pub fn on_ack(&mut self, conn: &Connection, seg: &Segment<'_>) {
-        if !self.unproven() {
-            return;
+        if self.unproven() {
+            self.proven_by(conn, seg);
         }
+    }
+
+    #[inline(never)]
+    fn proven_by(&mut self, conn: &Connection, seg: &Segment<'_>) {
         if let Some((l, r)) = seg.dsack(conn) {
             if Seq(l) <= Seq(self.lo) && Seq(r) > Seq(self.lo) {
                 self.lo = if Seq(r) >= Seq(self.hi) { self.hi } else { r };
@@ -328,6 +334,10 @@ pub struct Tracker<A: Analyzer> {
     table: HashTable<u32>,
     /// The slot of the last connection used: most segments follow one of their own.
     last: Option<u32>,
+    /// Slots used lately, by their ports ([`recent_key`]): the connections
+    /// in turn on a busy link are found without hashing the tuple. An entry
+    /// is a hint, checked against the slot's tuple and that it is open.
+    recent: [u32; RECENT],
     slots: Vec<Slot<A::Conn>>,
     free: Vec<u32>,
     /// Closed connections waiting out their grace period, oldest first.
@@ -357,6 +367,7 @@ impl<A: Analyzer> Tracker<A> {
         Tracker {
             table: HashTable::new(),
             last: None,
+            recent: [u32::MAX; RECENT],
             slots: Vec::new(),
             free: Vec::new(),
             closing: VecDeque::new(),
@@ -440,11 +451,25 @@ impl<A: Analyzer> Tracker<A> {
         let syn_only = seg.flags.syn() && !seg.flags.ack();
         // Nearly half the segments of a capture follow one of their own
         // connection (a request and its ACK, a response): no lookup.
-        let last = self.last.and_then(|i| {
+        let used = |i: u32| {
             let slot = self.slots.get(i as usize)?;
             let dir = slot.core.dir_of(seg)?;
             (!(syn_only && reused_by(slot, seg))).then_some((i as usize, dir))
-        });
+        };
+        let key = recent_key(seg);
+        let last = match self.last.and_then(used) {
+            Some(hit) => Some(hit),
+            None => {
+                let i = self.recent[key];
+                // A freed slot keeps its tuple: only an open one (id not 0) is it.
+                let open = self.slots.get(i as usize).is_some_and(|s| s.core.id != 0);
+                let hit = if open { used(i) } else { None };
+                if hit.is_some() {
+                    self.last = Some(i);
+                }
+                hit
+            }
+        };
         let (index, dir) = match last {
             Some(hit) => hit,
             None => match self.lookup(frame, ts, seg) {
@@ -515,6 +540,7 @@ impl<A: Analyzer> Tracker<A> {
             let syn_only = seg.flags.syn() && !seg.flags.ack();
             if !(syn_only && reused_by(&self.slots[i as usize], seg)) {
                 self.last = Some(i);
+                self.recent[recent_key(seg)] = i;
                 return Some((i as usize, dir));
             }
             self.finish_slot(i);
@@ -566,6 +592,7 @@ impl<A: Analyzer> Tracker<A> {
         self.wake_ns = self.wake_ns.min(due);
         self.compact_deadlines();
         self.last = Some(i);
+        self.recent[recent_key(seg)] = i;
         if compact {
             return None;
         }
@@ -762,6 +789,16 @@ impl<A: Analyzer> Tracker<A> {
                 .retain(|&(_, i, id)| slots[i as usize].core.id == id);
         }
     }
+}
+
+/// Entries of [`Tracker`]'s `recent` (a power of two).
+const RECENT: usize = 256;
+
+/// Where `seg`'s connection is noted among the recent slots: its ports, the
+/// same both ways (a client's ephemeral ports tell its connections apart).
+#[inline]
+fn recent_key(seg: &TcpSegment<'_>) -> usize {
+    usize::from(seg.src_port ^ seg.dst_port) & (RECENT - 1)
 }
 
 /// Whether a SYN (without ACK) `seg` on the connection in `slot` starts a new one.
