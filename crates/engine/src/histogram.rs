@@ -127,8 +127,13 @@ pub fn bucket_low_us(i: usize) -> f64 {
 
 impl Histogram {
     pub fn record(&mut self, ns: i64) {
+        self.record_in(Self::bucket(ns), ns);
+    }
+
+    /// [`Histogram::record`] of a value whose bucket is known ([`Histogram::bucket`]).
+    #[inline]
+    pub fn record_in(&mut self, i: usize, ns: i64) {
         let ns = ns.max(0);
-        let i = index((ns / 1000) as u64);
         self.counts.add(i, 1);
         self.total += 1;
         self.sum_ns += i128::from(ns);

@@ -1050,11 +1050,12 @@ impl Analyzer for Diagnoser {
         }
         let state = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
         let d = ex.duration_ns();
-        self.exchange_hist.record(d);
+        let bucket = Histogram::bucket(d);
+        self.exchange_hist.record_in(bucket, d);
         let policer = &state.rules.policer;
         self.whatifs.record(
             conn.server.addr,
-            d,
+            (d, bucket),
             &split,
             || whatif::slow_start_ns(conn, ex),
             || policer.policed_ns(ex),
@@ -1066,7 +1067,6 @@ impl Analyzer for Diagnoser {
                 self.live_overflow += 1;
             }
         }
-        let bucket = Histogram::bucket(d);
         let sums = &mut self.bucket_budgets[bucket.min(Histogram::BUCKETS - 1) / BUDGET_BUCKET];
         for (s, v) in sums.iter_mut().zip(&split) {
             *s += v;

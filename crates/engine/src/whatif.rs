@@ -182,14 +182,15 @@ impl WhatIfs {
         r
     }
 
-    /// Counts one complete exchange of `server` with its budget.
+    /// Counts one complete exchange of `server` with its budget: its
+    /// duration and that duration's bucket ([`Histogram::bucket`]).
     /// `slow_start_ns` is what its largest message would take on a new
     /// connection's congestion window alone (0 when the window had grown):
     /// a window wait taken away leaves at least that.
     pub(crate) fn record(
         &mut self,
         server: SocketAddr,
-        duration: i64,
+        (duration, bucket): (i64, usize),
         split: &Split,
         slow_start_ns: impl Fn() -> i64,
         policed_ns: impl Fn() -> i64,
@@ -264,7 +265,7 @@ impl WhatIfs {
             }
             let r = *row.get_or_insert_with(|| self.row(server));
             let pair = &mut self.rows[r][i];
-            pair.before.record(duration);
+            pair.before.record_in(bucket, duration);
             pair.after.record(after);
         }
     }
