@@ -409,6 +409,8 @@ impl DeliveryRate {
     /// The faster of two rates.
     pub fn faster(a: Option<(u32, i64)>, b: Option<(u32, i64)>) -> Option<(u32, i64)> {
         match (a, b) {
+            // The same sample (a path's fastest, met again on its connection).
+            (Some(x), Some(y)) if x == y => Some(x),
             (Some(x), Some(y)) => {
                 if u128::from(x.0) * y.1 as u128 >= u128::from(y.0) * x.1 as u128 {
                     Some(x)

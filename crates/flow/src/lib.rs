@@ -451,19 +451,17 @@ impl<A: Analyzer> Tracker<A> {
         let syn_only = seg.flags.syn() && !seg.flags.ack();
         // Nearly half the segments of a capture follow one of their own
         // connection (a request and its ACK, a response): no lookup.
-        let used = |i: u32| {
-            let slot = self.slots.get(i as usize)?;
-            let dir = slot.core.dir_of(seg)?;
-            (!(syn_only && reused_by(slot, seg))).then_some((i as usize, dir))
-        };
-        let key = recent_key(seg);
-        let last = match self.last.and_then(used) {
+        let last = match self.last.and_then(|i| self.used(i, seg, syn_only)) {
             Some(hit) => Some(hit),
             None => {
-                let i = self.recent[key];
+                let i = self.recent[recent_key(seg)];
                 // A freed slot keeps its tuple: only an open one (id not 0) is it.
                 let open = self.slots.get(i as usize).is_some_and(|s| s.core.id != 0);
-                let hit = if open { used(i) } else { None };
+                let hit = if open {
+                    self.used(i, seg, syn_only)
+                } else {
+                    None
+                };
                 if hit.is_some() {
                     self.last = Some(i);
                 }
@@ -518,6 +516,15 @@ impl<A: Analyzer> Tracker<A> {
                 self.wake_ns = self.wake_ns.min(self.grace_end(ts));
             }
         }
+    }
+
+    /// Slot `i` and `seg`'s direction there, if `seg` belongs to its
+    /// connection (and, a SYN, does not start a new one on its tuple).
+    #[inline(always)]
+    fn used(&self, i: u32, seg: &TcpSegment<'_>, syn_only: bool) -> Option<(usize, Dir)> {
+        let slot = self.slots.get(i as usize)?;
+        let dir = slot.core.dir_of(seg)?;
+        (!(syn_only && reused_by(slot, seg))).then_some((i as usize, dir))
     }
 
     /// The slot of `seg`'s connection and `seg`'s direction, a new one if it
