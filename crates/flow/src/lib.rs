@@ -529,7 +529,9 @@ impl<A: Analyzer> Tracker<A> {
 
     /// The slot of `seg`'s connection and `seg`'s direction, a new one if it
     /// has none (`None` if `seg` opened a compact one, which recorded it);
-    /// remembered as the last one used.
+    /// remembered as the last one used. Out of line: most segments are
+    /// found without it ([`Tracker::used`]).
+    #[inline(never)]
     fn lookup(&mut self, frame: u64, ts: Timestamp, seg: &TcpSegment<'_>) -> Option<(usize, Dir)> {
         let hash = tuple_hash((seg.src, seg.src_port), (seg.dst, seg.dst_port));
         let slots = &self.slots;
