@@ -305,11 +305,9 @@ impl<R: Read> CaptureReader<R> {
                 format!("capture ends inside a packet record header ({have} of 16 bytes)"),
             ));
         }
-        let h = &self.buf[self.start..self.start + 16];
-        let sec = read_u32(h, 0, swapped);
-        let frac = read_u32(h, 4, swapped);
-        let incl = read_u32(h, 8, swapped) as usize;
-        let orig = read_u32(h, 12, swapped);
+        let [sec, frac, incl, orig] =
+            record_header(&self.buf[self.start..self.start + 16], swapped);
+        let incl = incl as usize;
         if incl > MAX_RECORD {
             return Err(self.err(
                 ErrorKind::Corrupt,
@@ -681,6 +679,21 @@ fn read_u32(b: &[u8], at: usize, big_endian: bool) -> u32 {
         u32::from_be_bytes(a)
     } else {
         u32::from_le_bytes(a)
+    }
+}
+
+/// A pcap record header's four words (seconds, fraction, captured and
+/// original lengths): the byte order tested once for all four.
+#[inline]
+fn record_header(b: &[u8], big_endian: bool) -> [u32; 4] {
+    let Ok(h) = <&[u8; 16]>::try_from(b) else {
+        return [0; 4];
+    };
+    let word = |i: usize| [h[i], h[i + 1], h[i + 2], h[i + 3]];
+    if big_endian {
+        [0, 4, 8, 12].map(|i| u32::from_be_bytes(word(i)))
+    } else {
+        [0, 4, 8, 12].map(|i| u32::from_le_bytes(word(i)))
     }
 }
 

@@ -159,7 +159,13 @@ impl Claims {
         let to_server = conn.distance_for(ex).unwrap_or(0);
         let excess = base.excess(conn, to_server);
         if self.list.is_empty() && ex.setup.is_none() {
-            return Some(Self::plain(conn, ex, base, (start, end), to_server));
+            return Some(Self::plain(
+                conn,
+                ex,
+                (base, excess),
+                (start, end),
+                to_server,
+            ));
         }
         // Phase boundaries, each clamped to be no earlier than the one before.
         let hs = &conn.handshake;
@@ -261,12 +267,11 @@ impl Claims {
     fn plain(
         conn: &Connection,
         ex: &Exchange,
-        base: Base,
+        (base, excess): (Base, Excess),
         span: (i64, i64),
         to_server: i64,
     ) -> Split {
         let (start, end) = span;
-        let excess = base.excess(conn, to_server);
         let t = |m: Option<tcpdoctor_flow::Mark>, or: i64| m.map_or(or, |m| m.ts.nanos());
         let req_last = t(ex.request_last, start).clamp(start, end);
         let resp_first = t(ex.response_first, end).clamp(req_last, end);

@@ -23,8 +23,17 @@ enum Counts {
 
 impl Counts {
     /// Adds `n` to bucket `i`.
+    /// Dense counts (soon every busy histogram's) inline, sparse ones in a call.
     #[inline]
     fn add(&mut self, i: usize, n: u32) {
+        match self {
+            Counts::Dense(c) => c[i] = c[i].saturating_add(n),
+            Counts::Sparse(_) => self.add_sparse(i, n),
+        }
+    }
+
+    #[inline(never)]
+    fn add_sparse(&mut self, i: usize, n: u32) {
         match self {
             Counts::Dense(c) => c[i] = c[i].saturating_add(n),
             Counts::Sparse(list) => match list.binary_search_by_key(&(i as u16), |e| e.0) {
@@ -118,8 +127,13 @@ pub fn bucket_low_us(i: usize) -> f64 {
 
 impl Histogram {
     pub fn record(&mut self, ns: i64) {
+        self.record_in(Self::bucket(ns), ns);
+    }
+
+    /// [`Histogram::record`] of a value whose bucket is known ([`Histogram::bucket`]).
+    #[inline]
+    pub fn record_in(&mut self, i: usize, ns: i64) {
         let ns = ns.max(0);
-        let i = index((ns / 1000) as u64);
         self.counts.add(i, 1);
         self.total += 1;
         self.sum_ns += i128::from(ns);

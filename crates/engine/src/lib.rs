@@ -628,6 +628,8 @@ pub(crate) struct Heavy {
     claims: budget::Claims,
     /// What bounded the rate of the larger messages, per direction.
     limits: budget::Limits,
+    /// The place of the connection's path among the bases ([`whatif::Bases`]).
+    path: Option<usize>,
 }
 
 impl Heavy {
@@ -654,6 +656,7 @@ impl Heavy {
             slowest_floor_ns,
             claims,
             limits,
+            path,
         } = self;
         // The ring's packets are read only below `pushed`: not cleared.
         ring.pushed = 0;
@@ -667,6 +670,7 @@ impl Heavy {
         *slowest_floor_ns = 0;
         claims.clear();
         *limits = budget::Limits::default();
+        *path = None;
     }
 }
 
@@ -948,11 +952,11 @@ impl Analyzer for Diagnoser {
 
     #[inline]
     fn segment(&mut self, conn: &Connection, state: &mut ConnState, seg: &Segment<'_>) {
+        let h = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
         if conn.handshake.ack.is_some_and(|m| m.frame == seg.frame) {
             // The handshake's round trips are known: the path's base.
-            self.bases.learn(conn);
+            self.bases.learn(&mut h.path, conn);
         }
-        let h = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
         h.ring.push(seg);
         let Heavy {
             ring,
@@ -1027,8 +1031,8 @@ impl Analyzer for Diagnoser {
         if !ex.is_complete() {
             return;
         }
-        let base = self.bases.learn(conn);
         let h = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
+        let base = self.bases.learn(&mut h.path, conn);
         let split = h.claims.split(conn, ex, base).unwrap_or([0; budget::PARTS]);
         h.limits.note(conn, ex, &split, inside);
         let mut cx = rules::ExchangeCx {
@@ -1051,11 +1055,12 @@ impl Analyzer for Diagnoser {
         }
         let state = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
         let d = ex.duration_ns();
-        self.exchange_hist.record(d);
+        let bucket = Histogram::bucket(d);
+        self.exchange_hist.record_in(bucket, d);
         let policer = &state.rules.policer;
         self.whatifs.record(
             conn.server.addr,
-            d,
+            (d, bucket),
             &split,
             || whatif::slow_start_ns(conn, ex),
             || policer.policed_ns(ex),
@@ -1067,7 +1072,6 @@ impl Analyzer for Diagnoser {
                 self.live_overflow += 1;
             }
         }
-        let bucket = Histogram::bucket(d);
         let sums = &mut self.bucket_budgets[bucket.min(Histogram::BUCKETS - 1) / BUDGET_BUCKET];
         for (s, v) in sums.iter_mut().zip(&split) {
             *s += v;

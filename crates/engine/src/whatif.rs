@@ -16,7 +16,7 @@ use std::net::{IpAddr, SocketAddr};
 use rustc_hash::FxHashMap;
 use tcpdoctor_flow::Connection;
 
-use crate::budget::{index, Base, Part, Split};
+use crate::budget::{index, Base, Part, Split, PARTS};
 use crate::histogram::Histogram;
 use crate::model::{Prediction, PredictionLine};
 use crate::round3;
@@ -49,33 +49,53 @@ fn path(conn: &Connection) -> Path {
 /// The base round trips of every path seen.
 #[derive(Default)]
 pub(crate) struct Bases {
-    map: FxHashMap<Path, Base>,
-    /// The path last asked about, and its base (kept in the map too):
-    /// connections come in runs on one path.
-    last: Option<(Path, Base)>,
+    /// Each path's place in `bases`.
+    map: FxHashMap<Path, usize>,
+    bases: Vec<Base>,
+    /// The path last asked about, and its place: connections come in runs
+    /// on one path.
+    last: Option<(Path, usize)>,
 }
 
 impl Bases {
     /// Takes in the connection's round trips and gives its path's base.
-    pub(crate) fn learn(&mut self, conn: &Connection) -> Base {
+    /// `at` is the connection's own note of its path's place, found on its
+    /// first call (a connection's path never changes).
+    pub(crate) fn learn(&mut self, at: &mut Option<usize>, conn: &Connection) -> Base {
+        let i = match *at {
+            Some(i) => i,
+            None => match self.place(conn) {
+                Some(i) => {
+                    *at = Some(i);
+                    i
+                }
+                None => return Base::default(),
+            },
+        };
+        let b = &mut self.bases[i];
+        b.learn(conn);
+        *b
+    }
+
+    /// The place of `conn`'s path in `bases`, made if new (`None` when
+    /// [`MAX_PATHS`] are kept and it is not one of them).
+    fn place(&mut self, conn: &Connection) -> Option<usize> {
         let key = path(conn);
-        if let Some((k, b)) = self.last.as_mut().filter(|(k, _)| *k == key) {
-            let before = *b;
-            b.learn(conn);
-            if (b.round_trip, b.to_server, b.rate)
-                != (before.round_trip, before.to_server, before.rate)
-            {
-                self.map.insert(*k, *b);
+        if let Some((k, i)) = self.last {
+            if k == key {
+                return Some(i);
             }
-            return *b;
         }
         if self.map.len() >= MAX_PATHS && !self.map.contains_key(&key) {
-            return Base::default();
+            return None;
         }
-        let b = self.map.entry(key).or_default();
-        b.learn(conn);
-        self.last = Some((key, *b));
-        *b
+        let bases = &mut self.bases;
+        let i = *self.map.entry(key).or_insert_with(|| {
+            bases.push(Base::default());
+            bases.len() - 1
+        });
+        self.last = Some((key, i));
+        Some(i)
     }
 }
 
@@ -97,6 +117,9 @@ impl Pair {
 /// [`Part::ALL`] indices; and the exchanges counted for each, per server.
 pub(crate) struct WhatIfs {
     masks: Vec<u16>,
+    /// Per part, the masks that hold it (their indices, as bits): the sets
+    /// an exchange may have touched, without a look at the others.
+    by_part: [u64; PARTS],
     /// Per server (the first [`MAX_SERVERS`]; row 0 holds the rest): a pair
     /// per mask.
     rows: Vec<Vec<Pair>>,
@@ -120,9 +143,19 @@ impl Default for WhatIfs {
                 }
             }
         }
+        assert!(masks.len() <= 64, "a mask's index is a bit of a u64");
+        let mut by_part = [0u64; PARTS];
+        for (i, &m) in masks.iter().enumerate() {
+            for (p, b) in by_part.iter_mut().enumerate() {
+                if m & 1 << p != 0 {
+                    *b |= 1 << i;
+                }
+            }
+        }
         WhatIfs {
             rows: vec![vec![Pair::default(); masks.len()]],
             masks,
+            by_part,
             slots: FxHashMap::default(),
             last: None,
         }
@@ -149,41 +182,48 @@ impl WhatIfs {
         r
     }
 
-    /// Counts one complete exchange of `server` with its budget.
+    /// Counts one complete exchange of `server` with its budget: its
+    /// duration and that duration's bucket ([`Histogram::bucket`]).
     /// `slow_start_ns` is what its largest message would take on a new
     /// connection's congestion window alone (0 when the window had grown):
     /// a window wait taken away leaves at least that.
     pub(crate) fn record(
         &mut self,
         server: SocketAddr,
-        duration: i64,
+        (duration, bucket): (i64, usize),
         split: &Split,
         slow_start_ns: impl Fn() -> i64,
         policed_ns: impl Fn() -> i64,
     ) {
-        // Most exchanges hold nothing a fix would show: one sum tells.
-        let held: i64 = split.iter().sum::<i64>()
-            - split[index(Part::Transfer)]
-            - split[index(Part::Bandwidth)];
+        // Most exchanges hold nothing a fix would show: one sum tells. The
+        // parts this exchange holds, in the same pass: a set of parts none of
+        // them is in touched nothing (most sets, on most exchanges).
+        let (sum, present) = split
+            .iter()
+            .enumerate()
+            .fold((0i64, 0u16), |(s, m), (i, &v)| {
+                (s + v, m | (u16::from(v > 0) << i))
+            });
+        let held = sum - split[index(Part::Transfer)] - split[index(Part::Bandwidth)];
         if held < MIN_TOUCH_NS {
             return;
         }
-        // The parts this exchange holds: a set of parts none of them is in
-        // touched nothing (most sets, on most exchanges).
-        let present = split
-            .iter()
-            .enumerate()
-            .fold(0u16, |m, (i, &v)| m | (u16::from(v > 0) << i));
         let window = 1u16 << index(Part::Window);
         // The message's bytes moving (at the path's rate or slower): a policer's parts.
         let moving_bits = 1u16 << index(Part::Transfer) | 1u16 << index(Part::Bandwidth);
         let mut row = None;
         let mut slow_start = None;
-        for i in 0..self.masks.len() {
+        let mut candidates = 0u64;
+        let mut parts = present;
+        while parts != 0 {
+            candidates |= self.by_part[parts.trailing_zeros() as usize];
+            parts &= parts - 1;
+        }
+        // In mask order, as every mask in turn would be.
+        while candidates != 0 {
+            let i = candidates.trailing_zeros() as usize;
+            candidates &= candidates - 1;
             let m = self.masks[i];
-            if m & present == 0 {
-                continue;
-            }
             let mut removed = 0;
             let mut bits = m;
             while bits != 0 {
@@ -225,7 +265,7 @@ impl WhatIfs {
             }
             let r = *row.get_or_insert_with(|| self.row(server));
             let pair = &mut self.rows[r][i];
-            pair.before.record(duration);
+            pair.before.record_in(bucket, duration);
             pair.after.record(after);
         }
     }

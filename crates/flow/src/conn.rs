@@ -419,6 +419,8 @@ impl DeliveryRate {
     /// The faster of two rates.
     pub fn faster(a: Option<(u32, i64)>, b: Option<(u32, i64)>) -> Option<(u32, i64)> {
         match (a, b) {
+            // The same sample (a path's fastest, met again on its connection).
+            (Some(x), Some(y)) if x == y => Some(x),
             (Some(x), Some(y)) => {
                 if u128::from(x.0) * y.1 as u128 >= u128::from(y.0) * x.1 as u128 {
                     Some(x)
@@ -1102,10 +1104,11 @@ pub(crate) fn copy_sig(seq: u32, ack: u32, len: u32, flags: u16, window: u16) ->
 /// three-way handshake (RFC 9293 §3.5).
 #[inline]
 fn completes_handshake(hs: &Handshake, server: &Half, seg: &TcpSegment<'_>) -> bool {
-    seg.flags.ack()
+    // The handshake's ACK seen already first: so it is on nearly every segment.
+    hs.ack.is_none()
+        && seg.flags.ack()
         && !seg.flags.rst()
         && !seg.flags.syn()
-        && hs.ack.is_none()
         && hs.synack.is_some()
         && server.syn_seen
         && Seq(seg.ack) == server.base.plus(1)

@@ -197,11 +197,17 @@ impl Resent {
         self.lo != self.hi
     }
 
-    /// An ACK of the re-sent direction: what it proves.
+    /// An ACK of the re-sent direction: what it proves. Inline: nearly
+    /// always nothing was re-sent.
+    #[inline]
     pub fn on_ack(&mut self, conn: &Connection, seg: &Segment<'_>) {
-        if !self.unproven() {
-            return;
+        if self.unproven() {
+            self.proven_by(conn, seg);
         }
+    }
+
+    #[inline(never)]
+    fn proven_by(&mut self, conn: &Connection, seg: &Segment<'_>) {
         if let Some((l, r)) = seg.dsack(conn) {
             if Seq(l) <= Seq(self.lo) && Seq(r) > Seq(self.lo) {
                 self.lo = if Seq(r) >= Seq(self.hi) { self.hi } else { r };
@@ -332,6 +338,10 @@ pub struct Tracker<A: Analyzer> {
     table: HashTable<u32>,
     /// The slot of the last connection used: most segments follow one of their own.
     last: Option<u32>,
+    /// Slots used lately, by their ports ([`recent_key`]): the connections
+    /// in turn on a busy link are found without hashing the tuple. An entry
+    /// is a hint, checked against the slot's tuple and that it is open.
+    recent: [u32; RECENT],
     slots: Vec<Slot<A::Conn>>,
     free: Vec<u32>,
     /// Closed connections waiting out their grace period, oldest first.
@@ -340,6 +350,11 @@ pub struct Tracker<A: Analyzer> {
     /// checked when due: a connection seen since is queued again for its new
     /// deadline; one freed since is dropped.
     deadlines: Deadlines,
+    /// No closed connection's grace period and no deadline ends before this
+    /// capture time (ns): packets before it have nothing to free, without a
+    /// look at either queue. Lowered as entries are queued; `i64::MIN` when
+    /// a queue's first entry may have changed otherwise.
+    wake_ns: i64,
     spare: Vec<ConnBox>,
     config: Config,
     analyzer: A,
@@ -356,10 +371,12 @@ impl<A: Analyzer> Tracker<A> {
         Tracker {
             table: HashTable::new(),
             last: None,
+            recent: [u32::MAX; RECENT],
             slots: Vec::new(),
             free: Vec::new(),
             closing: VecDeque::new(),
             deadlines: Deadlines::default(),
+            wake_ns: i64::MIN,
             spare: Vec::new(),
             config,
             analyzer,
@@ -438,11 +455,23 @@ impl<A: Analyzer> Tracker<A> {
         let syn_only = seg.flags.syn() && !seg.flags.ack();
         // Nearly half the segments of a capture follow one of their own
         // connection (a request and its ACK, a response): no lookup.
-        let last = self.last.and_then(|i| {
-            let slot = self.slots.get(i as usize)?;
-            let dir = slot.core.dir_of(seg)?;
-            (!(syn_only && reused_by(slot, seg))).then_some((i as usize, dir))
-        });
+        let last = match self.last.and_then(|i| self.used(i, seg, syn_only)) {
+            Some(hit) => Some(hit),
+            None => {
+                let i = self.recent[recent_key(seg)];
+                // A freed slot keeps its tuple: only an open one (id not 0) is it.
+                let open = self.slots.get(i as usize).is_some_and(|s| s.core.id != 0);
+                let hit = if open {
+                    self.used(i, seg, syn_only)
+                } else {
+                    None
+                };
+                if hit.is_some() {
+                    self.last = Some(i);
+                }
+                hit
+            }
+        };
         let (index, dir) = match last {
             Some(hit) => hit,
             None => match self.lookup(frame, ts, seg) {
@@ -462,6 +491,7 @@ impl<A: Analyzer> Tracker<A> {
                     if core.is_closed() {
                         // Refused (RST-ACK): kept for trailing segments like any reset one.
                         self.closing.push_back((ts, index as u32, core.id));
+                        self.wake_ns = self.wake_ns.min(self.grace_end(ts));
                     }
                     return;
                 }
@@ -487,13 +517,25 @@ impl<A: Analyzer> Tracker<A> {
             } else {
                 let id = conn.id;
                 self.closing.push_back((ts, index as u32, id));
+                self.wake_ns = self.wake_ns.min(self.grace_end(ts));
             }
         }
     }
 
+    /// Slot `i` and `seg`'s direction there, if `seg` belongs to its
+    /// connection (and, a SYN, does not start a new one on its tuple).
+    #[inline(always)]
+    fn used(&self, i: u32, seg: &TcpSegment<'_>, syn_only: bool) -> Option<(usize, Dir)> {
+        let slot = self.slots.get(i as usize)?;
+        let dir = slot.core.dir_of(seg)?;
+        (!(syn_only && reused_by(slot, seg))).then_some((i as usize, dir))
+    }
+
     /// The slot of `seg`'s connection and `seg`'s direction, a new one if it
     /// has none (`None` if `seg` opened a compact one, which recorded it);
-    /// remembered as the last one used.
+    /// remembered as the last one used. Out of line: most segments are
+    /// found without it ([`Tracker::used`]).
+    #[inline(never)]
     fn lookup(&mut self, frame: u64, ts: Timestamp, seg: &TcpSegment<'_>) -> Option<(usize, Dir)> {
         let hash = tuple_hash((seg.src, seg.src_port), (seg.dst, seg.dst_port));
         let slots = &self.slots;
@@ -511,6 +553,7 @@ impl<A: Analyzer> Tracker<A> {
             let syn_only = seg.flags.syn() && !seg.flags.ack();
             if !(syn_only && reused_by(&self.slots[i as usize], seg)) {
                 self.last = Some(i);
+                self.recent[recent_key(seg)] = i;
                 return Some((i as usize, dir));
             }
             self.finish_slot(i);
@@ -557,10 +600,12 @@ impl<A: Analyzer> Tracker<A> {
             .config
             .half_open_timeout_ns
             .min(self.config.idle_timeout_ns);
-        self.deadlines
-            .push((ts.nanos().saturating_add(soonest), i, id));
+        let due = ts.nanos().saturating_add(soonest);
+        self.deadlines.push((due, i, id));
+        self.wake_ns = self.wake_ns.min(due);
         self.compact_deadlines();
         self.last = Some(i);
+        self.recent[recent_key(seg)] = i;
         if compact {
             return None;
         }
@@ -650,6 +695,9 @@ impl<A: Analyzer> Tracker<A> {
     /// ones past their deadline. Most packets have nothing due: checked inline.
     #[inline]
     fn expire(&mut self) {
+        if self.now.nanos() < self.wake_ns {
+            return;
+        }
         let grace_over = self
             .closing
             .front()
@@ -660,7 +708,21 @@ impl<A: Analyzer> Tracker<A> {
             .is_some_and(|due| due <= self.now.nanos());
         if grace_over || idle {
             self.expire_due();
+            self.wake_ns = i64::MIN;
+        } else {
+            let grace = self
+                .closing
+                .front()
+                .map_or(i64::MAX, |c| self.grace_end(c.0));
+            self.wake_ns = grace.min(self.deadlines.first_due().unwrap_or(i64::MAX));
         }
+    }
+
+    /// The first capture time at which a connection closed at `closed_at`
+    /// is past its grace period, or a time no later (`now.since(closed_at)
+    /// >= close_grace_ns` holds at no time before it).
+    fn grace_end(&self, closed_at: Timestamp) -> i64 {
+        closed_at.nanos().saturating_add(self.config.close_grace_ns)
     }
 
     #[cold]
@@ -705,6 +767,8 @@ impl<A: Analyzer> Tracker<A> {
     /// deadline.
     #[cold]
     fn make_room(&mut self) {
+        // The queues' first entries change.
+        self.wake_ns = i64::MIN;
         while let Some((_, i, id)) = self.closing.pop_front() {
             if self.is_open(i, id) && self.slots[i as usize].is_closed() {
                 self.grace_cut += 1;
@@ -738,6 +802,16 @@ impl<A: Analyzer> Tracker<A> {
                 .retain(|&(_, i, id)| slots[i as usize].core.id == id);
         }
     }
+}
+
+/// Entries of [`Tracker`]'s `recent` (a power of two).
+const RECENT: usize = 256;
+
+/// Where `seg`'s connection is noted among the recent slots: its ports, the
+/// same both ways (a client's ephemeral ports tell its connections apart).
+#[inline]
+fn recent_key(seg: &TcpSegment<'_>) -> usize {
+    usize::from(seg.src_port ^ seg.dst_port) & (RECENT - 1)
 }
 
 /// Whether a SYN (without ACK) `seg` on the connection in `slot` starts a new one.

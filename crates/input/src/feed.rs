@@ -335,11 +335,18 @@ impl Batch {
     }
 
     fn push(&mut self, ts: Timestamp, link: LinkType, orig_len: u32, data: &[u8]) {
-        let what = match decode(link, data) {
+        let rec = |what| Rec {
+            ts,
+            link,
+            orig_len,
+            what,
+        };
+        // Each record made where it is pushed: the segment is not moved twice.
+        match decode(link, data) {
             Ok(Ok(s)) => {
                 let kept = payload_needed(s.payload);
                 let at = self.keep(data, s.options_raw, &s.payload[..kept]);
-                What::Tcp(OwnedSegment {
+                self.recs.push(rec(What::Tcp(OwnedSegment {
                     src: s.src,
                     dst: s.dst,
                     ttl: s.ttl,
@@ -353,17 +360,11 @@ impl Batch {
                     at,
                     options_len: s.options_raw.len() as u32,
                     kept: kept as u32,
-                })
+                })))
             }
-            Ok(Err(skip)) => What::Skip(skip),
-            Err(e) => What::Error(e),
-        };
-        self.recs.push(Rec {
-            ts,
-            link,
-            orig_len,
-            what,
-        });
+            Ok(Err(skip)) => self.recs.push(rec(What::Skip(skip))),
+            Err(e) => self.recs.push(rec(What::Error(e))),
+        }
     }
 
     fn last_segment(&self) -> Option<TcpSegment<'_>> {

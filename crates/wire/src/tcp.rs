@@ -157,7 +157,24 @@ impl TcpOptions {
         TcpOptions::parse(b).timestamps
     }
 
-    pub fn parse(mut b: &[u8]) -> TcpOptions {
+    pub fn parse(b: &[u8]) -> TcpOptions {
+        // The layout Linux sends on every SYN and SYN-ACK (MSS, SACK
+        // permitted, timestamps, NOP, window scale), read straight: what the
+        // walk below makes of it.
+        if b.len() == 20 && b[..2] == [2, 4] && b[4..8] == [4, 2, 8, 10] && b[16..19] == [1, 3, 3] {
+            return TcpOptions {
+                mss: Some(be16(b, 2)),
+                window_scale: Some(b[19].min(14)),
+                sack_permitted: true,
+                sack: SackBlocks::default(),
+                timestamps: Some((be32(b, 8), be32(b, 12))),
+                malformed: false,
+            };
+        }
+        Self::walk(b)
+    }
+
+    fn walk(mut b: &[u8]) -> TcpOptions {
         let mut o = TcpOptions::default();
         while let Some(&kind) = b.first() {
             match kind {
