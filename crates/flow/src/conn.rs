@@ -519,16 +519,19 @@ struct Flow {
 }
 
 impl Flow {
-    /// A segment of `size` (its length, and the full size), with `window`
-    /// (bytes unacknowledged after it, the receiver's window).
+    /// `conn`'s segment of `len` bytes (`kind`) sent `dir`, just counted.
     #[inline]
-    fn of(kind: SegKind, size: (u32, u32), window: (u32, u32), round_trip: i64) -> Flow {
-        let ((len, smss), (in_flight, peer_window)) = (size, window);
-        let full = len >= smss && len.is_multiple_of(smss);
+    fn of(conn: &Connection, dir: Dir, kind: SegKind, len: u32) -> Flow {
+        let smss = conn.smss[dir.index()].max(1);
+        // Most segments are exactly full, the rest mostly short: the
+        // division only for the few larger ones.
+        let full = len == smss || (len > smss && len.is_multiple_of(smss));
+        let open_after = full
+            && conn.half(dir).in_flight().saturating_add(smss) <= conn.half(dir.reverse()).window;
         Flow {
             new: kind == SegKind::NewData,
-            open_after: full && in_flight.saturating_add(smss) <= peer_window,
-            round_trip,
+            open_after,
+            round_trip: conn.path_rtt.unwrap_or(0),
         }
     }
 }
@@ -755,6 +758,7 @@ impl Connection {
     /// would otherwise read as the server's time (or hide it). Without
     /// timestamps on both, or when the clock does not tick in milliseconds,
     /// [`Self::distance_to`].
+    #[inline]
     pub fn distance_for(&self, ex: &Exchange) -> Option<i64> {
         let distance = self.distance_to(Dir::ServerToClient);
         let hs = &self.handshake;
@@ -974,12 +978,7 @@ impl Connection {
                     || self.exchanges > 0 && self.current.is_none()
             });
         if new_bytes > 0 && !after_close {
-            let flow = Flow::of(
-                kind,
-                (new_bytes, self.smss[dir.index()].max(1)),
-                (self.half(dir).in_flight(), self.half(dir.reverse()).window),
-                self.path_rtt.unwrap_or(0),
-            );
+            let flow = Flow::of(self, dir, kind, new_bytes);
             let starts_request = dir == Dir::ClientToServer
                 && self.current.is_none_or(|e| e.response_first.is_some());
             if starts_request || (dir == Dir::ServerToClient && self.current.is_none()) {
@@ -1244,13 +1243,15 @@ impl Half {
         self.bytes += u64::from(new_bytes);
         if len > 0 {
             self.data_packets += 1;
-            if len > self.largest_segment {
-                self.largest_segment = len;
-                self.largest_count = 1;
-                larger = true;
-            } else if len == self.largest_segment && self.largest_count < FULL_SEEN {
-                self.largest_count += 1;
-                larger = self.largest_count == FULL_SEEN;
+            if len >= self.largest_segment {
+                if len > self.largest_segment {
+                    self.largest_segment = len;
+                    self.largest_count = 1;
+                    larger = true;
+                } else if self.largest_count < FULL_SEEN {
+                    self.largest_count += 1;
+                    larger = self.largest_count == FULL_SEEN;
+                }
             }
         }
         if len > 0 || flags.fin() || flags.syn() {
