@@ -315,6 +315,8 @@ if part watch || part top; then
     WATCH=$!
     PIDS+=("$WATCH")
     wait_for 5 grep -q watching "$WORK/watch.err" || fail "watch did not start: $(cat "$WORK/watch.err")"
+    # watch counts its seconds from its own start, at most this long after T0.
+    since "$T0" > "$WORK/watch.start"
   fi
   ip netns exec "$C" wrk -c "$wrk_conns" -t 2 -d "${wrk_end}s" "http://$SA:80/" > "$WORK/wrk.txt" &
   WRK=$!
@@ -385,7 +387,7 @@ if part watch; then
   mv "$OUT/watch.csv.new" "$OUT/watch.csv"
   rss_check watch "$OUT/watch.csv" 0 || status=1
   python3 - "$WORK/watch.jsonl" "$SA" "$(cat "$WORK/nagle.start")" "$D" "$wrk_conns" "$rtx_s" "$rtx_c" \
-    "$OUT/watch-findings.json" <<'PY' || status=1
+    "$OUT/watch-findings.json" "$(cat "$WORK/watch.start")" <<'PY' || status=1
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 sa, nagle_at, secs, conns, rtx_s, rtx_c = sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
@@ -429,7 +431,10 @@ with open(sys.argv[8], "w") as out:
                "first_unexplained": [{"t_s": w[0], "finding": w[3]} for w in wrong[:3]]}, out, indent=1)
 want(first_nagle is not None, "the Nagle-prone peer on :8081 was never named")
 if first_nagle is not None:
-    want(first_nagle >= nagle_at, f"Nagle named at {first_nagle:.1f} s, before its peer started ({nagle_at:.1f} s)")
+    # An interval's t_s is watch's clock, which started up to `lag` after the script's: the
+    # interval ending at t_s ends at t_s + lag at most on the clock nagle_at was read from.
+    lag = float(sys.argv[9])
+    want(first_nagle + lag >= nagle_at, f"Nagle named at {first_nagle:.1f} s (+{lag:.2f} s), before its peer started ({nagle_at:.1f} s)")
     want(first_nagle <= nagle_at + 10, f"Nagle named at {first_nagle:.1f} s, {first_nagle - nagle_at:.1f} s after its peer started")
 want(("nagle_delayed_ack", sa + ":8081", "server") in final, f"the report does not name Nagle on :8081: {sorted(final)}")
 want(not any(k == "nagle_delayed_ack" and e != sa + ":8081" for k, e, _ in final), f"Nagle named elsewhere: {sorted(final)}")
