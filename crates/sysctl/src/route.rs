@@ -440,7 +440,7 @@ fn findings(r: &Route, fix: impl Fn(&dyn Fn(&mut Metrics)) -> String) -> Vec<Fin
                 format!(
                     "initcwnd {n}: new connections on this route send only {} (≈ {}) in their first round trip, against {INIT_CWND} by default (RFC 6928): a response larger than that waits an extra round trip, and one more for each doubling.",
                     segments(n),
-                    bytes(u64::from(n * mss))
+                    bytes(u64::from(n) * u64::from(mss))
                 ),
                 Some(fix(&|m| m.initcwnd = Some(INIT_CWND))),
             );
@@ -464,7 +464,7 @@ fn findings(r: &Route, fix: impl Fn(&dyn Fn(&mut Metrics)) -> String) -> Vec<Fin
                 format!(
                     "initrwnd {n}: this host's first window lets a peer send only {} (≈ {}) before the next window update: uploads start slowly.",
                     segments(n),
-                    bytes(u64::from(n * mss))
+                    bytes(u64::from(n) * u64::from(mss))
                 ),
                 Some(fix(&|m| m.initrwnd = None)),
             );
