@@ -130,6 +130,31 @@ pub struct Observed {
     pub errors: Vec<String>,
 }
 
+/// One received rtnetlink datagram through what `sysctl` does with it: the
+/// first byte picks the dump (`byte % 3`: 0 routes, 1 interfaces, 2 qdiscs),
+/// the rest is scanned (sequence 1, as the recorded fixtures), every message
+/// parsed is judged, and the report rendered as text. What the netlink fuzz
+/// target feeds, and the regression test of its crashes; `None` when the
+/// datagram is not a dump of that kind.
+pub fn judge_datagram(data: &[u8]) -> Option<String> {
+    let (&sel, datagram) = data.split_first()?;
+    let want = match sel % 3 {
+        0 => netlink::RTM_NEWROUTE,
+        1 => netlink::RTM_NEWLINK,
+        _ => netlink::RTM_NEWQDISC,
+    };
+    let chunk = netlink::scan(datagram, 1, want).ok()?;
+    let mut o = Observed::default();
+    for p in chunk.payloads {
+        match want {
+            netlink::RTM_NEWROUTE => o.routes.extend(netlink::route::parse(p).ok()),
+            netlink::RTM_NEWLINK => o.links.extend(netlink::link::parse(p).ok()),
+            _ => o.qdiscs.extend(netlink::qdisc::parse(p).ok()),
+        }
+    }
+    Some(text::render(&build(&o), text::TextOptions::default()))
+}
+
 /// Judges what was read: pure, so the whole report can be built from values.
 pub fn build(o: &Observed) -> Report {
     let settings = settings::judge(&o.snapshot);
