@@ -142,6 +142,17 @@ impl Claims {
         });
     }
 
+    /// Gives `to` what `from` claimed since `since` (a rule that learnt
+    /// later whose the waits were).
+    pub fn recolor(&mut self, from: Part, to: Part, since: Timestamp) {
+        let a = since.nanos();
+        for c in &mut self.list {
+            if c.0 == from && c.1 >= a {
+                c.0 = to;
+            }
+        }
+    }
+
     /// Whether the latest claim ends at `to`: a rule explained the interval
     /// that ends there (rules claim a pause when the segment ending it arrives).
     pub fn ends_at(&self, to: Timestamp) -> bool {
@@ -463,9 +474,10 @@ mod tests {
 
 /// The rate limits a connection's transfers can meet, in [`Limits`] order
 /// ([`crate::model::RateLimit`]).
-pub const LIMIT_NAMES: [&str; 6] = [
+pub const LIMIT_NAMES: [&str; 7] = [
     "application",
     "receive_window",
+    "send_buffer",
     "congestion",
     "loss",
     "bandwidth",
@@ -485,7 +497,14 @@ impl Limits {
     /// Counts the larger message of `ex` (when larger than the initial
     /// window): its budget's parts while moving, and `inside`, the sending
     /// application's pauses inside it (per direction).
-    pub fn note(&mut self, conn: &Connection, ex: &Exchange, split: &Split, inside: [i64; 2]) {
+    /// `buffered`: of the window waits, those the send buffer's (per direction).
+    pub fn note(
+        &mut self,
+        conn: &Connection,
+        ex: &Exchange,
+        split: &Split,
+        (inside, buffered): ([i64; 2], [i64; 2]),
+    ) {
         let (dir, bytes) = if ex.response_bytes >= ex.request_bytes {
             (Dir::ServerToClient, ex.response_bytes)
         } else {
@@ -495,12 +514,24 @@ impl Limits {
             return;
         }
         let d = dir.index();
+        let window = split[index(Part::Window)];
+        let buffer = buffered[d].clamp(0, window.max(0));
+        // A send buffer lets the bytes out as the ACKs of the flight before
+        // come back: the flights' own spreading is the buffer's too (what
+        // `send_buffer_limited`'s fix takes away).
+        let bandwidth = split[index(Part::Bandwidth)];
+        let (buffer, bandwidth) = if buffer > 0 {
+            (buffer + bandwidth.max(0), 0)
+        } else {
+            (buffer, bandwidth)
+        };
         let spent = [
             inside[d],
-            split[index(Part::Window)],
+            window - buffered[d].clamp(0, window.max(0)),
+            buffer,
             split[index(Part::CongestionWait)],
             split[index(Part::Retransmission)],
-            split[index(Part::Bandwidth)],
+            bandwidth,
             split[index(Part::Transfer)],
         ];
         for (sum, ns) in self.ns[d].iter_mut().zip(spent) {

@@ -992,6 +992,7 @@ impl Analyzer for Diagnoser {
     fn exchange(&mut self, conn: &Connection, state: &mut ConnState, ex: &Exchange) {
         let h = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
         let (inside, longest, cork_holds) = h.rules.idle.take_exchange();
+        let buffered = h.rules.congestion.take_exchange();
         // A TLS handshake's rounds are not the application's exchanges: the
         // first exchange after them carries their time.
         let opened;
@@ -1034,7 +1035,7 @@ impl Analyzer for Diagnoser {
         let h = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
         let base = self.bases.learn(&mut h.path, conn);
         let split = h.claims.split(conn, ex, base).unwrap_or([0; budget::PARTS]);
-        h.limits.note(conn, ex, &split, inside);
+        h.limits.note(conn, ex, &split, (inside, buffered));
         let mut cx = rules::ExchangeCx {
             out: &mut self.scratch,
             inside,

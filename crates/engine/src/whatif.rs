@@ -235,7 +235,7 @@ impl WhatIfs {
                 continue;
             }
             let mut after = (duration - removed).max(0);
-            if m & moving_bits != 0 {
+            if m & moving_bits == moving_bits {
                 // A policer shaping instead: the message's transfer, with its
                 // losses and window waits, becomes the message at its rate.
                 let policed_ns = policed_ns();

@@ -726,6 +726,30 @@ pub fn all() -> Vec<Case> {
             wrk_connections: 4,
         },
         Case {
+            name: "send-buffer-limited",
+            summary: "1 MiB from a server whose SO_SNDBUF is 16 KB, across a 35 ms RTT",
+            expected: Some(("send_buffer_limited", "server")),
+            detail: None,
+            headline: Headline::Duration,
+            vantage: Vantage::Client,
+            setup: Setup {
+                one_way: Duration::from_micros(17_500),
+                client_rmem: Some("4096 4194304 33554432"),
+                server: ServerSpec {
+                    body_bytes: 1 << 20,
+                    sndbuf: Some(16 << 10),
+                    ..ServerSpec::default()
+                },
+                ..Setup::default()
+            },
+            fix: Some((
+                "the server's send buffer left to autotuning (no SO_SNDBUF)",
+                |s| s.server.sndbuf = None,
+            )),
+            peers: &[Peer::Builtin],
+            wrk_connections: 4,
+        },
+        Case {
             name: "slow-start-after-idle",
             summary: "6 keep-alive responses of 200 KB, 1 s apart, across a 35 ms RTT (Reno, \
                       tcp_slow_start_after_idle=1 on the server)",

@@ -51,6 +51,7 @@ const RESET: Option<(&str, &str)> = Some(("connection_reset", "server"));
 const RESET_PATH: Option<(&str, &str)> = Some(("connection_reset", "network"));
 const QUEUE: Option<(&str, &str)> = Some(("queueing_delay", "network"));
 const POLICER: Option<(&str, &str)> = Some(("policer", "network"));
+const SNDBUF: Option<(&str, &str)> = Some(("send_buffer_limited", "server"));
 
 /// Every fixture, in the order of fixtures/ACCURACY.md.
 pub fn all() -> Vec<Fixture> {
@@ -507,6 +508,32 @@ pub fn all() -> Vec<Fixture> {
             RouterServer,
             same,
             RTO,
+        ),
+        // 1 MiB from a server with a 16 KB SO_SNDBUF; the twin leaves the
+        // buffer to autotuning.
+        f(
+            "send-buffer-autotuned.client.pcap",
+            "send-buffer-limited",
+            true,
+            Client,
+            same,
+            None,
+        ),
+        f(
+            "send-buffer-limited.client.pcap",
+            "send-buffer-limited",
+            false,
+            Client,
+            same,
+            SNDBUF,
+        ),
+        f(
+            "send-buffer-limited.server.pcap",
+            "send-buffer-limited",
+            false,
+            Server,
+            same,
+            SNDBUF,
         ),
         // A Python server flushing chunked headers, then computing the body;
         // the twin has the body ready at once.

@@ -61,6 +61,9 @@ pub struct ServerSpec {
     pub close_after: Option<Duration>,
     /// The body of `GET /bulk` (a large download), in bytes.
     pub bulk_bytes: usize,
+    /// SO_SNDBUF on accepted connections (which turns off the kernel's
+    /// autotuning of their send buffer).
+    pub sndbuf: Option<usize>,
 }
 
 impl Default for ServerSpec {
@@ -81,6 +84,7 @@ impl Default for ServerSpec {
             close_delimited: false,
             close_after: None,
             bulk_bytes: 0,
+            sndbuf: None,
         }
     }
 }
@@ -157,6 +161,7 @@ struct Response {
     close_after: Option<Duration>,
     /// The whole reply to `GET /bulk`.
     bulk: Vec<u8>,
+    sndbuf: Option<usize>,
 }
 
 impl Response {
@@ -210,6 +215,7 @@ impl Response {
             uncork_each: spec.uncork_each,
             close_after: spec.close_after,
             bulk,
+            sndbuf: spec.sndbuf,
         }
     }
 }
@@ -250,6 +256,9 @@ fn accept_loop(
 fn serve(mut s: TcpStream, resp: &Response, stop: &AtomicBool) -> io::Result<()> {
     s.set_nonblocking(false)?;
     s.set_nodelay(resp.nodelay)?;
+    if let Some(n) = resp.sndbuf {
+        setsockopt(&s, sockopt::SndBuf, &n)?;
+    }
     if resp.cork {
         crate::sys::set_cork(&s, true)?;
     }

@@ -42,7 +42,14 @@ pub fn cause_of(part: &str, findings: &[Finding]) -> String {
     };
     match part {
         "nagle_delayed_ack" => "nagle_delayed_ack".into(),
-        "window_wait" => pick(&["receive_window_limited", "zero_window"], part),
+        "window_wait" => pick(
+            &[
+                "receive_window_limited",
+                "zero_window",
+                "send_buffer_limited",
+            ],
+            part,
+        ),
         "retransmission_wait" => pick(
             &[
                 "retransmission_timeout",

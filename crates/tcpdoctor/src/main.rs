@@ -169,6 +169,7 @@ What it reports (largest cost first; causes under 1% of the time are listed as m
   network_latency          the round trip itself is most of the time
   queueing_delay           round trips far above the path's base: a queue on the path (bufferbloat)
   congestion_limited       transfers waiting on the congestion window (slow start, regrowth)
+  send_buffer_limited      flights of one size round after round: the sender's SO_SNDBUF, not TCP
   slow_start_after_idle    a sender restarting from its initial window after an idle spell
   path_mtu_blackhole       full-size packets vanish on the path (ICMP 'frag needed' filtered)
   listen_queue_overflow    the server's accept queue full: SYNs and handshake ACKs dropped

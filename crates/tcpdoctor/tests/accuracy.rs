@@ -361,6 +361,16 @@ fn each_transfer_is_bounded_by_the_limit_the_lab_set() {
             Some("receive_window"),
         ),
         (
+            "send-buffer-limited.server.pcap",
+            "server_to_client",
+            Some("send_buffer"),
+        ),
+        (
+            "send-buffer-autotuned.client.pcap",
+            "server_to_client",
+            Some("bandwidth"),
+        ),
+        (
             "upload-default.client.pcap",
             "client_to_server",
             Some("bandwidth"),
@@ -429,4 +439,47 @@ fn each_transfer_is_bounded_by_the_limit_the_lab_set() {
             }
         }
     }
+}
+
+#[test]
+fn a_send_buffer_waits_on_a_window_and_its_fix_predicts_the_autotuned_twin() {
+    // 1 MiB from a server whose SO_SNDBUF is 16 KB: flights of one size,
+    // round after round, with the receiver's window wide open. The twin is
+    // the same transfer with the buffer left to autotuning.
+    let (v, share) = budget_shares("send-buffer-limited.client.pcap");
+    let f = &v["findings"][0];
+    assert_eq!(f["kind"], "send_buffer_limited", "{}", v["findings"]);
+    assert_eq!(f["culprit"]["role"], "server");
+    assert!(
+        f["details"]["rounds"].as_u64().unwrap() >= 8,
+        "{}",
+        f["details"]
+    );
+    // Its waits are the budget's window_wait, not the congestion window's.
+    assert!(share("window_wait") >= 0.3, "{}", share("window_wait"));
+    assert!(
+        share("congestion_wait") <= 0.1,
+        "{}",
+        share("congestion_wait")
+    );
+    let predicted = f["predicted_after_fix"]["affected"]["p50_ms"]
+        .as_f64()
+        .unwrap();
+    let (twin, _) = budget_shares("send-buffer-autotuned.client.pcap");
+    let measured = twin["capture"]["latency_budget"]["mean"]["total_ms"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        (predicted - measured).abs() <= 0.25 * measured,
+        "predicted {predicted} ms after the fix, the twin took {measured} ms"
+    );
+    assert!(
+        twin["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["kind"] != "send_buffer_limited"),
+        "{}",
+        twin["findings"]
+    );
 }

@@ -8,6 +8,16 @@
 //! direction, the pauses between flights of one transfer (the receiver sent
 //! no data in between, the window had room, the data continues in place),
 //! and reports connections where they are a large share of the transfer.
+//!
+//! A sender whose flights stop growing, with no loss and room left in the
+//! receiver's window, is bound by something of its own: slow start doubles a
+//! flight each round trip, and every congestion control grows it after that
+//! (CUBIC by at least a twentieth a round trip before its first loss, Reno by
+//! a segment). Flights of the same size, round after round, are the send
+//! buffer's (`SO_SNDBUF`: the unacknowledged bytes fill it, and each ACK
+//! frees room for as many new ones) — T-RAT's sender-window limit (Zhang et
+//! al., SIGCOMM 2002). Those waits are a window's, the sender's own:
+//! `send_buffer_limited`.
 
 use tcpdoctor_flow::{Connection, Dir, SegKind, Segment};
 use tcpdoctor_wire::Timestamp;
@@ -29,6 +39,33 @@ const PAUSE_OF_RTT: f64 = 0.5;
 /// downstream of the loss, an RTO's retransmission looks like new data.
 const MAX_PAUSE_RTTS: i64 = 2;
 const LONG_PAUSE_NS: i64 = 200_000_000;
+/// Flights within a segment of each other this many rounds in a row, before
+/// any loss: the send buffer's, not a congestion window's.
+pub const FLAT_ROUNDS: u32 = 4;
+
+/// Flights of the same size in a row (bytes sent between two waits).
+#[derive(Debug, Default, Clone, Copy)]
+struct Run {
+    len: u32,
+    lo: u64,
+    hi: u64,
+    /// Where the run's first wait began.
+    from: Option<Timestamp>,
+    /// The run's waits, and the frames of its first.
+    wait_ns: i64,
+    first: Option<(u64, u64)>,
+}
+
+/// The waits found to be the send buffer's.
+#[derive(Debug, Default)]
+struct Buffered {
+    wait_ns: i64,
+    rounds: u64,
+    flight: u64,
+    first: Option<(u64, u64)>,
+    /// Waits claimed since the last exchange ended.
+    exchange_ns: i64,
+}
 
 #[derive(Debug, Default)]
 struct DirState {
@@ -49,6 +86,81 @@ struct DirState {
     after_loss: u64,
     max_in_flight: u32,
     first: Option<(u64, u64)>,
+    /// `bytes` when the last wait ended a flight.
+    flight_mark: u64,
+    run: Run,
+    buffered: Buffered,
+}
+
+impl Run {
+    /// Whether a flight of `flight` bytes keeps the run's flights within a
+    /// segment of each other.
+    fn extends(&self, flight: u64, mss: u32) -> bool {
+        self.len > 0 && self.hi.max(flight) - self.lo.min(flight) < u64::from(mss)
+    }
+}
+
+/// A wait: where it began and ended, and the frames on either side.
+type Wait = (Timestamp, Timestamp, (u64, u64));
+
+impl DirState {
+    fn congestion_wait(&mut self, (from, to, frames): Wait, claims: &mut Claims) {
+        self.wait_ns += to.since(from);
+        self.rounds += 1;
+        self.after_loss += u64::from(self.lost);
+        self.first.get_or_insert(frames);
+        claims.claim(Part::CongestionWait, from, to);
+    }
+
+    /// A wait after a flight the run of flights of one size takes in: the
+    /// congestion window's until the run is [`FLAT_ROUNDS`] long, then (its
+    /// earlier waits too) the send buffer's.
+    fn wait_in_run(&mut self, wait: Wait, flight: u64, claims: &mut Claims) {
+        let (from, to, frames) = wait;
+        let r = &mut self.run;
+        if r.len == 0 {
+            *r = Run {
+                lo: flight,
+                hi: flight,
+                from: Some(from),
+                first: Some(frames),
+                ..Run::default()
+            };
+        }
+        r.len += 1;
+        r.lo = r.lo.min(flight);
+        r.hi = r.hi.max(flight);
+        r.wait_ns += to.since(from);
+        let pause = to.since(from);
+        let b = &mut self.buffered;
+        b.flight = b.flight.max(flight);
+        match r.len.cmp(&FLAT_ROUNDS) {
+            std::cmp::Ordering::Less => self.congestion_wait(wait, claims),
+            std::cmp::Ordering::Equal => {
+                // The run's earlier waits were the send buffer's too.
+                let earlier = r.wait_ns - pause;
+                self.wait_ns -= earlier;
+                self.rounds -= u64::from(FLAT_ROUNDS - 1);
+                if self.rounds == 0 {
+                    self.first = None;
+                }
+                if let Some(since) = r.from {
+                    claims.recolor(Part::CongestionWait, Part::Window, since);
+                }
+                b.wait_ns += r.wait_ns;
+                b.exchange_ns += r.wait_ns;
+                b.rounds += u64::from(FLAT_ROUNDS);
+                b.first = b.first.or(r.first);
+                claims.claim(Part::Window, from, to);
+            }
+            std::cmp::Ordering::Greater => {
+                b.wait_ns += pause;
+                b.exchange_ns += pause;
+                b.rounds += 1;
+                claims.claim(Part::Window, from, to);
+            }
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -102,17 +214,37 @@ impl CongestionState {
             let long = pause >= LONG_PAUSE_NS && pause >= MAX_PAUSE_RTTS.saturating_mul(rtt);
             if continues && !long && pause as f64 >= PAUSE_OF_RTT * rtt as f64 && pause >= 1_000_000
             {
-                st.wait_ns += pause;
-                st.rounds += 1;
-                st.after_loss += u64::from(st.lost);
-                st.first.get_or_insert((prev_frame, seg.frame));
-                claims.claim(Part::CongestionWait, prev, seg.ts);
+                let flight = st.bytes - u64::from(seg.len) - st.flight_mark;
+                st.flight_mark = st.bytes - u64::from(seg.len);
+                let room =
+                    seg.peer_window == 0 || flight + u64::from(mss) <= u64::from(seg.peer_window);
+                let wait = (prev, seg.ts, (prev_frame, seg.frame));
+                if !st.lost && room && st.run.extends(flight, mss) {
+                    st.wait_in_run(wait, flight, claims);
+                } else {
+                    st.run = Run::default();
+                    if !st.lost && room {
+                        st.wait_in_run(wait, flight, claims);
+                    } else {
+                        st.congestion_wait(wait, claims);
+                    }
+                }
             }
         }
         st.window_full = seg.peer_window > 0 && seg.in_flight.saturating_add(mss) > seg.peer_window;
         st.last = Some((seg.ts, seg.frame, seg.seq.wrapping_add(seg.len), seg.len));
         st.peer_spoke = false;
         st.retransmitted = false;
+    }
+
+    /// The send buffer's waits claimed since the last call, per direction
+    /// (for the exchange's rate limit).
+    pub fn take_exchange(&mut self) -> [i64; 2] {
+        let mut out = [0; 2];
+        for (o, st) in out.iter_mut().zip(&mut self.dirs) {
+            *o = std::mem::take(&mut st.buffered.exchange_ns);
+        }
+        out
     }
 
     pub fn on_close(&mut self, conn: &Connection, out: &mut Vec<Occurrence>) {
@@ -122,6 +254,30 @@ impl CongestionState {
                 continue;
             };
             let transfer = last.since(first);
+            let b = &st.buffered;
+            if b.rounds >= MIN_ROUNDS
+                && transfer > 0
+                && b.wait_ns as f64 >= MIN_SHARE * transfer as f64
+            {
+                let (a, f) = b.first.unwrap_or((0, 0));
+                out.push(Occurrence {
+                    kind: Kind::SendBufferLimited,
+                    culprit: Blame::Side(d),
+                    delay_ns: b.wait_ns,
+                    frames: vec![a, f],
+                    notes: Vec::new(),
+                    ladder_from: None,
+                    ladder: None,
+                    span: None,
+                    detail: Detail::SendBuffer(SendBuffer {
+                        rounds: b.rounds,
+                        flight: b.flight,
+                        bytes: st.bytes,
+                        transfer_ns: transfer,
+                        rtt_ns: conn.path_rtt_ns(),
+                    }),
+                });
+            }
             if st.rounds < MIN_ROUNDS
                 || transfer <= 0
                 || (st.wait_ns as f64) < MIN_SHARE * transfer as f64
@@ -248,6 +404,67 @@ impl super::Rule for CongestionState {
     fn on_close(&mut self, cx: &mut super::CloseCx<'_>, conn: &Connection) {
         CongestionState::on_close(self, conn, cx.out);
     }
+}
+
+/// What a `send_buffer_limited` occurrence measured.
+#[derive(Debug, Clone)]
+pub struct SendBuffer {
+    pub rounds: u64,
+    /// The largest of the flights of one size.
+    pub flight: u64,
+    pub bytes: u64,
+    pub transfer_ns: i64,
+    pub rtt_ns: Option<i64>,
+}
+
+impl super::Fold for SendBuffer {
+    fn fold(self, a: &mut crate::Aggregate) {
+        a.count += self.rounds;
+        a.bytes += self.bytes;
+        a.transfer_ns += self.transfer_ns;
+        a.rtt_ns_min = super::min_opt(a.rtt_ns_min, self.rtt_ns);
+    }
+}
+
+/// The words of a `send_buffer_limited` finding.
+pub(crate) fn buffer_words(s: &Said<'_>) -> Words {
+    let (a, total, ep) = (s.a, s.total, s.ep);
+    let Detail::SendBuffer(SendBuffer { flight, .. }) = &a.first else {
+        return crate::text::no_words();
+    };
+    let rtt = a.rtt_ns_min.map(ms);
+    let transfer_s = a.transfer_ns as f64 / 1e9;
+    let tput = if transfer_s > 0.0 {
+        a.bytes as f64 / transfer_s
+    } else {
+        0.0
+    };
+    let explanation = format!(
+        "{ep} sent its transfers in flights of the same size, {flight} each, {rounds} times in a row          with nothing lost and room left in the receiver's window, and waited a round trip for the          ACKs after each ({total:.0} ms in all, {pct:.0}% of the transfers' time; round trip {rtt}).          A congestion window does not stay put: slow start doubles it each round trip, and after          that it grows every round. A flight that stops growing with the network's consent is the          sender's send buffer (`SO_SNDBUF`): it holds every byte until the receiver acknowledges it,          so at most a buffer's worth is ever in flight, {per_rtt} per round trip. The transfers          moved {bytes} at {tput}.",
+        flight = human_bytes(*flight as f64),
+        rounds = a.count,
+        pct = if a.transfer_ns > 0 { a.total_ns as f64 / a.transfer_ns as f64 * 100.0 } else { 0.0 },
+        rtt = rtt.map_or("unknown".to_string(), |r| format!("{r:.1} ms")),
+        per_rtt = human_bytes(*flight as f64),
+        bytes = human_bytes(a.bytes as f64),
+        tput = human_rate(tput),
+    );
+    let fix = "Let the sender's send buffer grow to the path's bandwidth × round trip: remove a fixed                `SO_SNDBUF` (setting it turns Linux's autotuning off; nginx: `sndbuf=` on `listen`;                Java: `setSendBufferSize`), or raise it, and let `net.ipv4.tcp_wmem`'s maximum allow                it. Then the congestion window is the limit, and it grows."
+        .to_string();
+    (
+        explanation,
+        fix,
+        json!({"rounds": a.count, "flight_bytes": flight, "rtt_ms": rtt,
+               "throughput_bytes_per_sec": tput.round()}),
+    )
+}
+
+/// The verdict's sentence of a `send_buffer_limited` finding.
+pub(crate) fn buffer_cause(c: &super::Cause<'_>) -> String {
+    format!(
+        "the {} at {} sends no more than its send buffer holds per round trip (~{} per exchange):          SO_SNDBUF too small for the path",
+        c.role, c.ep, c.typ
+    )
 }
 
 /// Most waits came before any loss: the window growing from its initial

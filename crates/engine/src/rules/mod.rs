@@ -276,10 +276,15 @@ registry! {
         details: [Blackhole],
         kinds: [PathMtuBlackhole = 11 "path_mtu_blackhole" [[Retransmission]] (path_mtu::words, path_mtu::cause)],
     },
-    /// Transfers paced by the sender's congestion window.
+    /// Transfers paced by the sender's congestion window or its send buffer
+    /// (whose fix takes the flights' own spreading too: the bytes the buffer
+    /// lets out as each ACK of the flight before comes back).
     congestion: congestion::CongestionState {
-        details: [Congestion],
-        kinds: [CongestionLimited = 9 "congestion_limited" [[CongestionWait]] (congestion::words, congestion::cause)],
+        details: [Congestion, SendBuffer],
+        kinds: [
+            CongestionLimited = 9 "congestion_limited" [[CongestionWait]] (congestion::words, congestion::cause),
+            SendBufferLimited = 20 "send_buffer_limited" [[Window, Bandwidth]] (congestion::buffer_words, congestion::buffer_cause),
+        ],
     },
     /// A sender back at its initial window after an idle spell.
     restart: slow_start_after_idle::RestartState {
