@@ -483,3 +483,23 @@ fn a_send_buffer_waits_on_a_window_and_its_fix_predicts_the_autotuned_twin() {
         twin["findings"]
     );
 }
+
+#[test]
+fn resends_in_slow_start_after_a_timeout_wait_on_the_congestion_window() {
+    // Seen at the client: after the retransmission timeout the server
+    // re-sends the lost data from one segment, flight by flight, each a
+    // round trip after the one before. Those waits are the window
+    // regrowing, not pauses nobody explains.
+    let (_, share) = budget_shares("rto.client.pcap");
+    assert!(
+        share("retransmission_wait") >= 0.3,
+        "{}",
+        share("retransmission_wait")
+    );
+    assert!(
+        share("congestion_wait") >= 0.02,
+        "{}",
+        share("congestion_wait")
+    );
+    assert!(share("transfer") < 0.05, "{}", share("transfer"));
+}

@@ -69,7 +69,7 @@ struct Buffered {
 
 #[derive(Debug, Default)]
 struct DirState {
-    /// Time, frame, relative end and length of the last new data.
+    /// Time, frame, relative end and length of the last data (new or sent again).
     last: Option<(Timestamp, u64, u32, u32)>,
     first_data: Option<Timestamp>,
     last_data: Option<Timestamp>,
@@ -79,7 +79,6 @@ struct DirState {
     peer_spoke: bool,
     /// The window had no room for another segment after the last send.
     window_full: bool,
-    retransmitted: bool,
     /// Something was sent again in this direction: later waits are the
     /// window regrowing after a loss, not slow start.
     lost: bool,
@@ -183,19 +182,26 @@ impl CongestionState {
         }
         self.dirs[seg.dir.reverse().index()].peer_spoke = true;
         let st = &mut self.dirs[seg.dir.index()];
-        match seg.kind {
+        // A re-send counts as the flights' data too: after a timeout the
+        // sender re-sends in slow start from one segment, flight by flight,
+        // and a re-send that continues the one before it in place waited on
+        // the window regrowing. One that does not (a hole filled, the first
+        // re-send after a timeout) breaks the flight: the loss rule's.
+        let new = match seg.kind {
             SegKind::Retransmission => {
-                st.retransmitted = true;
                 st.lost = true;
-                return;
+                false
             }
-            SegKind::NewData => {}
+            SegKind::NewData => true,
             _ => return,
+        };
+        if new {
+            st.first_data.get_or_insert(seg.ts);
+            st.last_data = Some(seg.ts);
+            st.bytes += u64::from(seg.len);
+            st.max_in_flight = st.max_in_flight.max(seg.in_flight);
         }
-        st.first_data.get_or_insert(seg.ts);
-        st.last_data = Some(seg.ts);
-        st.bytes += u64::from(seg.len);
-        st.max_in_flight = st.max_in_flight.max(seg.in_flight);
+        let before = st.bytes - if new { u64::from(seg.len) } else { 0 };
         let mss = conn.smss(seg.dir);
         let paused = st.last.filter(|l| seg.ts.since(l.0) >= 1_000_000);
         if let (Some((prev, prev_frame, prev_end, prev_len)), Some(rtt)) =
@@ -205,17 +211,13 @@ impl CongestionState {
             // A flight cut by the congestion window ends on a full segment; a
             // short one ends a write (or is Nagle's, a rule of its own).
             let full = prev_len >= mss && prev_len % mss == 0;
-            let continues = prev_end == seg.seq
-                && full
-                && !st.peer_spoke
-                && !st.window_full
-                && !window_blocked
-                && !st.retransmitted;
+            let continues =
+                prev_end == seg.seq && full && !st.peer_spoke && !st.window_full && !window_blocked;
             let long = pause >= LONG_PAUSE_NS && pause >= MAX_PAUSE_RTTS.saturating_mul(rtt);
             if continues && !long && pause as f64 >= PAUSE_OF_RTT * rtt as f64 && pause >= 1_000_000
             {
-                let flight = st.bytes - u64::from(seg.len) - st.flight_mark;
-                st.flight_mark = st.bytes - u64::from(seg.len);
+                let flight = before.saturating_sub(st.flight_mark);
+                st.flight_mark = before;
                 let room =
                     seg.peer_window == 0 || flight + u64::from(mss) <= u64::from(seg.peer_window);
                 let wait = (prev, seg.ts, (prev_frame, seg.frame));
@@ -234,7 +236,6 @@ impl CongestionState {
         st.window_full = seg.peer_window > 0 && seg.in_flight.saturating_add(mss) > seg.peer_window;
         st.last = Some((seg.ts, seg.frame, seg.seq.wrapping_add(seg.len), seg.len));
         st.peer_spoke = false;
-        st.retransmitted = false;
     }
 
     /// The send buffer's waits claimed since the last call, per direction
