@@ -213,6 +213,7 @@ say "real peers"
 if have nginx; then
   run_case nagle-delayed-ack --peer nginx
   run_case small-receive-window --peer nginx
+  run_case send-buffer-limited --peer nginx
   run_case healthy --peer nginx
   if have wrk; then
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["before"]["metrics"]["client"]=="wrk", d["before"]["metrics"]' \

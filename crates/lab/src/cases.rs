@@ -746,7 +746,7 @@ pub fn all() -> Vec<Case> {
                 "the server's send buffer left to autotuning (no SO_SNDBUF)",
                 |s| s.server.sndbuf = None,
             )),
-            peers: &[Peer::Builtin],
+            peers: &[Peer::Builtin, Peer::Nginx],
             wrk_connections: 4,
         },
         Case {

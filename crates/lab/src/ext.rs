@@ -86,19 +86,30 @@ fn page() -> String {
 }
 
 /// nginx in the server namespace: `GET /` serves a static page with
-/// `sendfile on` and the case's `tcp_nodelay`; `POST /upload` reads the
-/// whole body (proxied to a local server block), through a listener with
-/// the case's `rcvbuf`.
+/// `sendfile on` and the case's `tcp_nodelay` (the case's body instead when
+/// it is a download of 64 KiB or more); `POST /upload` reads the whole body
+/// (proxied to a local server block), through a listener with the case's
+/// `rcvbuf` and `sndbuf`.
 pub fn nginx(server_ns: &str, s: &Setup) -> Result<External> {
     if !installed("nginx") {
         bail!("--peer nginx: nginx is not installed (apt-get install nginx-light)");
     }
     let dir = work_dir("nginx")?;
-    fs::write(dir.join("html/index.html"), page())?;
+    // The case's body when it is a download larger than the page.
+    let page = match s.server.body_bytes {
+        n if n >= 64 << 10 => (0..n).map(|i| b'a' + (i % 26) as u8).collect(),
+        _ => page().into_bytes(),
+    };
+    fs::write(dir.join("html/index.html"), page)?;
     let d = dir.display();
     let rcvbuf = s
         .peer_rcvbuf
         .map(|n| format!(" rcvbuf={n}"))
+        .unwrap_or_default();
+    let sndbuf = s
+        .server
+        .sndbuf
+        .map(|n| format!(" sndbuf={n}"))
         .unwrap_or_default();
     let tls = match s.tls {
         Some(key) => {
@@ -123,7 +134,7 @@ pub fn nginx(server_ns: &str, s: &Setup) -> Result<External> {
          client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fastcgi;\n\
          uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
          sendfile on;\n  tcp_nodelay {nodelay};\n  keepalive_timeout 65;\n  keepalive_requests 1000000;\n\
-         server {{\n    listen {addr}{ssl}{rcvbuf};\n{tls}    root {d}/html;\n    index index.html;\n    location / {{ }}\n\
+         server {{\n    listen {addr}{ssl}{rcvbuf}{sndbuf};\n{tls}    root {d}/html;\n    index index.html;\n    location / {{ }}\n\
          location /upload {{ client_max_body_size 10m; proxy_pass http://127.0.0.1:8082; }}\n  }}\n\
          server {{ listen 127.0.0.1:8082; location / {{ return 200 \"ok\\n\"; }} }}\n}}\n",
         nodelay = if s.peer_nodelay { "on" } else { "off" },
