@@ -49,14 +49,16 @@ impl Target {
 }
 
 /// Findings about moving data, for which a time-sequence graph shows the mechanism.
-pub const TRANSFER_KINDS: [&str; 7] = [
+pub const TRANSFER_KINDS: [&str; 9] = [
     "receive_window_limited",
+    "send_buffer_limited",
     "zero_window",
     "packet_loss",
     "retransmission_timeout",
     "congestion_limited",
     "slow_start_after_idle",
     "path_mtu_blackhole",
+    "policer",
 ];
 
 /// The connections of the (major) transfer findings' first evidence (largest
