@@ -630,6 +630,9 @@ pub(crate) struct Heavy {
     limits: budget::Limits,
     /// The place of the connection's path among the bases ([`whatif::Bases`]).
     path: Option<usize>,
+    /// The row of the connection's server among the what-if counts
+    /// ([`whatif::WhatIfs`]), noted when first counted.
+    row: Option<usize>,
 }
 
 impl Heavy {
@@ -657,6 +660,7 @@ impl Heavy {
             claims,
             limits,
             path,
+            row,
         } = self;
         // The ring's packets are read only below `pushed`: not cleared.
         ring.pushed = 0;
@@ -671,6 +675,7 @@ impl Heavy {
         claims.clear();
         *limits = budget::Limits::default();
         *path = None;
+        *row = None;
     }
 }
 
@@ -1060,6 +1065,7 @@ impl Analyzer for Diagnoser {
         let policer = &state.rules.policer;
         self.whatifs.record(
             conn.server.addr,
+            &mut state.row,
             (d, bucket),
             &split,
             || whatif::slow_start_ns(conn, ex),

@@ -187,27 +187,28 @@ impl WhatIfs {
     /// `slow_start_ns` is what its largest message would take on a new
     /// connection's congestion window alone (0 when the window had grown):
     /// a window wait taken away leaves at least that.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn record(
         &mut self,
         server: SocketAddr,
+        at: &mut Option<usize>,
         (duration, bucket): (i64, usize),
         split: &Split,
         slow_start_ns: impl Fn() -> i64,
         policed_ns: impl Fn() -> i64,
     ) {
-        // Most exchanges hold nothing a fix would show: one sum tells. The
-        // parts this exchange holds, in the same pass: a set of parts none of
-        // them is in touched nothing (most sets, on most exchanges).
-        let (sum, present) = split
-            .iter()
-            .enumerate()
-            .fold((0i64, 0u16), |(s, m), (i, &v)| {
-                (s + v, m | (u16::from(v > 0) << i))
-            });
+        // Most exchanges hold nothing a fix would show: one sum tells.
+        let sum: i64 = split.iter().sum();
         let held = sum - split[index(Part::Transfer)] - split[index(Part::Bandwidth)];
         if held < MIN_TOUCH_NS {
             return;
         }
+        // The parts this exchange holds: a set of parts none of them is in
+        // touched nothing (most sets, on most exchanges).
+        let present = split
+            .iter()
+            .enumerate()
+            .fold(0u16, |m, (i, &v)| m | (u16::from(v > 0) << i));
         let window = 1u16 << index(Part::Window);
         // The message's bytes moving (at the path's rate or slower): a policer's parts.
         let moving_bits = 1u16 << index(Part::Transfer) | 1u16 << index(Part::Bandwidth);
@@ -263,7 +264,14 @@ impl WhatIfs {
                 .sum();
                 after = after.max((duration - moving + slow_start_ns).min(duration));
             }
-            let r = *row.get_or_insert_with(|| self.row(server));
+            let r = *row.get_or_insert_with(|| match *at {
+                Some(r) => r,
+                None => {
+                    let r = self.row(server);
+                    *at = Some(r);
+                    r
+                }
+            });
             let pair = &mut self.rows[r][i];
             pair.before.record_in(bucket, duration);
             pair.after.record(after);
