@@ -187,7 +187,10 @@ impl WhatIfs {
     /// `slow_start_ns` is what its largest message would take on a new
     /// connection's congestion window alone (0 when the window had grown):
     /// a window wait taken away leaves at least that.
+    /// Out of line: its loops keep their registers (inlined in the
+    /// exchange's code, every touched set saved and restored the caller's).
     #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
     pub(crate) fn record(
         &mut self,
         server: SocketAddr,
@@ -203,22 +206,18 @@ impl WhatIfs {
         if held < MIN_TOUCH_NS {
             return;
         }
-        // The parts this exchange holds: a set of parts none of them is in
-        // touched nothing (most sets, on most exchanges).
-        let present = split
-            .iter()
-            .enumerate()
-            .fold(0u16, |m, (i, &v)| m | (u16::from(v > 0) << i));
         let window = 1u16 << index(Part::Window);
         // The message's bytes moving (at the path's rate or slower): a policer's parts.
         let moving_bits = 1u16 << index(Part::Transfer) | 1u16 << index(Part::Bandwidth);
         let mut row = None;
         let mut slow_start = None;
+        // The sets holding a part this exchange holds: a set none of its
+        // parts is in touched nothing (most sets, on most exchanges).
         let mut candidates = 0u64;
-        let mut parts = present;
-        while parts != 0 {
-            candidates |= self.by_part[parts.trailing_zeros() as usize];
-            parts &= parts - 1;
+        for (&v, &sets) in split.iter().zip(&self.by_part) {
+            if v > 0 {
+                candidates |= sets;
+            }
         }
         // In mask order, as every mask in turn would be.
         while candidates != 0 {
@@ -332,6 +331,8 @@ pub(crate) const INITIAL_WINDOW: u64 = 10;
 /// The round trips slow start needs to send an exchange's largest message
 /// on a connection's first exchange (the window doubling from the initial
 /// one each round trip), in time; 0 on later exchanges or without a round trip.
+/// Out of line: asked of few exchanges, and inlined its setup ran for all.
+#[inline(never)]
 pub(crate) fn slow_start_ns(conn: &Connection, ex: &tcpdoctor_flow::Exchange) -> i64 {
     let Some(rtt) = conn.path_rtt_ns() else {
         return 0;

@@ -467,12 +467,29 @@ pub struct Exchange {
 impl Exchange {
     /// The first SYN for a connection's first exchange (when captured), else
     /// the first request byte (or response byte, for a server speaking first).
+    #[inline]
     pub fn start(&self) -> Option<Mark> {
-        self.setup.or(self.request_first).or(self.response_first)
+        self.start_mark().copied()
     }
 
+    #[inline]
     pub fn end(&self) -> Option<Mark> {
-        self.response_last.or(self.request_last)
+        self.end_mark().copied()
+    }
+
+    /// [`Exchange::start`] by reference (the marks are not copied to be chosen).
+    #[inline]
+    fn start_mark(&self) -> Option<&Mark> {
+        match (&self.setup, &self.request_first) {
+            (Some(m), _) | (None, Some(m)) => Some(m),
+            (None, None) => self.response_first.as_ref(),
+        }
+    }
+
+    /// [`Exchange::end`] by reference.
+    #[inline]
+    fn end_mark(&self) -> Option<&Mark> {
+        self.response_last.as_ref().or(self.request_last.as_ref())
     }
 
     /// Both a request and a response were seen.
@@ -500,7 +517,7 @@ impl Exchange {
 
     /// From [`Exchange::start`] to the last response byte, at the capture point.
     pub fn duration_ns(&self) -> i64 {
-        match (self.start(), self.end()) {
+        match (self.start_mark(), self.end_mark()) {
             (Some(a), Some(b)) => b.ts.since(a.ts).max(0),
             _ => 0,
         }
