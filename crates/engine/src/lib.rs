@@ -42,6 +42,10 @@ use rules::{endpoint_of, Blame, Kind, Occurrence};
 /// How many leading bytes of a segment's payload the engine may look at
 /// (HTTP heads, to name the software in a fix); 0 for anything else.
 pub fn payload_needed(payload: &[u8]) -> usize {
+    // Most segments are ACKs: nothing to look at.
+    if payload.is_empty() {
+        return 0;
+    }
     http::head_len(payload).max(rules::tls::payload_needed(payload))
 }
 
