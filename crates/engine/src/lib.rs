@@ -1032,6 +1032,7 @@ impl Analyzer for Diagnoser {
             base: budget::Base::default(),
             close_wait,
             expect_unanswered,
+            duration_ns: 0,
         };
         h.rules.on_exchange(&mut cx, conn, ex);
         if !self.scratch.is_empty() {
@@ -1044,6 +1045,7 @@ impl Analyzer for Diagnoser {
         let base = self.bases.learn(&mut h.path, conn);
         let split = h.claims.split(conn, ex, base).unwrap_or([0; budget::PARTS]);
         h.limits.note(conn, ex, &split, inside);
+        let d = ex.duration_ns();
         let mut cx = rules::ExchangeCx {
             out: &mut self.scratch,
             inside,
@@ -1054,6 +1056,7 @@ impl Analyzer for Diagnoser {
             base,
             close_wait,
             expect_unanswered,
+            duration_ns: d,
         };
         h.rules.on_budget(&mut cx, conn, ex);
         if tls.is_some() {
@@ -1063,7 +1066,6 @@ impl Analyzer for Diagnoser {
             self.record_scratch(conn, state);
         }
         let state = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
-        let d = ex.duration_ns();
         let bucket = Histogram::bucket(d);
         self.exchange_hist.record_in(bucket, d);
         let policer = &state.rules.policer;

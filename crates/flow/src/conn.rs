@@ -791,7 +791,10 @@ impl Connection {
         const TICK_NS: i64 = 1_000_000;
         // A capture clock in whole milliseconds (or coarser) is no finer than
         // the server's: the difference would be its rounding.
-        if synack.ts.nanos() % TICK_NS == 0 && first.ts.nanos() % TICK_NS == 0 {
+        // (Divisibility of the magnitude: one multiplication, no division.)
+        if synack.ts.nanos().unsigned_abs() % TICK_NS as u64 == 0
+            && first.ts.nanos().unsigned_abs() % TICK_NS as u64 == 0
+        {
             return distance;
         }
         let ticks = i64::from(v.wrapping_sub(v0) as i32);
