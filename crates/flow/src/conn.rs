@@ -779,13 +779,17 @@ impl Connection {
     pub fn distance_for(&self, ex: &Exchange) -> Option<i64> {
         let distance = self.distance_to(Dir::ServerToClient);
         let hs = &self.handshake;
-        let (Some(sample), Some(synack), Some(v0), Some(first), Some(v)) = (
-            hs.server_side_sample(),
-            hs.synack,
-            hs.synack_tsval,
+        // The exchange's and the handshake's marks first; the sample (the
+        // most work) last.
+        let (Some(first), Some(v), Some(synack), Some(v0)) = (
             ex.response_first,
             ex.response_tsval,
+            hs.synack,
+            hs.synack_tsval,
         ) else {
+            return distance;
+        };
+        let Some(sample) = hs.server_side_sample() else {
             return distance;
         };
         const TICK_NS: i64 = 1_000_000;
