@@ -358,7 +358,10 @@ impl Base {
         least(&mut self.round_trip, conn.path_rtt_ns());
         least(&mut self.to_server, conn.distance_to(Dir::ServerToClient));
         for (rate, half) in self.rate.iter_mut().zip([&conn.client, &conn.server]) {
-            *rate = DeliveryRate::faster(*rate, half.rate.best());
+            // Most connections never measure one: nothing to compare.
+            if let Some(best) = half.rate.best() {
+                *rate = DeliveryRate::faster(*rate, Some(best));
+            }
         }
     }
 

@@ -42,6 +42,10 @@ use rules::{endpoint_of, Blame, Kind, Occurrence};
 /// How many leading bytes of a segment's payload the engine may look at
 /// (HTTP heads, to name the software in a fix); 0 for anything else.
 pub fn payload_needed(payload: &[u8]) -> usize {
+    // Most segments are ACKs: nothing to look at.
+    if payload.is_empty() {
+        return 0;
+    }
     http::head_len(payload).max(rules::tls::payload_needed(payload))
 }
 
@@ -630,6 +634,9 @@ pub(crate) struct Heavy {
     limits: budget::Limits,
     /// The place of the connection's path among the bases ([`whatif::Bases`]).
     path: Option<usize>,
+    /// The row of the connection's server among the what-if counts
+    /// ([`whatif::WhatIfs`]), noted when first counted.
+    row: Option<usize>,
 }
 
 impl Heavy {
@@ -657,6 +664,7 @@ impl Heavy {
             claims,
             limits,
             path,
+            row,
         } = self;
         // The ring's packets are read only below `pushed`: not cleared.
         ring.pushed = 0;
@@ -671,6 +679,7 @@ impl Heavy {
         claims.clear();
         *limits = budget::Limits::default();
         *path = None;
+        *row = None;
     }
 }
 
@@ -1024,6 +1033,7 @@ impl Analyzer for Diagnoser {
             base: budget::Base::default(),
             close_wait,
             expect_unanswered,
+            duration_ns: 0,
         };
         h.rules.on_exchange(&mut cx, conn, ex);
         if !self.scratch.is_empty() {
@@ -1036,6 +1046,7 @@ impl Analyzer for Diagnoser {
         let base = self.bases.learn(&mut h.path, conn);
         let split = h.claims.split(conn, ex, base).unwrap_or([0; budget::PARTS]);
         h.limits.note(conn, ex, &split, (inside, buffered));
+        let d = ex.duration_ns();
         let mut cx = rules::ExchangeCx {
             out: &mut self.scratch,
             inside,
@@ -1046,6 +1057,7 @@ impl Analyzer for Diagnoser {
             base,
             close_wait,
             expect_unanswered,
+            duration_ns: d,
         };
         h.rules.on_budget(&mut cx, conn, ex);
         if tls.is_some() {
@@ -1055,12 +1067,12 @@ impl Analyzer for Diagnoser {
             self.record_scratch(conn, state);
         }
         let state = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
-        let d = ex.duration_ns();
         let bucket = Histogram::bucket(d);
         self.exchange_hist.record_in(bucket, d);
         let policer = &state.rules.policer;
         self.whatifs.record(
             conn.server.addr,
+            &mut state.row,
             (d, bucket),
             &split,
             || whatif::slow_start_ns(conn, ex),

@@ -201,8 +201,16 @@ pub(crate) fn connection_summary(
     t0_ns: i64,
 ) -> ConnectionSummary {
     let hs = &conn.handshake;
-    let idle = Heavy::default();
-    let st = st.unwrap_or(&idle);
+    // A connection without a diagnosis state reads as a new one's (made
+    // only for it).
+    let idle;
+    let st = match st {
+        Some(h) => h,
+        None => {
+            idle = Heavy::default();
+            &idle
+        }
+    };
     let (place, told_from) = vantage(conn);
     let (end, ended_by) = crate::rules::refused_reset::end_state(conn);
     ConnectionSummary {

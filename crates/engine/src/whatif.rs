@@ -187,23 +187,21 @@ impl WhatIfs {
     /// `slow_start_ns` is what its largest message would take on a new
     /// connection's congestion window alone (0 when the window had grown):
     /// a window wait taken away leaves at least that.
+    /// Out of line: its loops keep their registers (inlined in the
+    /// exchange's code, every touched set saved and restored the caller's).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
     pub(crate) fn record(
         &mut self,
         server: SocketAddr,
+        at: &mut Option<usize>,
         (duration, bucket): (i64, usize),
         split: &Split,
         slow_start_ns: impl Fn() -> i64,
         policed_ns: impl Fn() -> i64,
     ) {
-        // Most exchanges hold nothing a fix would show: one sum tells. The
-        // parts this exchange holds, in the same pass: a set of parts none of
-        // them is in touched nothing (most sets, on most exchanges).
-        let (sum, present) = split
-            .iter()
-            .enumerate()
-            .fold((0i64, 0u16), |(s, m), (i, &v)| {
-                (s + v, m | (u16::from(v > 0) << i))
-            });
+        // Most exchanges hold nothing a fix would show: one sum tells.
+        let sum: i64 = split.iter().sum();
         let held = sum - split[index(Part::Transfer)] - split[index(Part::Bandwidth)];
         if held < MIN_TOUCH_NS {
             return;
@@ -213,11 +211,13 @@ impl WhatIfs {
         let moving_bits = 1u16 << index(Part::Transfer) | 1u16 << index(Part::Bandwidth);
         let mut row = None;
         let mut slow_start = None;
+        // The sets holding a part this exchange holds: a set none of its
+        // parts is in touched nothing (most sets, on most exchanges).
         let mut candidates = 0u64;
-        let mut parts = present;
-        while parts != 0 {
-            candidates |= self.by_part[parts.trailing_zeros() as usize];
-            parts &= parts - 1;
+        for (&v, &sets) in split.iter().zip(&self.by_part) {
+            if v > 0 {
+                candidates |= sets;
+            }
         }
         // In mask order, as every mask in turn would be.
         while candidates != 0 {
@@ -263,7 +263,14 @@ impl WhatIfs {
                 .sum();
                 after = after.max((duration - moving + slow_start_ns).min(duration));
             }
-            let r = *row.get_or_insert_with(|| self.row(server));
+            let r = *row.get_or_insert_with(|| match *at {
+                Some(r) => r,
+                None => {
+                    let r = self.row(server);
+                    *at = Some(r);
+                    r
+                }
+            });
             let pair = &mut self.rows[r][i];
             pair.before.record_in(bucket, duration);
             pair.after.record(after);
@@ -324,6 +331,8 @@ pub(crate) const INITIAL_WINDOW: u64 = 10;
 /// The round trips slow start needs to send an exchange's largest message
 /// on a connection's first exchange (the window doubling from the initial
 /// one each round trip), in time; 0 on later exchanges or without a round trip.
+/// Out of line: asked of few exchanges, and inlined its setup ran for all.
+#[inline(never)]
 pub(crate) fn slow_start_ns(conn: &Connection, ex: &tcpdoctor_flow::Exchange) -> i64 {
     let Some(rtt) = conn.path_rtt_ns() else {
         return 0;

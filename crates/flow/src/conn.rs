@@ -467,12 +467,29 @@ pub struct Exchange {
 impl Exchange {
     /// The first SYN for a connection's first exchange (when captured), else
     /// the first request byte (or response byte, for a server speaking first).
+    #[inline]
     pub fn start(&self) -> Option<Mark> {
-        self.setup.or(self.request_first).or(self.response_first)
+        self.start_mark().copied()
     }
 
+    #[inline]
     pub fn end(&self) -> Option<Mark> {
-        self.response_last.or(self.request_last)
+        self.end_mark().copied()
+    }
+
+    /// [`Exchange::start`] by reference (the marks are not copied to be chosen).
+    #[inline]
+    fn start_mark(&self) -> Option<&Mark> {
+        match (&self.setup, &self.request_first) {
+            (Some(m), _) | (None, Some(m)) => Some(m),
+            (None, None) => self.response_first.as_ref(),
+        }
+    }
+
+    /// [`Exchange::end`] by reference.
+    #[inline]
+    fn end_mark(&self) -> Option<&Mark> {
+        self.response_last.as_ref().or(self.request_last.as_ref())
     }
 
     /// Both a request and a response were seen.
@@ -500,7 +517,7 @@ impl Exchange {
 
     /// From [`Exchange::start`] to the last response byte, at the capture point.
     pub fn duration_ns(&self) -> i64 {
-        match (self.start(), self.end()) {
+        match (self.start_mark(), self.end_mark()) {
             (Some(a), Some(b)) => b.ts.since(a.ts).max(0),
             _ => 0,
         }
@@ -762,19 +779,26 @@ impl Connection {
     pub fn distance_for(&self, ex: &Exchange) -> Option<i64> {
         let distance = self.distance_to(Dir::ServerToClient);
         let hs = &self.handshake;
-        let (Some(sample), Some(synack), Some(v0), Some(first), Some(v)) = (
-            hs.server_side_sample(),
-            hs.synack,
-            hs.synack_tsval,
+        // The exchange's and the handshake's marks first; the sample (the
+        // most work) last.
+        let (Some(first), Some(v), Some(synack), Some(v0)) = (
             ex.response_first,
             ex.response_tsval,
+            hs.synack,
+            hs.synack_tsval,
         ) else {
+            return distance;
+        };
+        let Some(sample) = hs.server_side_sample() else {
             return distance;
         };
         const TICK_NS: i64 = 1_000_000;
         // A capture clock in whole milliseconds (or coarser) is no finer than
         // the server's: the difference would be its rounding.
-        if synack.ts.nanos() % TICK_NS == 0 && first.ts.nanos() % TICK_NS == 0 {
+        // (Divisibility of the magnitude: one multiplication, no division.)
+        if synack.ts.nanos().unsigned_abs() % TICK_NS as u64 == 0
+            && first.ts.nanos().unsigned_abs() % TICK_NS as u64 == 0
+        {
             return distance;
         }
         let ticks = i64::from(v.wrapping_sub(v0) as i32);

@@ -71,6 +71,9 @@ pub(crate) struct ExchangeCx<'a> {
     pub close_wait: i64,
     /// The request asked for `100 Continue` and none came.
     pub expect_unanswered: bool,
+    /// The exchange's duration ([`Exchange::duration_ns`]; 0 before
+    /// [`Rule::on_budget`]).
+    pub duration_ns: i64,
 }
 
 /// What a rule sees when its connection closes.

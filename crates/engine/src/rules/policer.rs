@@ -546,7 +546,8 @@ impl Measure {
 impl PolicerState {
     /// The time an exchange's larger message takes at the policer's rate
     /// found on this connection (0: none found): what its transfer becomes
-    /// when the policer shapes instead.
+    /// when the policer shapes instead. Out of line: asked of few exchanges.
+    #[inline(never)]
     pub(crate) fn policed_ns(&self, ex: &Exchange) -> i64 {
         let Some(m) = self.bulk.as_deref() else {
             return 0;

@@ -63,7 +63,7 @@ pub struct QueueingState;
 impl super::Rule for QueueingState {
     fn on_budget(&mut self, cx: &mut super::ExchangeCx<'_>, conn: &Connection, ex: &Exchange) {
         let queue = cx.split[index(Part::Queueing)];
-        let dur = ex.duration_ns();
+        let dur = cx.duration_ns;
         if queue < MIN_QUEUEING_NS || (queue as f64) < MIN_QUEUEING_SHARE * dur as f64 {
             return;
         }

@@ -41,8 +41,11 @@ pub fn server_delay(
 ) -> Option<Occurrence> {
     let (last, first) = (ex.request_last?, ex.response_first?);
     let think = split[index(Part::Server)];
+    if think < MIN_THINK_NS {
+        return None;
+    }
     let dur = ex.duration_ns();
-    if think < MIN_THINK_NS || (think as f64) < MIN_THINK_SHARE * dur as f64 {
+    if (think as f64) < MIN_THINK_SHARE * dur as f64 {
         return None;
     }
     // The wait for a close-delimited response's FIN is the server's, after
@@ -194,6 +197,7 @@ impl LatencyState {
         ex: &Exchange,
         split: &Split,
         tls: Option<(u32, i64)>,
+        duration_ns: i64,
     ) {
         let Some(rtt) = conn.path_rtt_ns() else {
             return;
@@ -213,7 +217,7 @@ impl LatencyState {
         }
         // Captured at the server, the request's round trip is outside the exchange.
         self.requests += u64::from(net > 0 && net.saturating_mul(2) >= rtt);
-        self.total_ns += ex.duration_ns();
+        self.total_ns += duration_ns;
         self.exchanges += 1;
         if self.first.is_none() {
             let hs = &conn.handshake;
@@ -681,18 +685,14 @@ impl super::Fold for Latency {
 impl super::Rule for LatencyState {
     fn on_exchange(&mut self, cx: &mut super::ExchangeCx<'_>, conn: &Connection, ex: &Exchange) {
         let c = Dir::ClientToServer.index();
-        cx.out.extend(client_delay(
-            conn,
-            ex,
-            cx.inside[c],
-            cx.longest[c],
-            cx.expect_unanswered,
-        ));
+        if let Some(o) = client_delay(conn, ex, cx.inside[c], cx.longest[c], cx.expect_unanswered) {
+            cx.out.push(o);
+        }
     }
 
     fn on_budget(&mut self, cx: &mut super::ExchangeCx<'_>, conn: &Connection, ex: &Exchange) {
         let s = Dir::ServerToClient.index();
-        cx.out.extend(server_delay(
+        if let Some(o) = server_delay(
             conn,
             ex,
             &cx.split,
@@ -700,11 +700,13 @@ impl super::Rule for LatencyState {
             cx.longest[s],
             cx.cork_holds[s],
             cx.close_wait,
-        ));
+        ) {
+            cx.out.push(o);
+        }
         let tls = cx
             .tls
             .map(|t| (t.rounds, super::tls::network_ns(&cx.split, &t)));
-        LatencyState::on_exchange(self, conn, ex, &cx.split, tls);
+        LatencyState::on_exchange(self, conn, ex, &cx.split, tls, cx.duration_ns);
     }
 
     fn on_close(&mut self, cx: &mut super::CloseCx<'_>, conn: &Connection) {

@@ -198,6 +198,10 @@ impl TlsState {
             self.pending = Some(p);
             return Step::Handshake;
         }
+        // Most connections have no handshake pending: not taken (a copy).
+        if self.pending.is_none() {
+            return Step::Plain;
+        }
         let Some(p) = self.pending.take() else {
             return Step::Plain;
         };
