@@ -212,10 +212,13 @@ impl WhatIfs {
         let mut row = None;
         let mut slow_start = None;
         // The sets holding a part this exchange holds: a set none of its
-        // parts is in touched nothing (most sets, on most exchanges).
+        // parts is in touched nothing (most sets, on most exchanges). The
+        // message's moving time alone touches no set: every message moves,
+        // and a fix that takes it (a policer's, a send buffer's) takes it
+        // with the waits that name the mechanism.
         let mut candidates = 0u64;
-        for (&v, &sets) in split.iter().zip(&self.by_part) {
-            if v > 0 {
+        for (i, (&v, &sets)) in split.iter().zip(&self.by_part).enumerate() {
+            if v > 0 && moving_bits & 1 << i == 0 {
                 candidates |= sets;
             }
         }
