@@ -87,6 +87,13 @@ struct DirState {
     first: Option<(u64, u64)>,
     /// `bytes` when the last wait ended a flight.
     flight_mark: u64,
+    /// Flights of one size and the send buffer's waits, from the first wait
+    /// with nothing lost (most connections have none: kept out of line).
+    flights: Option<Box<Flights>>,
+}
+
+#[derive(Debug, Default)]
+struct Flights {
     run: Run,
     buffered: Buffered,
 }
@@ -116,7 +123,9 @@ impl DirState {
     /// earlier waits too) the send buffer's.
     fn wait_in_run(&mut self, wait: Wait, flight: u64, claims: &mut Claims) {
         let (from, to, frames) = wait;
-        let r = &mut self.run;
+        let pause = to.since(from);
+        let f = self.flights.get_or_insert_with(Box::default);
+        let r = &mut f.run;
         if r.len == 0 {
             *r = Run {
                 lo: flight,
@@ -129,27 +138,26 @@ impl DirState {
         r.len += 1;
         r.lo = r.lo.min(flight);
         r.hi = r.hi.max(flight);
-        r.wait_ns += to.since(from);
-        let pause = to.since(from);
-        let b = &mut self.buffered;
+        r.wait_ns += pause;
+        let b = &mut f.buffered;
         b.flight = b.flight.max(flight);
         match r.len.cmp(&FLAT_ROUNDS) {
             std::cmp::Ordering::Less => self.congestion_wait(wait, claims),
             std::cmp::Ordering::Equal => {
                 // The run's earlier waits were the send buffer's too.
-                let earlier = r.wait_ns - pause;
+                b.wait_ns += r.wait_ns;
+                b.exchange_ns += r.wait_ns;
+                b.rounds += u64::from(FLAT_ROUNDS);
+                b.first = b.first.or(r.first);
+                let (earlier, since) = (r.wait_ns - pause, r.from);
                 self.wait_ns -= earlier;
                 self.rounds -= u64::from(FLAT_ROUNDS - 1);
                 if self.rounds == 0 {
                     self.first = None;
                 }
-                if let Some(since) = r.from {
+                if let Some(since) = since {
                     claims.recolor(Part::CongestionWait, Part::Window, since);
                 }
-                b.wait_ns += r.wait_ns;
-                b.exchange_ns += r.wait_ns;
-                b.rounds += u64::from(FLAT_ROUNDS);
-                b.first = b.first.or(r.first);
                 claims.claim(Part::Window, from, to);
             }
             std::cmp::Ordering::Greater => {
@@ -221,10 +229,16 @@ impl CongestionState {
                 let room =
                     seg.peer_window == 0 || flight + u64::from(mss) <= u64::from(seg.peer_window);
                 let wait = (prev, seg.ts, (prev_frame, seg.frame));
-                if !st.lost && room && st.run.extends(flight, mss) {
+                let extends = st
+                    .flights
+                    .as_ref()
+                    .is_some_and(|f| f.run.extends(flight, mss));
+                if !st.lost && room && extends {
                     st.wait_in_run(wait, flight, claims);
                 } else {
-                    st.run = Run::default();
+                    if let Some(f) = st.flights.as_mut() {
+                        f.run = Run::default();
+                    }
                     if !st.lost && room {
                         st.wait_in_run(wait, flight, claims);
                     } else {
@@ -243,7 +257,9 @@ impl CongestionState {
     pub fn take_exchange(&mut self) -> [i64; 2] {
         let mut out = [0; 2];
         for (o, st) in out.iter_mut().zip(&mut self.dirs) {
-            *o = std::mem::take(&mut st.buffered.exchange_ns);
+            if let Some(f) = st.flights.as_mut() {
+                *o = std::mem::take(&mut f.buffered.exchange_ns);
+            }
         }
         out
     }
@@ -255,11 +271,11 @@ impl CongestionState {
                 continue;
             };
             let transfer = last.since(first);
-            let b = &st.buffered;
-            if b.rounds >= MIN_ROUNDS
-                && transfer > 0
-                && b.wait_ns as f64 >= MIN_SHARE * transfer as f64
-            {
+            if let Some(b) = st.flights.as_ref().map(|f| &f.buffered).filter(|b| {
+                b.rounds >= MIN_ROUNDS
+                    && transfer > 0
+                    && b.wait_ns as f64 >= MIN_SHARE * transfer as f64
+            }) {
                 let (a, f) = b.first.unwrap_or((0, 0));
                 out.push(Occurrence {
                     kind: Kind::SendBufferLimited,
