@@ -590,10 +590,7 @@ pub fn fmt_ms(v: f64) -> String {
     }
 }
 
-/// Rounded to 3 decimals: milliseconds to the microsecond, as every report prints them.
-pub fn round3(v: f64) -> f64 {
-    (v * 1000.0).round() / 1000.0
-}
+pub use tcpdoctor_units::round3;
 
 /// Latency buckets (0.8% wide) grouped per budget sum: small enough to stay in cache.
 const BUDGET_BUCKET: usize = 8;

@@ -10,13 +10,16 @@
 //! as threads of this process (each thread enters its namespace with setns);
 //! the namespaces are removed at the end, on error, and on Ctrl-C/SIGTERM.
 //!
-//! The command itself (`tcpdoctor lab list|run|fixtures|clean`: its arguments,
-//! its report, its exit status) is the binary's, in `crates/tcpdoctor/src/lab.rs`.
+//! The command `tcpdoctor lab list|run|fixtures|clean` is here too, but for
+//! its arguments and exit status (the binary's, `crates/tcpdoctor/src/lab.rs`):
+//! [`command`] checks a request and runs it, [`report`] writes its text or
+//! JSON and decides whether the case reproduced.
 //! Errors here are [`Error`]s: a message and its cause, printed whole by the
 //! binary. The `clap` feature derives `clap::ValueEnum` for the choices the
 //! command line offers (`--peer`, `--vantage`).
 
 pub mod cases;
+pub mod command;
 pub mod delay;
 mod error;
 pub mod ext;
@@ -25,6 +28,7 @@ pub mod flood;
 pub mod metrics;
 pub mod ns;
 pub mod peers;
+pub mod report;
 pub mod run;
 mod sys;
 pub mod topo;

@@ -13,6 +13,8 @@
 //! line, Content-Length, chunked, keep-alive/close): a general HTTP client
 //! would cost more CPU than the server under test on a shared machine.
 //!
+//! [`report`] is what `tcpdoctor load` prints: wrk's text, and the JSON.
+//!
 //! ```no_run
 //! use std::time::Duration;
 //! use tcpdoctor_load::{run, Config, Live, RequestSpec, Target};
@@ -27,6 +29,7 @@ pub mod http;
 
 /// An I/O error in words, with the peer it came from (`connection refused by ADDR`).
 pub use worker::describe as describe_error;
+pub mod report;
 mod target;
 pub mod tls;
 mod worker;

@@ -11,11 +11,13 @@
 //! so every probe follows one path through ECMP. ICMP time-exceeded and
 //! unreachable errors are matched to the probe by the TCP header they quote.
 //!
-//! OS access lives in `raw.rs`; building and parsing packets in `packet.rs`.
+//! OS access lives in `raw.rs`; building and parsing packets in `packet.rs`;
+//! what `tcpdoctor ping` and `trace` print in [`report`].
 #![forbid(unsafe_code)]
 
 pub mod packet;
 mod raw;
+pub mod report;
 
 use std::fmt;
 use std::io;

@@ -4,6 +4,7 @@
 
 use std::io::{self, Write};
 
+pub mod annotate;
 mod style;
 mod verdict;
 pub use style::{text_styled, Style};

@@ -1,6 +1,7 @@
 //! `--html` and `--annotate`: the second pass over a capture file that
 //! gathers time-sequence data for the findings' connections and/or writes
-//! the capture back as pcapng with a comment on each evidence frame.
+//! the capture back as pcapng with a comment on each evidence frame (the
+//! comments are `tcpdoctor-report`'s, `annotate`).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -9,7 +10,7 @@ use std::io::{BufReader, BufWriter, Write};
 use anyhow::Context;
 use tcpdoctor_capture::write::{PcapNgWriter, Staged};
 use tcpdoctor_capture::CaptureReader;
-use tcpdoctor_engine::model::{Analysis, Finding, LatencyBin};
+use tcpdoctor_engine::model::{Analysis, LatencyBin};
 use tcpdoctor_report_html::{Extras, Ladders, Recorder, Trace};
 use tcpdoctor_wire::{decode, LinkType};
 
@@ -54,7 +55,7 @@ pub fn write(
         None => None,
     };
     let comments = if annotate.is_some() {
-        comments(a)
+        tcpdoctor_report::annotate::comments(a)
     } else {
         HashMap::new()
     };
@@ -163,58 +164,4 @@ pub fn write(
         staged.commit()?;
     }
     Ok(())
-}
-
-/// A comment per evidence frame (frames in two findings get both).
-pub fn comments(a: &Analysis) -> HashMap<u64, String> {
-    let mut out: HashMap<u64, String> = HashMap::new();
-    for f in a.findings.iter().chain(&a.minor_findings) {
-        for e in &f.evidence {
-            for (i, &frame) in e.frames.iter().enumerate() {
-                let c = comment(f, e.frames.as_slice(), i, e.delay_ms, e.connection);
-                out.entry(frame)
-                    .and_modify(|s| {
-                        s.push_str("; ");
-                        s.push_str(&c);
-                    })
-                    .or_insert(c);
-            }
-        }
-    }
-    out
-}
-
-fn comment(f: &Finding, frames: &[u64], i: usize, delay_ms: f64, conn: u64) -> String {
-    let delay = tcpdoctor_report::fmt_ms(delay_ms);
-    let len = |frame: u64| {
-        f.ladder
-            .as_ref()
-            .and_then(|l| l.rows.iter().find(|r| r.frame == frame))
-            .map(|r| format!("{} B ", r.len))
-            .unwrap_or_default()
-    };
-    if f.kind == "nagle_delayed_ack" && frames.len() == 3 {
-        let (small, ack, held) = (frames[0], frames[1], frames[2]);
-        return match i {
-            0 => format!(
-                "tcpdoctor: nagle_delayed_ack: this small segment went out; Nagle held the next one until the ACK in frame {ack}"
-            ),
-            1 => format!(
-                "tcpdoctor: nagle_delayed_ack: delayed ACK of frame {small}, {delay} late; it released the data held by Nagle (frame {held})"
-            ),
-            _ => format!(
-                "tcpdoctor: Nagle held this {}{delay} waiting for the ACK in frame {ack}",
-                len(held)
-            ),
-        };
-    }
-    let list: Vec<String> = frames.iter().map(u64::to_string).collect();
-    format!(
-        "tcpdoctor: {} ({} {}): {delay} lost; evidence {} of frames {} on connection {conn}",
-        f.kind,
-        f.culprit.role,
-        f.culprit.endpoint,
-        i + 1,
-        list.join(",")
-    )
 }

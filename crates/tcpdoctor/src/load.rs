@@ -1,14 +1,14 @@
-//! `tcpdoctor load`: HTTP load with a latency distribution (the work is in `tcpdoctor-load`).
+//! `tcpdoctor load`: HTTP load with a latency distribution: its arguments and
+//! exit status (the work, and what it prints, are `tcpdoctor-load`'s).
 
 use std::io::{self, IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use tcpdoctor_load::{Config, Live, Report, RequestSpec, Target, LATE_AFTER};
+use tcpdoctor_load::{report, Config, Live, RequestSpec, Target};
 
 use crate::Format;
-use tcpdoctor_units::bytes_f64 as fmt_bytes;
 
 pub const HELP: &str = "\
 Examples:
@@ -170,23 +170,7 @@ pub fn run(args: &LoadArgs) -> anyhow::Result<u8> {
     }
     if matches!(args.format, Format::Text) {
         let mut out = io::stdout().lock();
-        writeln!(
-            out,
-            "Running {} test @ {}",
-            fmt_duration(config.duration),
-            config.target.url
-        )?;
-        writeln!(
-            out,
-            "  {} threads and {} connections{}",
-            config.threads.min(config.connections),
-            config.connections,
-            match config.rate {
-                Some(r) =>
-                    format!(", {r} requests/sec on a schedule (latency from the scheduled send)"),
-                None => String::new(),
-            }
-        )?;
+        report::banner(&mut out, &config)?;
         out.flush()?;
     }
     let live = Arc::new(Live::default());
@@ -197,7 +181,7 @@ pub fn run(args: &LoadArgs) -> anyhow::Result<u8> {
     let done = AtomicBool::new(false);
     let report = std::thread::scope(|s| {
         if io::stderr().is_terminal() {
-            s.spawn(|| progress(&live, &done, config.duration));
+            s.spawn(|| report::progress(&live, &done, config.duration));
         }
         let r = tcpdoctor_load::run(&config, &live);
         done.store(true, Ordering::Relaxed);
@@ -210,12 +194,10 @@ pub fn run(args: &LoadArgs) -> anyhow::Result<u8> {
     let mut out = io::stdout().lock();
     match args.format {
         Format::Text => {
-            text(&report, &mut out)?;
-            crate::tls::text(&report, &mut out)?;
+            report::text(&report, &mut out)?;
         }
         Format::Json => {
-            let mut doc = json(&report);
-            doc["tls"] = crate::tls::json(&report);
+            let mut doc = report::json(&report);
             tcpdoctor_report::stamp(
                 &mut doc,
                 "load",
@@ -239,183 +221,6 @@ pub fn run(args: &LoadArgs) -> anyhow::Result<u8> {
         return Ok(1);
     }
     Ok(0)
-}
-
-/// One line on the terminal, rewritten each second.
-fn progress(live: &Live, done: &AtomicBool, total: Duration) {
-    let start = Instant::now();
-    let mut last = 0;
-    let mut last_t = start;
-    while !done.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(100));
-        let now = Instant::now();
-        if now.duration_since(last_t) < Duration::from_secs(1) {
-            continue;
-        }
-        let n = live.requests();
-        let rate = (n - last) as f64 / now.duration_since(last_t).as_secs_f64();
-        (last, last_t) = (n, now);
-        eprint!(
-            "\r  {:>5.1}s / {}  {:>10.0} req/s  {} requests  {} errors   ",
-            now.duration_since(start).as_secs_f64(),
-            fmt_duration(total),
-            rate,
-            n,
-            live.errors()
-        );
-    }
-    eprint!("\r{:80}\r", "");
-}
-
-fn fmt_duration(d: Duration) -> String {
-    let s = d.as_secs_f64();
-    if s >= 1.0 && d.subsec_millis() == 0 {
-        format!("{}s", d.as_secs())
-    } else if s >= 1.0 {
-        format!("{s:.2}s")
-    } else {
-        format!("{}ms", d.as_millis())
-    }
-}
-
-/// wrk's units: us, ms, s, two decimals.
-fn fmt_ms(ms: f64) -> String {
-    if ms < 1.0 {
-        format!("{:.2}us", ms * 1000.0)
-    } else if ms < 1000.0 {
-        format!("{ms:.2}ms")
-    } else {
-        format!("{:.2}s", ms / 1000.0)
-    }
-}
-
-fn text(r: &Report, out: &mut impl Write) -> io::Result<()> {
-    let l = r.latency();
-    if r.requests == 0 {
-        // No latency to show: say why instead of a table of zeros.
-        match r.main_error() {
-            Some((what, n)) => writeln!(out, "  No response: {what} ({n} times)")?,
-            None => writeln!(out, "  No response")?,
-        }
-    } else {
-        latency_table(&l, out)?;
-    }
-    writeln!(
-        out,
-        "  {} requests in {:.2}s, {} read{}",
-        r.requests,
-        r.elapsed.as_secs_f64(),
-        fmt_bytes(r.bytes as f64),
-        if r.keepalive {
-            String::new()
-        } else {
-            format!(", {} connections", r.connects)
-        }
-    )?;
-    rest(r, out)
-}
-
-fn latency_table(l: &tcpdoctor_load::Latency, out: &mut impl Write) -> io::Result<()> {
-    writeln!(out, "  Thread Stats   Avg      Stdev     Max   +/- Stdev")?;
-    writeln!(
-        out,
-        "    Latency   {:>8}  {:>8}  {:>8}  {:>7.2}%",
-        fmt_ms(l.mean),
-        fmt_ms(l.stdev),
-        fmt_ms(l.max),
-        l.within_stdev * 100.0
-    )?;
-    writeln!(out, "  Latency Distribution")?;
-    for (label, v) in [
-        ("50%", l.p50),
-        ("75%", l.p75),
-        ("90%", l.p90),
-        ("99%", l.p99),
-        ("99.9%", l.p999),
-        ("max", l.max),
-    ] {
-        writeln!(out, "  {label:>6}  {:>8}", fmt_ms(v))?;
-    }
-    Ok(())
-}
-
-fn rest(r: &Report, out: &mut impl Write) -> io::Result<()> {
-    if r.status.len() > 1 || r.status.keys().any(|&c| !(200..400).contains(&c)) {
-        let codes: Vec<String> = r.status.iter().map(|(c, n)| format!("{c}: {n}")).collect();
-        writeln!(out, "  Status codes: {}", codes.join(", "))?;
-    }
-    let e = &r.errors;
-    if e.status > 0 {
-        writeln!(out, "  Non-2xx or 3xx responses: {}", e.status)?;
-    }
-    if e.connect + e.read + e.write + e.timeout > 0 {
-        writeln!(
-            out,
-            "  Socket errors: connect {}, read {}, write {}, timeout {}",
-            e.connect, e.read, e.write, e.timeout
-        )?;
-        let mut causes: Vec<(&String, &u64)> = r.error_causes.iter().collect();
-        causes.sort_by(|a, b| b.1.cmp(a.1));
-        for (what, n) in causes {
-            writeln!(out, "    {what}: {n}")?;
-        }
-    }
-    if let Some(rate) = &r.rate {
-        writeln!(
-            out,
-            "  Schedule: {} requests/sec asked; {} sends late by more than {} ms (worst {})",
-            rate.target,
-            rate.late_sends,
-            LATE_AFTER.as_millis(),
-            fmt_ms(rate.max_late.as_secs_f64() * 1000.0)
-        )?;
-    }
-    writeln!(out, "Requests/sec: {:>10.2}", r.requests_per_sec())?;
-    writeln!(
-        out,
-        "Transfer/sec: {:>10}",
-        fmt_bytes(r.transfer_bytes_per_sec())
-    )?;
-    Ok(())
-}
-
-pub fn json(r: &Report) -> serde_json::Value {
-    let l = r.latency();
-    let e = &r.errors;
-    let status: serde_json::Map<String, serde_json::Value> = r
-        .status
-        .iter()
-        .map(|(c, n)| (c.to_string(), (*n).into()))
-        .collect();
-    serde_json::json!({
-        "url": r.url,
-        "connections": r.connections,
-        "threads": r.threads,
-        "keepalive": r.keepalive,
-        "duration_s": r.elapsed.as_secs_f64(),
-        "requests": r.requests,
-        "bytes": r.bytes,
-        "connects": r.connects,
-        "requests_per_sec": r.requests_per_sec(),
-        "transfer_bytes_per_sec": r.transfer_bytes_per_sec(),
-        "latency_from": if r.rate.is_some() { "schedule" } else { "send" },
-        "latency_ms": {
-            "p50": l.p50, "p75": l.p75, "p90": l.p90, "p99": l.p99, "p999": l.p999,
-            "max": l.max, "mean": l.mean, "stdev": l.stdev,
-        },
-        "errors": {
-            "connect": e.connect, "read": e.read, "write": e.write,
-            "timeout": e.timeout, "status": e.status, "total": e.total(),
-            "causes": r.error_causes,
-        },
-        "status_codes": status,
-        "rate": r.rate.map(|rate| serde_json::json!({
-            "target_per_sec": rate.target,
-            "late_sends": rate.late_sends,
-            "late_after_ms": LATE_AFTER.as_secs_f64() * 1000.0,
-            "max_late_ms": rate.max_late.as_secs_f64() * 1000.0,
-        })),
-    })
 }
 
 #[cfg(test)]

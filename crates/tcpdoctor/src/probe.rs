@@ -1,16 +1,14 @@
-//! `tcpdoctor ping` and `tcpdoctor trace` (the work is in `tcpdoctor-probe`).
+//! `tcpdoctor ping` and `tcpdoctor trace`: their arguments and exit status
+//! (the probes and what they print are `tcpdoctor-probe`'s, its `report`).
 
 use std::io::{self, IsTerminal, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
-use tcpdoctor_engine::round3;
 
-use tcpdoctor_probe::{
-    packet::flag_letters, Family, HopReply, Method, PingConfig, PingEvent, PingStats, ProbeError,
-    ReplyKind, TraceConfig, TraceEvent,
-};
+use tcpdoctor_probe::report::{self, ms};
+use tcpdoctor_probe::{Family, PingConfig, PingEvent, ProbeError, TraceConfig, TraceEvent};
 
 use crate::load::parse_duration;
 use crate::Format;
@@ -201,10 +199,6 @@ fn stop_on_ctrl_c() -> Arc<AtomicBool> {
     stop
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
 /// The address to probe: `target` (a host, `host:port` or a URL) resolved in
 /// the family asked for, its port replaced by `--port` when given.
 fn resolve(target: &str, port: Option<u16>, family: &FamilyArgs) -> anyhow::Result<SocketAddr> {
@@ -222,95 +216,26 @@ pub fn ping(args: &PingArgs) -> anyhow::Result<u8> {
     let mut method = None;
     let mut replies = Vec::new();
     let mut out = io::stdout();
-    let stats = tcpdoctor_probe::ping(&config, &stop_on_ctrl_c(), |e| {
-        match e {
-            PingEvent::Started(m) => {
-                if text {
-                    let _ = match m {
-                        Method::RawSyn { source } => writeln!(
-                            out,
-                            "TCPING {target}: SYN probes from {source} over a raw socket"
-                        ),
-                        Method::Connect { reason } => writeln!(
-                            out,
-                            "TCPING {target}: timing connect() (full handshake), not raw SYN probes: {reason}"
-                        ),
-                    };
-                }
-                method = Some(m.clone());
+    let stats = tcpdoctor_probe::ping(&config, &stop_on_ctrl_c(), |e| match e {
+        PingEvent::Started(m) => {
+            if text {
+                let _ = report::ping_started(&mut out, target, m);
             }
-            PingEvent::Reply(r) => {
-                if text {
-                    let _ = match r.kind {
-                        ReplyKind::Icmp(k) => writeln!(
-                            out,
-                            "ICMP {} from ip={} seq={} rtt={:.1} ms",
-                            if k.mark().is_empty() { "time exceeded".to_string() } else { format!("unreachable {}", k.mark()) },
-                            r.from, r.seq, ms(r.rtt)
-                        ),
-                        ReplyKind::Connected | ReplyKind::Refused => writeln!(
-                            out,
-                            "ip={} port={} {} seq={} rtt={:.1} ms",
-                            r.from,
-                            target.port(),
-                            if r.kind == ReplyKind::Connected { "connected" } else { "refused" },
-                            r.seq,
-                            ms(r.rtt)
-                        ),
-                        _ => writeln!(
-                            out,
-                            "len={} ip={} ttl={} sport={} flags={} seq={} win={} rtt={:.1} ms",
-                            r.len.unwrap_or(0),
-                            r.from,
-                            r.ttl.map_or("?".to_string(), |t| t.to_string()),
-                            target.port(),
-                            flag_letters(r.flags.unwrap_or(0)),
-                            r.seq,
-                            r.window.unwrap_or(0),
-                            ms(r.rtt)
-                        ),
-                    };
-                    let _ = out.flush();
-                }
-                replies.push(*r);
+            method = Some(m.clone());
+        }
+        PingEvent::Reply(r) => {
+            if text {
+                let _ = report::ping_reply(&mut out, target, r);
+                let _ = out.flush();
             }
+            replies.push(*r);
         }
     })
     .map_err(probe_error)?;
     match args.format {
-        Format::Text => ping_summary(&mut out, &target.ip().to_string(), &stats)?,
+        Format::Text => report::ping_summary(&mut out, target.ip(), &stats)?,
         Format::Json => {
-            let (min, avg, max, mdev) = stats.summary_ms().unwrap_or_default();
-            let doc = serde_json::json!({
-                "target": target.to_string(),
-                "method": match &method {
-                    Some(Method::RawSyn { .. }) => "raw_syn",
-                    _ => "connect",
-                },
-                "source": match &method { Some(Method::RawSyn { source }) => Some(source.to_string()), _ => None },
-                "fallback_reason": match &method { Some(Method::Connect { reason }) => Some(reason.clone()), _ => None },
-                "transmitted": stats.transmitted,
-                "received": stats.received,
-                "refused": stats.refused,
-                "errors": stats.errors,
-                "loss": stats.loss(),
-                "rtt_ms": if stats.rtts.is_empty() { serde_json::Value::Null } else {
-                    serde_json::json!({"min": min, "avg": avg, "max": max, "mdev": mdev,
-                                       "median": stats.median_ms()})
-                },
-                "replies": replies.iter().map(|r| serde_json::json!({
-                    "seq": r.seq, "rtt_ms": ms(r.rtt), "from": r.from.to_string(),
-                    "reply": match r.kind {
-                        ReplyKind::SynAck => "syn-ack".to_string(),
-                        ReplyKind::Rst => "rst".to_string(),
-                        ReplyKind::Connected => "connected".to_string(),
-                        ReplyKind::Refused => "refused".to_string(),
-                        ReplyKind::Icmp(k) => format!("icmp{}", k.mark()),
-                    },
-                    "ttl": r.ttl, "window": r.window,
-                })).collect::<Vec<_>>(),
-            });
-            let mut doc = doc;
+            let mut doc = report::ping_json(target, method.as_ref(), &stats, &replies);
             tcpdoctor_report::stamp(
                 &mut doc,
                 "ping",
@@ -326,29 +251,6 @@ pub fn ping(args: &PingArgs) -> anyhow::Result<u8> {
     }
     out.flush()?;
     Ok(if stats.received > 0 { 0 } else { 1 })
-}
-
-fn ping_summary(out: &mut impl Write, host: &str, s: &PingStats) -> io::Result<()> {
-    writeln!(out, "\n--- {host} tcpdoctor ping statistic ---")?;
-    let errors = if s.errors > 0 {
-        format!(", +{} errors", s.errors)
-    } else {
-        String::new()
-    };
-    writeln!(
-        out,
-        "{} packets transmitted, {} packets received{errors}, {:.0}% packet loss",
-        s.transmitted,
-        s.received,
-        s.loss() * 100.0
-    )?;
-    if let Some((min, avg, max, mdev)) = s.summary_ms() {
-        writeln!(
-            out,
-            "round-trip min/avg/max/mdev = {min:.3}/{avg:.3}/{max:.3}/{mdev:.3} ms"
-        )?;
-    }
-    Ok(())
 }
 
 fn probe_error(e: ProbeError) -> anyhow::Error {
@@ -370,13 +272,11 @@ pub fn trace(args: &TraceArgs) -> anyhow::Result<u8> {
     let started = std::time::Instant::now();
     let result = tcpdoctor_probe::trace(&config, &stop_on_ctrl_c(), |e| {
         let _ = match e {
-            TraceEvent::Started(src) if text => writeln!(
-                out,
-                "traceroute to {target}, {} hops max, TCP SYN from {src} (one flow: same addresses and ports for every probe)",
-                config.max_hops
-            ),
+            TraceEvent::Started(src) if text => {
+                report::trace_started(&mut out, target, config.max_hops, *src)
+            }
             TraceEvent::HopDone(hop) if lines => {
-                writeln!(out, "{}", hop_line(hop)).and_then(|_| out.flush())
+                writeln!(out, "{}", report::hop_line(hop)).and_then(|_| out.flush())
             }
             TraceEvent::RoundDone(n) if rounds_progress => {
                 eprint!("\r\x1b[2Kround {n} of {}", config.rounds);
@@ -396,154 +296,20 @@ pub fn trace(args: &TraceArgs) -> anyhow::Result<u8> {
             "first_ttl": args.first_ttl, "queries": args.queries, "wait_ms": ms(args.wait),
             "parallel": args.parallel, "count": args.count, "interval_ms": ms(args.interval),
         });
-        let mut doc = serde_json::json!({
-            "target": target.to_string(),
-            "source": result.source.to_string(),
-            "reached": result.reached,
-            "rounds": result.rounds,
-            "interrupted": result.interrupted,
-            "elapsed_s": round3(elapsed.as_secs_f64()),
-            "hops": result.hops.iter().map(|h| {
-                let s = hop_stats(h);
-                serde_json::json!({
-                    "ttl": h.ttl,
-                    "addresses": h.addresses().iter().map(|a| a.to_string()).collect::<Vec<_>>(),
-                    "sent": h.probes.len(),
-                    "answered": h.answered(),
-                    "loss": round3(h.loss()),
-                    "rtt_ms": s.map(|s| serde_json::json!({
-                        "last": s.last, "avg": s.avg, "best": s.best, "worst": s.worst, "stdev": s.stdev,
-                    })),
-                    "probes": h.probes.iter().map(|p| match p.answer {
-                        None => serde_json::Value::Null,
-                        Some((from, rtt, kind)) => serde_json::json!({
-                            "from": from.to_string(), "rtt_ms": round3(ms(rtt)),
-                            "reply": reply_name(kind),
-                        }),
-                    }).collect::<Vec<_>>(),
-                })
-            }).collect::<Vec<_>>(),
-        });
+        let mut doc = report::trace_json(target, &result, elapsed);
         tcpdoctor_report::stamp(&mut doc, "trace", input);
         serde_json::to_writer(&mut out, &doc)?;
         writeln!(out)?;
     } else {
-        if result.interrupted {
-            // The terminal echoed ^C: start a clean line.
-            let wipe = if io::stdout().is_terminal() {
-                "\r\x1b[2K"
-            } else {
-                ""
-            };
-            writeln!(
-                out,
-                "{wipe}interrupted after {} round(s), {:.1} s",
-                result.rounds,
-                elapsed.as_secs_f64()
-            )?;
-        }
-        if args.report || args.count > 1 {
-            report_table(&mut out, &result)?;
-        }
-        if !result.reached && !result.interrupted {
-            writeln!(out, "target not reached")?;
-        }
+        // Interrupted: the terminal echoed ^C, so start a clean line.
+        let wipe = if result.interrupted && io::stdout().is_terminal() {
+            "\r\x1b[2K"
+        } else {
+            ""
+        };
+        let table = args.report || args.count > 1;
+        report::trace_end(&mut out, &result, elapsed, table, wipe)?;
     }
     out.flush()?;
     Ok(if result.reached { 0 } else { 1 })
-}
-
-fn reply_name(kind: HopReply) -> String {
-    match kind {
-        HopReply::TimeExceeded => "time_exceeded".to_string(),
-        HopReply::Unreachable(k) => format!("unreachable{}", k.mark()),
-        HopReply::SynAck => "syn-ack".to_string(),
-        HopReply::Rst => "rst".to_string(),
-    }
-}
-
-/// A traceroute line: ` 3  10.0.2.1  0.123 ms  0.101 ms *`.
-fn hop_line(hop: &tcpdoctor_probe::Hop) -> String {
-    let mut s = format!("{:>2} ", hop.ttl);
-    let mut line_from = None;
-    for probe in &hop.probes {
-        match probe.answer {
-            None => s.push_str(" *"),
-            Some((from, rtt, kind)) => {
-                if line_from != Some(from) {
-                    s.push_str(&format!(" {from}"));
-                    line_from = Some(from);
-                }
-                s.push_str(&format!("  {:.3} ms", ms(rtt)));
-                match kind {
-                    HopReply::TimeExceeded => {}
-                    HopReply::Unreachable(k) => s.push_str(&format!(" {}", k.mark())),
-                    HopReply::SynAck => s.push_str(" [open]"),
-                    HopReply::Rst => s.push_str(" [closed]"),
-                }
-            }
-        }
-    }
-    s
-}
-
-/// Round trips of a hop's answered probes, in ms.
-struct HopStats {
-    last: f64,
-    avg: f64,
-    best: f64,
-    worst: f64,
-    stdev: f64,
-}
-
-fn hop_stats(h: &tcpdoctor_probe::Hop) -> Option<HopStats> {
-    let v: Vec<f64> = h.rtts().iter().map(|d| ms(*d)).collect();
-    let last = *v.last()?;
-    let n = v.len() as f64;
-    let avg = v.iter().sum::<f64>() / n;
-    let var = v.iter().map(|x| (x - avg) * (x - avg)).sum::<f64>() / n;
-    Some(HopStats {
-        last: round3(last),
-        avg: round3(avg),
-        best: round3(v.iter().copied().fold(f64::INFINITY, f64::min)),
-        worst: round3(v.iter().copied().fold(0.0, f64::max)),
-        stdev: round3(var.sqrt()),
-    })
-}
-
-/// mtr's report: one line per hop with its loss and round trips.
-fn report_table(out: &mut impl Write, r: &tcpdoctor_probe::TraceResult) -> io::Result<()> {
-    writeln!(
-        out,
-        "{:<4}{:<40} {:>6} {:>5} {:>8} {:>8} {:>8} {:>8} {:>8}",
-        "hop", "host", "loss%", "sent", "last", "avg", "best", "worst", "stdev"
-    )?;
-    for h in &r.hops {
-        let addrs = h.addresses();
-        let host = if addrs.is_empty() {
-            "???".to_string()
-        } else {
-            addrs
-                .iter()
-                .map(|a| a.to_string())
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        let st = hop_stats(h);
-        let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
-        writeln!(
-            out,
-            "{:<4}{:<40} {:>5.1}% {:>5} {:>8} {:>8} {:>8} {:>8} {:>8}",
-            format!("{}.", h.ttl),
-            host,
-            h.loss() * 100.0,
-            h.probes.len(),
-            f(st.as_ref().map(|s| s.last)),
-            f(st.as_ref().map(|s| s.avg)),
-            f(st.as_ref().map(|s| s.best)),
-            f(st.as_ref().map(|s| s.worst)),
-            f(st.as_ref().map(|s| s.stdev)),
-        )?;
-    }
-    Ok(())
 }

@@ -4,7 +4,8 @@
 //!
 //! Sizes are binary (1 KB = 1024 bytes), as the kernel's buffer sizes and
 //! nginx's `k`/`m` suffixes are; rates are decimal bits per second, as links
-//! are sold; at most three significant digits.
+//! are sold; at most three significant digits. Numbers in JSON documents are
+//! rounded by [`round3`] (milliseconds to the microsecond).
 #![forbid(unsafe_code)]
 
 /// `65535` → "64 KB", `6291456` → "6 MB", `87380` → "85.3 KB", `900` → "900 B".
@@ -78,6 +79,11 @@ pub fn short(v: f64) -> String {
     } else {
         s
     }
+}
+
+/// Rounded to 3 decimals: milliseconds to the microsecond, as every report prints them.
+pub fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
 }
 
 #[cfg(test)]
