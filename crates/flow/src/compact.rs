@@ -327,19 +327,19 @@ impl Core {
     /// The full state of a compact connection, as [`Connection::update`]
     /// would have built it from the same segments.
     pub(crate) fn expand(&self, spare: &mut Vec<ConnBox>) -> Box<Connection> {
-        let empty = Connection::empty(
-            self.id,
-            RoleSource::Syn,
-            self.client(),
-            self.server(),
-            self.c.syn,
-        );
+        let (client, server) = (self.client(), self.server());
         let mut conn = match spare.pop() {
             Some(mut b) => {
-                *b = empty;
+                b.reset_empty(self.id, RoleSource::Syn, client, server, self.c.syn);
                 b
             }
-            None => Box::new(empty),
+            None => Box::new(Connection::empty(
+                self.id,
+                RoleSource::Syn,
+                client,
+                server,
+                self.c.syn,
+            )),
         };
         self.fill(&mut conn);
         conn

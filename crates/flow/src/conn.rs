@@ -105,6 +105,23 @@ struct Sent {
 
 const SENT_RING: usize = 8;
 
+/// The last [`SENT_RING`] segments sent, oldest first from `head`: only the
+/// `len` held are ever read (or shown), so emptying it leaves the slots.
+#[derive(Clone, Copy, Default)]
+struct SentRing {
+    slots: [Sent; SENT_RING],
+    len: usize,
+    head: usize,
+}
+
+impl std::fmt::Debug for SentRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries((0..self.len).map(|i| &self.slots[(self.head + i) % SENT_RING]))
+            .finish()
+    }
+}
+
 /// A data segment repeated within this time is a capture duplicate.
 pub const DUPLICATE_NS: i64 = 200_000;
 
@@ -169,9 +186,7 @@ pub struct Half {
     /// segment, packed; 0 before any.
     last_data_sig: u128,
     last_data_ts: Timestamp,
-    sent: [Sent; SENT_RING],
-    sent_len: usize,
-    sent_head: usize,
+    sent: SentRing,
     /// New data segments that were not a whole number of full segments:
     /// the end of what the application had written (see [`DeliveryRate`]).
     pub(crate) partials: u32,
@@ -217,12 +232,94 @@ impl Half {
             duplicates: 0,
             last_data_sig: 0,
             last_data_ts: Timestamp::default(),
-            sent: [Sent::default(); SENT_RING],
-            sent_len: 0,
-            sent_head: 0,
+            sent: SentRing::default(),
             partials: 0,
             rate: DeliveryRate::default(),
         }
+    }
+
+    /// Back to [`Half::new`] in place, for a reused connection: the ring of
+    /// segments sent is read only below its length, so it is not cleared.
+    fn reset(&mut self, address: SocketAddr) {
+        let Half {
+            addr,
+            base,
+            base_known,
+            syn_seen,
+            mss,
+            window_scale_option,
+            window_shift,
+            sack_permitted,
+            timestamps,
+            snd_max,
+            snd_init,
+            una,
+            una_init,
+            window,
+            packets,
+            data_packets,
+            bytes,
+            retransmissions,
+            retransmitted_bytes,
+            keepalives,
+            gaps,
+            largest_segment,
+            largest_count,
+            max_in_flight,
+            window_min,
+            window_max,
+            fin,
+            rst,
+            rst_ttl,
+            rtt_to_peer_ns,
+            rtt_samples,
+            ttl,
+            duplicates,
+            last_data_sig,
+            last_data_ts,
+            sent,
+            partials,
+            rate,
+        } = self;
+        *addr = address;
+        *base = Seq(0);
+        *base_known = false;
+        *syn_seen = false;
+        *mss = None;
+        *window_scale_option = None;
+        *window_shift = None;
+        *sack_permitted = false;
+        *timestamps = false;
+        *snd_max = Seq(0);
+        *snd_init = false;
+        *una = Seq(0);
+        *una_init = false;
+        *window = 0;
+        *packets = 0;
+        *data_packets = 0;
+        *bytes = 0;
+        *retransmissions = 0;
+        *retransmitted_bytes = 0;
+        *keepalives = 0;
+        *gaps = 0;
+        *largest_segment = 0;
+        *largest_count = 0;
+        *max_in_flight = 0;
+        *window_min = None;
+        *window_max = 0;
+        *fin = None;
+        *rst = None;
+        *rst_ttl = 0;
+        *rtt_to_peer_ns = None;
+        *rtt_samples = 0;
+        *ttl = 0;
+        *duplicates = 0;
+        *last_data_sig = 0;
+        *last_data_ts = Timestamp::default();
+        sent.len = 0;
+        sent.head = 0;
+        *partials = 0;
+        *rate = DeliveryRate::default();
     }
 
     /// Bytes sent and not yet acknowledged.
@@ -249,20 +346,20 @@ impl Half {
     }
 
     pub(crate) fn remember(&mut self, end: Seq, ts: Timestamp, retransmitted: bool) {
-        let at = (self.sent_head + self.sent_len) % SENT_RING;
-        self.sent[at] = Sent {
+        let at = (self.sent.head + self.sent.len) % SENT_RING;
+        self.sent.slots[at] = Sent {
             end,
             ts: (!retransmitted).then_some(ts),
         };
-        if self.sent_len < SENT_RING {
-            self.sent_len += 1;
+        if self.sent.len < SENT_RING {
+            self.sent.len += 1;
         } else {
-            self.sent_head = (self.sent_head + 1) % SENT_RING;
+            self.sent.head = (self.sent.head + 1) % SENT_RING;
         }
         // A retransmission taints earlier entries covering the same bytes (Karn).
         if retransmitted {
-            for i in 0..self.sent_len {
-                let e = &mut self.sent[(self.sent_head + i) % SENT_RING];
+            for i in 0..self.sent.len {
+                let e = &mut self.sent.slots[(self.sent.head + i) % SENT_RING];
                 if e.end >= end {
                     e.ts = None;
                 }
@@ -274,16 +371,16 @@ impl Half {
     /// drops entries the ACK covers.
     fn acked_sample(&mut self, ack: Seq) -> Option<Timestamp> {
         let mut found = None;
-        while self.sent_len > 0 {
-            let e = self.sent[self.sent_head];
+        while self.sent.len > 0 {
+            let e = self.sent.slots[self.sent.head];
             if e.end > ack {
                 break;
             }
             if e.end == ack {
                 found = e.ts;
             }
-            self.sent_head = (self.sent_head + 1) % SENT_RING;
-            self.sent_len -= 1;
+            self.sent.head = (self.sent.head + 1) % SENT_RING;
+            self.sent.len -= 1;
         }
         found
     }
@@ -629,6 +726,50 @@ impl Connection {
             path_rtt: None,
             distance: [None; 2],
         }
+    }
+
+    /// Back to [`Connection::empty`] in place, for a connection reused from
+    /// a spare box (nothing is moved or copied whole).
+    pub(crate) fn reset_empty(
+        &mut self,
+        id: u64,
+        role_source: RoleSource,
+        client: SocketAddr,
+        server: SocketAddr,
+        first: Mark,
+    ) {
+        let Connection {
+            id: my_id,
+            role_source: my_role,
+            client: my_client,
+            server: my_server,
+            handshake,
+            first: my_first,
+            last_ts,
+            packets,
+            exchanges,
+            current,
+            compact,
+            closed,
+            smss,
+            path_rtt,
+            distance,
+        } = self;
+        *my_id = id;
+        *my_role = role_source;
+        my_client.reset(client);
+        my_server.reset(server);
+        *handshake = Handshake::default();
+        *my_first = first;
+        *last_ts = first.ts;
+        *packets = 0;
+        *exchanges = 0;
+        *current = None;
+        *compact = false;
+        *closed = false;
+        *smss = [1460; 2];
+        *path_rtt = None;
+        *distance = [None; 2];
     }
 
     /// The largest payload the sender in `dir` puts in one segment (SMSS,
