@@ -523,18 +523,14 @@ impl Limits {
         // come back: the flights' own spreading is the buffer's too (what
         // `send_buffer_limited`'s fix takes away).
         let bandwidth = split[index(Part::Bandwidth)];
-        let (buffer, bandwidth) = if buffer > 0 {
-            (buffer + bandwidth.max(0), 0)
-        } else {
-            (buffer, bandwidth)
-        };
+        let moved = if buffer > 0 { bandwidth.max(0) } else { 0 };
         let spent = [
             inside[d],
-            window - buffered[d].clamp(0, window.max(0)),
-            buffer,
+            window - buffer,
+            buffer + moved,
             split[index(Part::CongestionWait)],
             split[index(Part::Retransmission)],
-            bandwidth,
+            bandwidth - moved,
             split[index(Part::Transfer)],
         ];
         for (sum, ns) in self.ns[d].iter_mut().zip(spent) {

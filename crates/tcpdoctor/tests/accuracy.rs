@@ -455,6 +455,10 @@ fn a_send_buffer_waits_on_a_window_and_its_fix_predicts_the_autotuned_twin() {
         "{}",
         f["details"]
     );
+    // The flights of one size, as tshark counts the bytes between pauses
+    // (fixtures/README.md): 68,056 bytes fourteen times, after slow start's
+    // 14,480, 28,960 and 36,200.
+    assert_eq!(f["details"]["flight_bytes"], 68_056, "{}", f["details"]);
     // Its waits are the budget's window_wait, not the congestion window's.
     assert!(share("window_wait") >= 0.3, "{}", share("window_wait"));
     assert!(

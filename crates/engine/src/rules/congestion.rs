@@ -140,7 +140,9 @@ impl DirState {
         r.hi = r.hi.max(flight);
         r.wait_ns += pause;
         let b = &mut f.buffered;
-        b.flight = b.flight.max(flight);
+        if r.len >= FLAT_ROUNDS {
+            b.flight = b.flight.max(r.hi);
+        }
         match r.len.cmp(&FLAT_ROUNDS) {
             std::cmp::Ordering::Less => self.congestion_wait(wait, claims),
             std::cmp::Ordering::Equal => {
@@ -226,8 +228,8 @@ impl CongestionState {
             {
                 let flight = before.saturating_sub(st.flight_mark);
                 st.flight_mark = before;
-                let room =
-                    seg.peer_window == 0 || flight + u64::from(mss) <= u64::from(seg.peer_window);
+                // Room for the flight and a segment more (a zero window has none).
+                let room = flight + u64::from(mss) <= u64::from(seg.peer_window);
                 let wait = (prev, seg.ts, (prev_frame, seg.frame));
                 let extends = st
                     .flights
@@ -271,57 +273,59 @@ impl CongestionState {
                 continue;
             };
             let transfer = last.since(first);
-            if let Some(b) = st.flights.as_ref().map(|f| &f.buffered).filter(|b| {
-                b.rounds >= MIN_ROUNDS
-                    && transfer > 0
-                    && b.wait_ns as f64 >= MIN_SHARE * transfer as f64
-            }) {
-                let (a, f) = b.first.unwrap_or((0, 0));
-                out.push(Occurrence {
-                    kind: Kind::SendBufferLimited,
-                    culprit: Blame::Side(d),
-                    delay_ns: b.wait_ns,
-                    frames: vec![a, f],
+            let occurrence = |kind, culprit, delay_ns, first: Option<(u64, u64)>, detail| {
+                let (a, b) = first.unwrap_or((0, 0));
+                Occurrence {
+                    kind,
+                    culprit,
+                    delay_ns,
+                    frames: vec![a, b],
                     notes: Vec::new(),
                     ladder_from: None,
                     ladder: None,
                     span: None,
-                    detail: Detail::SendBuffer(SendBuffer {
+                    detail,
+                }
+            };
+            if let Some(b) = st.flights.as_ref().map(|f| &f.buffered) {
+                if bound(b.rounds, b.wait_ns, transfer) {
+                    let detail = Detail::SendBuffer(SendBuffer {
                         rounds: b.rounds,
                         flight: b.flight,
                         bytes: st.bytes,
                         transfer_ns: transfer,
                         rtt_ns: conn.path_rtt_ns(),
-                    }),
-                });
+                    });
+                    let kind = Kind::SendBufferLimited;
+                    out.push(occurrence(kind, Blame::Side(d), b.wait_ns, b.first, detail));
+                }
             }
-            if st.rounds < MIN_ROUNDS
-                || transfer <= 0
-                || (st.wait_ns as f64) < MIN_SHARE * transfer as f64
-            {
-                continue;
-            }
-            let (a, b) = st.first.unwrap_or((0, 0));
-            out.push(Occurrence {
-                kind: Kind::CongestionLimited,
-                culprit: Blame::Network(d),
-                delay_ns: st.wait_ns,
-                frames: vec![a, b],
-                notes: Vec::new(),
-                ladder_from: None,
-                ladder: None,
-                span: None,
-                detail: Detail::Congestion(Congestion {
+            if bound(st.rounds, st.wait_ns, transfer) {
+                let detail = Detail::Congestion(Congestion {
                     rounds: st.rounds,
                     after_loss: st.after_loss,
                     max_in_flight: st.max_in_flight,
                     bytes: st.bytes,
                     transfer_ns: transfer,
                     rtt_ns: conn.path_rtt_ns(),
-                }),
-            });
+                });
+                let kind = Kind::CongestionLimited;
+                out.push(occurrence(
+                    kind,
+                    Blame::Network(d),
+                    st.wait_ns,
+                    st.first,
+                    detail,
+                ));
+            }
         }
     }
+}
+
+/// Waits worth a finding: at least [`MIN_ROUNDS`] of them, and at least
+/// [`MIN_SHARE`] of the transfer's time.
+fn bound(rounds: u64, wait_ns: i64, transfer_ns: i64) -> bool {
+    rounds >= MIN_ROUNDS && transfer_ns > 0 && wait_ns as f64 >= MIN_SHARE * transfer_ns as f64
 }
 
 /// The words of a `congestion_limited` finding: why, the fix, its details.
