@@ -9,6 +9,11 @@
 #   2. 5% random loss of the server's segments (iptables -m statistic in the client
 #      namespace): retransmissions > 0 and a packet_loss or retransmission_timeout finding
 #      naming the nginx worker; /metrics (--prometheus) counts the worker's bytes.
+#   3. Nagle: the same worker serves a 600-byte page on :8087 with tcp_nodelay off and on
+#      :8088 with it on, each to wrk -c 2 at once, top traced without a port: an interval
+#      within 5 s of wrk's start names nagle_delayed_ack on 10.86.0.2:8087, the worker's pid,
+#      the server's role, ~40 ms holds of the 600 bytes; nothing names :8088 (thousands of
+#      requests a second, its ACKs on the next request) and nothing names Nagle elsewhere.
 # Needs root, nginx, curl, iptables, python3; tcplife (libbpf-tools) for the comparison, which
 # is skipped with the reason printed when it cannot run here. Usage: tests/e2e/top.sh TCPDOCTOR
 set -euo pipefail
@@ -22,8 +27,13 @@ PORT=8086
 e2e_netns "$P" 10.86.0
 head -c 300000 /dev/urandom > "$WORK/html/big.bin"
 head -c 1000000 /dev/urandom > "$WORK/html/huge.bin"
-e2e_nginx "  server { listen $SERVER_IP:$PORT; root $WORK/html; }"
-e2e_wait_port $PORT
+mkdir -p "$WORK/small"
+chmod 755 "$WORK/small"
+head -c 600 /dev/zero | tr '\0' 'x' > "$WORK/small/index.html"
+e2e_nginx "  server { listen $SERVER_IP:$PORT; root $WORK/html; }
+  server { listen $SERVER_IP:8087; tcp_nodelay off; root $WORK/small; }
+  server { listen $SERVER_IP:8088; tcp_nodelay on; root $WORK/small; }"
+e2e_wait_port $PORT 8087 8088
 MASTER=${PIDS[-1]}
 WORKER=""
 for _ in $(seq 50); do
@@ -181,4 +191,52 @@ assert all(x["culprit"]["role"] == "network" for x in f), f
 f = ours
 print("top e2e ok: 5%% loss: %d retransmissions by nginx %d; findings %s" %
       (rtx, worker, ", ".join("%s x%d" % (x["kind"], x["occurrences"]) for x in f)))
+PY
+
+# 3. Nagle on :8087 (tcp_nodelay off), none on :8088 (on): one top, no port filter.
+ip netns exec "$C" iptables -F INPUT
+"$TD" top --duration 7 --format json > "$WORK/nagle.jsonl" 2> "$WORK/nagle.err" &
+TOP=$!
+PIDS+=("$TOP")
+for _ in $(seq 50); do grep -q tracing "$WORK/nagle.err" && break; sleep 0.1; done
+grep -q tracing "$WORK/nagle.err" || fail "top did not start: $(cat "$WORK/nagle.err")"
+ip netns exec "$C" wrk -c 2 -t 1 -d 4s "http://$SERVER_IP:8087/" > "$WORK/wrk-off.txt" &
+W1=$!
+ip netns exec "$C" wrk -c 2 -t 1 -d 4s "http://$SERVER_IP:8088/" > "$WORK/wrk-on.txt" &
+W2=$!
+PIDS+=("$W1" "$W2")
+wait "$W1" "$W2" || fail "wrk failed"
+wait "$TOP" || { cat "$WORK/nagle.err" >&2; fail "top exited with $?"; }
+python3 - "$WORK/nagle.jsonl" "$WORKER" "$SERVER_IP" "$(awk '/Requests\/sec/ {print $2}' "$WORK/wrk-off.txt")" "$(awk '/Requests\/sec/ {print $2}' "$WORK/wrk-on.txt")" <<'PY' || fail "Nagle"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+worker, server, rps_off, rps_on = int(sys.argv[2]), sys.argv[3], float(sys.argv[4]), float(sys.argv[5])
+intervals, doc = lines[:-1], lines[-1]
+off, on = server + ":8087", server + ":8088"
+named = None
+for iv in intervals:
+    for f in iv.get("findings", []):
+        assert f["kind"] == "nagle_delayed_ack", f
+        assert f["culprit"]["endpoint"] == off, ("Nagle named on", f["culprit"], "not", off)
+        if named is None:
+            named = (iv["elapsed_s"], f)
+assert named, "no interval names Nagle on %s: %s" % (off, [iv.get("findings") for iv in intervals])
+t, f = named
+# top started tracing before wrk (it printed `tracing` first): an interval's elapsed time
+# counts from then, so this bounds the delay from wrk's start from above.
+assert t <= 5.5, "Nagle first named %.1f s into the trace" % t
+assert f["culprit"]["role"] == "server" and f["process"]["pid"] == worker, f
+assert f["process"]["command"] == "nginx", f
+nagle = [x for x in doc["findings"] if x["kind"] == "nagle_delayed_ack"]
+assert [x["culprit"]["endpoint"] for x in nagle] == [off], nagle
+x = nagle[0]
+d = x["details"]
+hold = d["held_us"] / 1000 / d["holds"]
+held = d["held_bytes"] / d["holds"]
+assert 30 <= hold <= 250, "holds of %.1f ms (the peer's delayed ACK is 40 ms)" % hold
+assert held == 600, "held %.0f bytes, the page is 600" % held
+assert rps_on > 10 * rps_off, (rps_on, rps_off)
+print("top e2e ok: Nagle named on %s (nginx %d, server) %.1f s into the trace: %d holds of %.1f ms, "
+      "%.0f bytes held; wrk %.0f req/s there, %.0f req/s on %s with nothing named"
+      % (off, worker, t, d["holds"], hold, held, rps_off, rps_on, on))
 PY

@@ -29,7 +29,9 @@ connection, with findings naming the process:
   zero_window             segments arriving while the peer advertised a window of 0 (slow reader)
   receive_window_limited  bytes in flight at >= 90% of the peer's window on >= 10 received
                           segments (>= 3 samples) and >= 20% of those with data in flight
-nagle_delayed_ack is not judged: no tracepoint says when a segment leaves (use `watch`).
+  nagle_delayed_ack       a write's tail held unsent, with data in flight, until the peer's
+                          pure ACK came >= 5 ms and two round trips after the write (also
+                          named in the interval it shows, on connections still open)
 
 What it reads: the kernel's TCP tracepoints (tcp:tcp_probe, tcp_retransmit_skb,
 tcp_retransmit_synack, tcp_cong_state_set, tcp_send_reset, tcp_receive_reset, tcp_destroy_sock;

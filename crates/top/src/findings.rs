@@ -18,8 +18,10 @@
 //!   and >= 20% of those with data in flight, the bytes in flight were at
 //!   >= 90% of the peer's advertised window.
 //!
-//! `nagle_delayed_ack` is not judged here: it needs the times at which
-//! segments leave (tracepoints on transmit are absent) and the MSS.
+//! - `nagle_delayed_ack`: on >= [`MIN_NAGLE_HOLDS`] pure ACKs, the socket
+//!   held a write's tail unsent with data in flight and room in both
+//!   windows, since its last write at least 5 ms and two round trips
+//!   earlier ([`crate::nagle`]).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -36,6 +38,10 @@ pub const ZERO_WINDOW_MIN_NS: u64 = 10_000_000;
 /// `receive_window_limited` needs this many samples at the window (with
 /// `--probe-every 1` the rule's 10 segments are 10 samples).
 pub const MIN_BOUND_SAMPLES: u64 = 3;
+
+/// A connection's Nagle holds are named from this many on (one may be a
+/// peer that had nothing to say for a while).
+pub const MIN_NAGLE_HOLDS: u64 = 3;
 
 /// Distinct (kind, endpoint, process) kept apart.
 const MAX_KEYS: usize = 10_000;
@@ -55,6 +61,7 @@ pub struct Peer {
 pub enum FindingKind {
     ConnectionReset,
     RetransmissionTimeout,
+    NagleDelayedAck,
     SynRetransmit,
     ZeroWindow,
     ReceiveWindowLimited,
@@ -124,6 +131,71 @@ fn ep(a: Option<SocketAddr>) -> String {
 }
 
 impl Findings {
+    /// One finding's counts from one connection (none when `occ` is 0).
+    #[allow(clippy::too_many_arguments)]
+    fn hit(
+        &mut self,
+        c: &Conn,
+        kind: FindingKind,
+        endpoint: Option<SocketAddr>,
+        role: &'static str,
+        pid: Option<u32>,
+        occ: u64,
+        details: &[(&'static str, u64)],
+    ) {
+        if occ == 0 {
+            return;
+        }
+        let mut key = Key {
+            kind,
+            endpoint: ep(endpoint),
+            role,
+            pid,
+        };
+        // Bounded: past MAX_KEYS, new endpoints share one entry per kind and process.
+        if self.acc.len() >= MAX_KEYS && !self.acc.contains_key(&key) {
+            key.endpoint = "*".into();
+        }
+        let a = self.acc.entry(key).or_default();
+        a.connections += 1;
+        a.occurrences += occ;
+        for &(k, v) in details {
+            *a.details.entry(k).or_default() += v;
+        }
+        if a.evidence.len() < MAX_EVIDENCE {
+            a.evidence.push(Evidence {
+                connection: c.id,
+                local: c.local,
+                remote: c.remote,
+                count: occ,
+            });
+        }
+    }
+
+    /// Nagle's holds on a connection: `holds` of them (all of the
+    /// connection's, or an interval's), named once it has shown
+    /// [`MIN_NAGLE_HOLDS`].
+    pub fn add_nagle(&mut self, c: &Conn, holds: u64, hold_ns: u64, held_bytes: u64) {
+        if c.nagle.holds < MIN_NAGLE_HOLDS {
+            return;
+        }
+        let role = c.role.unwrap_or(Role::ClientGuessed);
+        self.hit(
+            c,
+            FindingKind::NagleDelayedAck,
+            c.local,
+            role.name(),
+            c.pid,
+            holds,
+            &[
+                ("holds", holds),
+                ("held_us", hold_ns / 1000),
+                ("held_bytes", held_bytes),
+                ("sent_at_once_bytes", c.nagle.last_sent_at_once),
+            ],
+        );
+    }
+
     /// Folds one connection's counts in.
     pub fn add(&mut self, c: &Conn, peer: Option<Peer>) {
         let role = c.role.unwrap_or(Role::ClientGuessed);
@@ -133,33 +205,7 @@ impl Findings {
                        pid,
                        occ: u64,
                        details: &[(&'static str, u64)]| {
-            if occ == 0 {
-                return;
-            }
-            let mut key = Key {
-                kind,
-                endpoint: ep(endpoint),
-                role,
-                pid,
-            };
-            // Bounded: past MAX_KEYS, new endpoints share one entry per kind and process.
-            if self.acc.len() >= MAX_KEYS && !self.acc.contains_key(&key) {
-                key.endpoint = "*".into();
-            }
-            let a = self.acc.entry(key).or_default();
-            a.connections += 1;
-            a.occurrences += occ;
-            for &(k, v) in details {
-                *a.details.entry(k).or_default() += v;
-            }
-            if a.evidence.len() < MAX_EVIDENCE {
-                a.evidence.push(Evidence {
-                    connection: c.id,
-                    local: c.local,
-                    remote: c.remote,
-                    count: occ,
-                });
-            }
+            self.hit(c, kind, endpoint, role, pid, occ, details)
         };
         let fast = c.totals.retransmits.saturating_sub(c.rto_retransmits);
         hit(
@@ -256,6 +302,7 @@ impl Findings {
                 ],
             );
         }
+        self.add_nagle(c, c.nagle.holds, c.nagle.hold_ns, c.nagle.held_bytes);
     }
 
     /// The findings, most severe kind first, then by occurrences.
@@ -386,6 +433,26 @@ fn words(kind: FindingKind, endpoint: &str, who: &str, a: &Acc) -> (String, Stri
                         .into(),
                 )
             }
+        }
+        FindingKind::NagleDelayedAck => {
+            let holds = d(a, "holds").max(1);
+            (
+                format!(
+                    "{who} held the tail of its writes on {conns} from {endpoint} until the peer's \
+                     delayed ACK, {holds} time(s), {:.1} ms each on average: a {}-byte tail held \
+                     after {} bytes that left at once. Nagle's algorithm (TCP_NODELAY off) keeps a \
+                     small segment while an earlier one is unacknowledged, and the peer holds that \
+                     ACK for its delayed-ACK timer (40 ms on Linux) because it has nothing to send \
+                     yet",
+                    d(a, "held_us") as f64 / 1000.0 / holds as f64,
+                    d(a, "held_bytes") / holds,
+                    d(a, "sent_at_once_bytes") / a.connections.max(1),
+                ),
+                "set TCP_NODELAY on this socket (nginx: `tcp_nodelay on`; Java: \
+                 `Socket.setTcpNoDelay(true)`; Go sets it by default), or write each message in \
+                 one call (writev, one flush of a buffered writer)"
+                    .into(),
+            )
         }
         FindingKind::ZeroWindow => (
             format!(

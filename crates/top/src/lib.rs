@@ -34,6 +34,7 @@ pub mod decode;
 pub mod findings;
 pub mod format;
 pub mod metrics;
+pub mod nagle;
 pub mod record;
 pub mod report;
 mod sys;

@@ -50,6 +50,7 @@ pub fn interval(
         "open_connections": iv.open,
         "processes": iv.processes,
         "connections": conns,
+        "findings": iv.findings,
     })
 }
 
@@ -169,8 +170,5 @@ pub fn final_doc(f: &Final, setup: &Setup, cpu_ms: f64, elapsed_ms: f64) -> Valu
         "processes": f.processes,
         "connections": conns,
         "findings": f.findings,
-        "not_judged": [
-            {"kind": "nagle_delayed_ack", "reason": "needs the time each segment leaves and the MSS; no transmit tracepoint carries them (use `tcpdoctor watch` or `sockets`)"}
-        ],
     })
 }

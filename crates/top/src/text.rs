@@ -128,6 +128,17 @@ pub fn interval(
             );
         }
     }
+    for x in &iv.findings {
+        let _ = writeln!(
+            o,
+            "\n{} ({}, {}): {}\n    fix: {}",
+            kind_name(x.kind),
+            x.culprit.role,
+            x.culprit.endpoint,
+            x.explanation,
+            x.fix
+        );
+    }
     o
 }
 
@@ -185,7 +196,8 @@ pub fn final_report(f: &Final, elapsed_s: f64) -> String {
     if f.findings.is_empty() {
         let _ = writeln!(
             o,
-            "\nNo findings: no loss, retransmission timeout, SYN retry, reset or window stall."
+            "\nNo findings: no loss, retransmission timeout, SYN retry, reset, Nagle hold or window \
+             stall."
         );
     } else {
         let _ = writeln!(o, "\nFindings:");
@@ -193,10 +205,7 @@ pub fn final_report(f: &Final, elapsed_s: f64) -> String {
             let _ = writeln!(
                 o,
                 "  {} ({}, {}): {}",
-                serde_json::to_value(x.kind)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default(),
+                kind_name(x.kind),
                 x.culprit.role,
                 x.culprit.endpoint,
                 x.explanation
@@ -204,9 +213,13 @@ pub fn final_report(f: &Final, elapsed_s: f64) -> String {
             let _ = writeln!(o, "    fix: {}", x.fix);
         }
     }
-    let _ = writeln!(
-        o,
-        "\nNot judged: nagle_delayed_ack (no tracepoint says when segments leave; use `tcpdoctor watch`)."
-    );
     o
+}
+
+/// A finding kind's name, as in the JSON.
+fn kind_name(k: crate::findings::FindingKind) -> String {
+    serde_json::to_value(k)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
 }

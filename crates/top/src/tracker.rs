@@ -18,6 +18,7 @@ use serde::Serialize;
 
 use crate::decode::{ca, state, Detail, Event};
 use crate::findings::{Findings, Peer};
+use crate::nagle::Nagle;
 
 /// Connections listed in the final report; the rest are counted.
 pub const MAX_FINISHED: usize = 10_000;
@@ -186,6 +187,10 @@ pub struct Conn {
     pub state_changes: u64,
     pub resets_sent: u64,
     pub resets_received: u64,
+    /// Nagle's holds ([`crate::nagle`]), and how many an interval showed.
+    pub nagle: Nagle,
+    #[serde(skip)]
+    pub nagle_shown: u64,
 }
 
 impl Conn {
@@ -237,6 +242,8 @@ impl Conn {
             state_changes: 0,
             resets_sent: 0,
             resets_received: 0,
+            nagle: Nagle::default(),
+            nagle_shown: 0,
         }
     }
 
@@ -517,6 +524,8 @@ impl Tracker {
         let probe_every = u64::from(self.probe_every.max(1));
         match ev.detail {
             Detail::Probe(p) => {
+                c.nagle
+                    .segment(time_ns, &p, c.ca_state, !ev.in_process_context());
                 // A sample with the window open stands for probe_every
                 // segments; every zero-window segment is traced.
                 let weight = if p.snd_wnd == Some(0) { 1 } else { probe_every };
@@ -628,6 +637,7 @@ impl Tracker {
                     let n = io.bytes();
                     c.totals.sent += n;
                     c.totals.writes += 1;
+                    c.nagle.write(time_ns, n);
                     let n = u32::try_from(n).unwrap_or(u32::MAX);
                     c.write_min = Some(c.write_min.map_or(n, |m| m.min(n)));
                     c.write_max = c.write_max.max(n);
@@ -826,6 +836,19 @@ impl Tracker {
         }
         rows.sort_by_key(|r| std::cmp::Reverse(r.delta.sent + r.delta.received + r.delta.acked));
         rows.truncate(top);
+        let mut now = Findings::default();
+        for c in self.live.values().chain(self.closing.iter()) {
+            let n = &c.nagle;
+            if self.visible(c) && n.holds > c.nagle_shown {
+                let share = (n.holds - c.nagle_shown) as f64 / n.holds as f64;
+                now.add_nagle(
+                    c,
+                    n.holds - c.nagle_shown,
+                    (n.hold_ns as f64 * share) as u64,
+                    (n.held_bytes as f64 * share) as u64,
+                );
+            }
+        }
         let mut processes: Vec<ProcRow> = procs.into_values().collect();
         processes
             .sort_by_key(|p| std::cmp::Reverse(p.delta.sent + p.delta.received + p.delta.acked));
@@ -836,6 +859,7 @@ impl Tracker {
         let mut closed = Vec::new();
         for c in self.live.values_mut() {
             c.shown = c.totals;
+            c.nagle_shown = c.nagle.holds;
             if c.closed_ns.is_some() {
                 closed.push(c.sk);
             }
@@ -853,6 +877,7 @@ impl Tracker {
             processes,
             connections: rows,
             open: self.live.values().filter(|c| self.visible(c)).count() as u64,
+            findings: now.finish(&self.names),
         }
     }
 
@@ -970,6 +995,9 @@ pub struct Interval {
     pub processes: Vec<ProcRow>,
     pub connections: Vec<ConnRow>,
     pub open: u64,
+    /// What the interval showed on connections still open: Nagle's holds
+    /// (the other kinds are folded as connections close).
+    pub findings: Vec<crate::findings::Finding>,
 }
 
 /// A process over the whole trace.
