@@ -21,7 +21,7 @@
 #    peer (nginx :8080, tcp_nodelay off, wrk -c 2 from 40% to 60% of the run) named within
 #    10 s of its start and never before, its kernel drops printed, and once wrk has stopped
 #    (FIN, then RST) no connection counted open. top: an interval a second, the nginx worker
-#    in its report, its lost samples printed.
+#    in its report, its lost samples printed, Nagle never named (tcp_nodelay on).
 # Every part's samples (seconds, rss_kb, fds) go to a CSV in $SOAK_OUT (load.csv, watch.csv,
 # top.csv), drawn by tests/soak/plot.py into $SOAK_OUT/rss.png (matplotlib: python3-matplotlib).
 #
@@ -483,6 +483,10 @@ want(len(intervals) >= secs * 0.9, f"{len(intervals)} intervals in {secs} s")
 want(events > 0, "no event traced")
 want(tr.get("lost") is not None and tr["lost"] >= lost, f"the report counts {tr.get('lost')} lost samples, the intervals {lost}")
 want(procs.get(worker) == "nginx", f"the nginx worker {worker} is not among the processes: {procs}")
+# nginx on :80 has tcp_nodelay on: nothing it writes is held for an ACK.
+held = [(iv.get("elapsed_s"), f["culprit"]) for iv in intervals for f in iv.get("findings", [])] + \
+    [("report", f["culprit"]) for f in report.get("findings", []) if f["kind"] == "nagle_delayed_ack"]
+want(not held, f"Nagle named on a tcp_nodelay socket: {held[:3]}")
 # Kept for whoever looks into a failure: the report without its connections, its findings
 # counted by kind with the first three of each.
 kinds = {}
