@@ -8,6 +8,8 @@ pub use tcpdoctor_units::bytes;
 pub fn plural(n: u64, noun: &str) -> String {
     if n == 1 {
         format!("1 {noun}")
+    } else if noun.ends_with('s') {
+        format!("{n} {noun}es")
     } else {
         format!("{n} {noun}s")
     }
