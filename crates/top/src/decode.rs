@@ -226,6 +226,7 @@ impl Layout {
         self.fields[slot as usize].as_ref()
     }
 
+    #[inline]
     fn uint(&self, raw: &[u8], slot: Slot) -> Result<Option<u64>, Anomaly> {
         match self.field(slot) {
             None => Ok(None),
@@ -233,6 +234,7 @@ impl Layout {
         }
     }
 
+    #[inline]
     fn int(&self, raw: &[u8], slot: Slot) -> Result<Option<i64>, Anomaly> {
         match self.field(slot) {
             None => Ok(None),
@@ -240,6 +242,7 @@ impl Layout {
         }
     }
 
+    #[inline]
     fn u32(&self, raw: &[u8], slot: Slot) -> Result<Option<u32>, Anomaly> {
         Ok(self.uint(raw, slot)?.map(|v| v as u32))
     }

@@ -104,6 +104,7 @@ impl Field {
     /// The field as an unsigned integer (host byte order, as the kernel
     /// wrote it), or `None` when the record is too short or the field is not
     /// 1, 2, 4 or 8 bytes wide.
+    #[inline]
     pub fn uint(&self, raw: &[u8]) -> Option<u64> {
         let b = raw.get(self.offset..self.offset.checked_add(self.size)?)?;
         Some(match self.size {
@@ -117,6 +118,7 @@ impl Field {
 
     /// The field as a signed integer: sign-extended from its width when the
     /// format says it is signed.
+    #[inline]
     pub fn int(&self, raw: &[u8]) -> Option<i64> {
         let v = self.uint(raw)?;
         if !self.signed || self.size >= 8 {
@@ -127,6 +129,7 @@ impl Field {
     }
 
     /// The field's bytes (arrays: `__u8 saddr_v6[16]`).
+    #[inline]
     pub fn bytes<'a>(&self, raw: &'a [u8]) -> Option<&'a [u8]> {
         raw.get(self.offset..self.offset.checked_add(self.size)?)
     }

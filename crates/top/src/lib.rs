@@ -143,7 +143,7 @@ pub struct Session {
     /// Their period now, and their samples this interval.
     probe_period: u32,
     probe_samples: u64,
-    layouts: FxHashMap<u32, Layout>,
+    layouts: ByType,
     pub setup: Setup,
     tracker: Tracker,
     lost_now: u64,
@@ -453,7 +453,7 @@ impl Session {
             sampled,
             probe_period,
             probe_samples: 0,
-            layouts,
+            layouts: ByType::new(layouts),
             setup,
             tracker,
             lost_now: 0,
@@ -482,31 +482,26 @@ impl Session {
             let (a, b, head) = ring.unread();
             ends.push(head);
             let mut runs = Runs::new(record::rejoin(a, b, joint));
-            let first = next_event(
-                &mut runs,
-                layouts,
-                &mut tracker.stats,
-                lost_now,
-                probe_samples,
-            );
+            let first = next_sample(&mut runs, &mut tracker.stats, lost_now);
             heads.push((runs, first));
         }
         loop {
-            // The earliest next event; on a tie, the first ring's.
+            // The earliest next sample; on a tie, the first ring's. Samples
+            // wait here undecoded (a borrowed slice, not an event).
             let mut best: Option<(usize, u64)> = None;
             for (i, (_, h)) in heads.iter().enumerate() {
-                if let Some((t, _, _)) = h {
-                    if best.is_none_or(|(_, bt)| *t < bt) {
-                        best = Some((i, *t));
+                if let Some(s) = h {
+                    if best.is_none_or(|(_, bt)| s.time_ns < bt) {
+                        best = Some((i, s.time_ns));
                     }
                 }
             }
             let Some((i, _)) = best else { break };
             let (runs, head) = &mut heads[i];
-            if let Some((t, pid, ev)) = head.take() {
-                tracker.handle(t, pid, &ev);
+            if let Some(s) = head.take() {
+                dispatch(&s, layouts, tracker, probe_samples);
             }
-            *head = next_event(runs, layouts, &mut tracker.stats, lost_now, probe_samples);
+            *head = next_sample(runs, &mut tracker.stats, lost_now);
         }
         drop(heads);
         for (ring, head) in rings.iter_mut().zip(ends) {
@@ -672,36 +667,43 @@ impl Session {
     }
 }
 
-/// The next sample of a ring, decoded; the records between (lost samples,
-/// throttling, records that do not decode) are counted on the way.
-fn next_event(
-    runs: &mut Runs<'_>,
-    layouts: &FxHashMap<u32, Layout>,
+/// The layouts by tracepoint id: `common_type` is a `u16`, so a table
+/// indexed by it finds a record's layout without hashing.
+struct ByType {
+    layouts: Vec<Layout>,
+    /// Index into `layouts` + 1 (0: no such tracepoint), by id.
+    index: Vec<u8>,
+}
+
+impl ByType {
+    fn new(map: FxHashMap<u32, Layout>) -> ByType {
+        let mut layouts: Vec<Layout> = map.into_values().collect();
+        layouts.retain(|l| l.id <= u32::from(u16::MAX));
+        layouts.sort_by_key(|l| l.id);
+        let top = layouts.last().map_or(0, |l| l.id as usize + 1);
+        let mut index = vec![0u8; top];
+        for (i, l) in layouts.iter().enumerate() {
+            index[l.id as usize] = u8::try_from(i + 1).unwrap_or(0);
+        }
+        ByType { layouts, index }
+    }
+
+    fn get(&self, id: u32) -> Option<&Layout> {
+        let i = *self.index.get(id as usize)?;
+        self.layouts.get(usize::from(i).checked_sub(1)?)
+    }
+}
+
+/// The next sample of a ring; the records before it (lost samples,
+/// throttling, malformed records) are counted on the way.
+fn next_sample<'a>(
+    runs: &mut Runs<'a>,
     stats: &mut tracker::Stats,
     lost_now: &mut u64,
-    probe_samples: &mut u64,
-) -> Option<(u64, u32, decode::Event)> {
+) -> Option<record::Sample<'a>> {
     for rec in runs.by_ref() {
         match rec {
-            Record::Sample(s) => {
-                let layout = decode::common_type(s.raw).and_then(|t| layouts.get(&t));
-                let Some(layout) = layout else {
-                    stats.unknown_type += 1;
-                    continue;
-                };
-                match layout.decode(s.raw) {
-                    Ok(ev) => {
-                        if matches!(ev.detail, decode::Detail::Probe(p) if p.snd_wnd != Some(0)) {
-                            *probe_samples += 1;
-                        }
-                        return Some((s.time_ns, s.pid, ev));
-                    }
-                    Err(Anomaly::Truncated) => stats.truncated += 1,
-                    Err(Anomaly::Family) => stats.other_family += 1,
-                    Err(Anomaly::UnknownType) => stats.unknown_type += 1,
-                    Err(Anomaly::BadRecord) => stats.bad_records += 1,
-                }
-            }
+            Record::Sample(s) => return Some(s),
             Record::Lost(n) => {
                 stats.lost += n;
                 *lost_now += n;
@@ -715,6 +717,33 @@ fn next_event(
         stats.bad_records += 1;
     }
     None
+}
+
+/// Decodes one sample and hands it to the tracker; a record that does not
+/// decode is counted.
+fn dispatch(
+    s: &record::Sample<'_>,
+    layouts: &ByType,
+    tracker: &mut Tracker,
+    probe_samples: &mut u64,
+) {
+    let stats = &mut tracker.stats;
+    let Some(layout) = decode::common_type(s.raw).and_then(|t| layouts.get(t)) else {
+        stats.unknown_type += 1;
+        return;
+    };
+    match layout.decode(s.raw) {
+        Ok(ev) => {
+            if matches!(ev.detail, decode::Detail::Probe(p) if p.snd_wnd != Some(0)) {
+                *probe_samples += 1;
+            }
+            tracker.handle(s.time_ns, s.pid, &ev);
+        }
+        Err(Anomaly::Truncated) => stats.truncated += 1,
+        Err(Anomaly::Family) => stats.other_family += 1,
+        Err(Anomaly::UnknownType) => stats.unknown_type += 1,
+        Err(Anomaly::BadRecord) => stats.bad_records += 1,
+    }
 }
 
 /// `/proc/PID/comm` and `cmdline` (empty once the process has exited).

@@ -67,6 +67,10 @@ impl<'a> Records<'a> {
 /// `b[rest..]`, each whole. Bytes that do not parse are left as they are
 /// for [`Records`] to find broken.
 pub fn rejoin<'a>(a: &'a [u8], b: &'a [u8], joint: &'a mut Vec<u8>) -> [&'a [u8]; 3] {
+    if b.is_empty() {
+        // Not wrapped: nothing is cut.
+        return [a, &[], b];
+    }
     let mut at = 0;
     while at < a.len() {
         let left = a.len() - at;

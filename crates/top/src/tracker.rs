@@ -466,27 +466,17 @@ impl Tracker {
             self.live.remove(&ev.sk);
             self.stats.unmatched += 1;
         }
-        if self.live.get(&ev.sk).is_some_and(reborn) {
-            if let Some(mut old) = self.live.remove(&ev.sk) {
-                old.closed_ns.get_or_insert(old.last_ns);
-                if self.closing.len() < MAX_LIVE {
-                    self.closing.push(old);
-                } else {
-                    self.retire(old);
-                }
-            }
-        }
-        if !self.live.contains_key(&ev.sk) {
-            if self.live.len() >= MAX_LIVE {
-                self.make_room();
-            }
-            let id = self.next_id;
-            self.next_id += 1;
-            self.live.insert(ev.sk, Conn::new(id, ev.sk, time_ns));
-        }
         let mut learned_owner = None;
-        let Some(c) = self.live.get_mut(&ev.sk) else {
-            return;
+        // The common case, a live connection's next event, looks it up once.
+        let c = match self.live.get_mut(&ev.sk) {
+            Some(c) if !reborn(c) => c,
+            _ => {
+                self.start(ev.sk, time_ns, reborn);
+                let Some(c) = self.live.get_mut(&ev.sk) else {
+                    return;
+                };
+                c
+            }
         };
         c.last_ns = c.last_ns.max(time_ns);
         // The first address, or a better one: a connecting socket has no
@@ -661,6 +651,29 @@ impl Tracker {
             if !self.names.contains_key(&pid) && !self.unnamed.contains(&pid) {
                 self.unnamed.push(pid);
             }
+        }
+    }
+
+    /// A connection at `sk` from `now` on: the one there retires to
+    /// `closing` when `reborn` says the socket started a new life.
+    fn start(&mut self, sk: u64, now: u64, reborn: impl Fn(&Conn) -> bool) {
+        if self.live.get(&sk).is_some_and(reborn) {
+            if let Some(mut old) = self.live.remove(&sk) {
+                old.closed_ns.get_or_insert(old.last_ns);
+                if self.closing.len() < MAX_LIVE {
+                    self.closing.push(old);
+                } else {
+                    self.retire(old);
+                }
+            }
+        }
+        if !self.live.contains_key(&sk) {
+            if self.live.len() >= MAX_LIVE {
+                self.make_room();
+            }
+            let id = self.next_id;
+            self.next_id += 1;
+            self.live.insert(sk, Conn::new(id, sk, now));
         }
     }
 
