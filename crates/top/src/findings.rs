@@ -359,7 +359,7 @@ fn words(kind: FindingKind, endpoint: &str, who: &str, a: &Acc) -> (String, Stri
         FindingKind::RetransmissionTimeout => (
             format!(
                 "{who} had its retransmission timer fire {} time(s) on {conns} from {endpoint} \
-                 ({} segments re-sent after the timeout): the loss was not repaired by fast \
+                 ({} retransmissions after the timeout): the loss was not repaired by fast \
                  retransmit, so the sender waited a whole RTO (>= 200 ms on Linux) each time",
                 a.occurrences,
                 d(a, "retransmissions")
@@ -371,7 +371,7 @@ fn words(kind: FindingKind, endpoint: &str, who: &str, a: &Acc) -> (String, Stri
         ),
         FindingKind::PacketLoss => (
             format!(
-                "{who} re-sent {} segments from {endpoint} on {conns} ({} recovery episodes): \
+                "{who} retransmitted {} times from {endpoint} on {conns} ({} recovery episodes): \
                  segments were lost on the path and repaired by fast retransmit / SACK, each \
                  costing about a round trip and a smaller congestion window",
                 d(a, "retransmissions"),
