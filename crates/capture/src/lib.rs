@@ -344,7 +344,9 @@ impl<R: Read> CaptureReader<R> {
 
     /// One pcapng block a step: a section header resets the byte order and the
     /// interfaces, an interface description adds one, a packet block is handed
-    /// out, anything else is skipped (pcapng draft §3, §4).
+    /// out, anything else is skipped (pcapng draft §3, §4). Out of line: the
+    /// classic format's path keeps its registers.
+    #[inline(never)]
     fn next_pcapng(&mut self) -> Result<Option<Packet<'_>>, CaptureError> {
         loop {
             let Some(block) = self.pcapng_block()? else {

@@ -165,7 +165,8 @@ impl Engine {
             self.tracker.analyzer_mut().t0_ns = ts.nanos();
         }
         self.last_ts = self.last_ts.max(ts);
-        if !self.links.contains(&link) {
+        // Nearly every frame has the link type of the one before.
+        if self.links.last() != Some(&link) && !self.links.contains(&link) {
             self.links.push(link);
         }
         self.frames

@@ -1017,7 +1017,7 @@ impl Connection {
             me.base = Seq(seg.seq).plus(u32::MAX);
             me.base_known = true;
         }
-        let window = me.advertise(seg);
+        me.advertise(seg);
         let end = Seq(seg.seq).plus(seg.seq_len());
         let idle = me.in_flight() == 0;
         let (kind, new_bytes) = me.classify(seg, end);
@@ -1042,11 +1042,7 @@ impl Connection {
             self.handshake.ack = Some(mark);
             refresh_rtt = true;
         }
-        let in_flight = me.in_flight();
-        me.max_in_flight = me.max_in_flight.max(in_flight);
-        let peer_window = peer.window;
-        let rel_seq = me.rel(Seq(seg.seq));
-        let rel_ack = peer.rel(Seq(seg.ack));
+        me.max_in_flight = me.max_in_flight.max(me.in_flight());
         let peer_una = peer.una;
 
         if refresh_rtt {
@@ -1081,19 +1077,22 @@ impl Connection {
             }
         }
 
+        // What the halves tell is read only now (nothing above changed it
+        // since): fewer values are held across the steps before.
+        let (me, peer) = (self.half(dir), self.half(dir.reverse()));
         let event = Segment {
             frame,
             ts,
             dir,
-            seq: rel_seq,
+            seq: me.rel(Seq(seg.seq)),
             len: seg.payload_len,
-            ack: rel_ack,
+            ack: peer.rel(Seq(seg.ack)),
             flags: seg.flags,
-            window,
+            window: me.window,
             kind,
             acked,
-            in_flight,
-            peer_window,
+            in_flight: me.in_flight(),
+            peer_window: peer.window,
             payload: seg.payload,
             options: seg.options_raw,
         };

@@ -336,11 +336,10 @@ const SPARE_FULL: usize = 1024;
 /// connection in it once: no scan of the table.
 pub struct Tracker<A: Analyzer> {
     table: HashTable<u32>,
-    /// The slot of the last connection used: most segments follow one of their own.
-    last: Option<u32>,
     /// Slots used lately, by their ports ([`recent_key`]): the connections
-    /// in turn on a busy link are found without hashing the tuple. An entry
-    /// is a hint, checked against the slot's tuple and that it is open.
+    /// in turn on a busy link (and a connection's segments in a row) are
+    /// found without hashing the tuple. An entry is a hint, checked against
+    /// the slot's tuple and that it is open.
     recent: [u32; RECENT],
     slots: Vec<Slot<A::Conn>>,
     free: Vec<u32>,
@@ -370,7 +369,6 @@ impl<A: Analyzer> Tracker<A> {
     pub fn new(analyzer: A, config: Config) -> Self {
         Tracker {
             table: HashTable::new(),
-            last: None,
             recent: [u32::MAX; RECENT],
             slots: Vec::new(),
             free: Vec::new(),
@@ -453,26 +451,16 @@ impl<A: Analyzer> Tracker<A> {
         }
         self.expire();
         let syn_only = seg.flags.syn() && !seg.flags.ack();
-        // Nearly half the segments of a capture follow one of their own
-        // connection (a request and its ACK, a response): no lookup.
-        let last = match self.last.and_then(|i| self.used(i, seg, syn_only)) {
-            Some(hit) => Some(hit),
-            None => {
-                let i = self.recent[recent_key(seg)];
-                // A freed slot keeps its tuple: only an open one (id not 0) is it.
-                let open = self.slots.get(i as usize).is_some_and(|s| s.core.id != 0);
-                let hit = if open {
-                    self.used(i, seg, syn_only)
-                } else {
-                    None
-                };
-                if hit.is_some() {
-                    self.last = Some(i);
-                }
-                hit
-            }
+        // Most segments are found among the recent slots: no lookup.
+        let i = self.recent[recent_key(seg)];
+        // A freed slot keeps its tuple: only an open one (id not 0) is it.
+        let open = self.slots.get(i as usize).is_some_and(|s| s.core.id != 0);
+        let recent = if open {
+            self.used(i, seg, syn_only)
+        } else {
+            None
         };
-        let (index, dir) = match last {
+        let (index, dir) = match recent {
             Some(hit) => hit,
             None => match self.lookup(frame, ts, seg) {
                 Some(hit) => hit,
@@ -533,7 +521,7 @@ impl<A: Analyzer> Tracker<A> {
 
     /// The slot of `seg`'s connection and `seg`'s direction, a new one if it
     /// has none (`None` if `seg` opened a compact one, which recorded it);
-    /// remembered as the last one used. Out of line: most segments are
+    /// noted among the recent slots. Out of line: most segments are
     /// found without it ([`Tracker::used`]).
     #[inline(never)]
     fn lookup(&mut self, frame: u64, ts: Timestamp, seg: &TcpSegment<'_>) -> Option<(usize, Dir)> {
@@ -552,7 +540,6 @@ impl<A: Analyzer> Tracker<A> {
             // after data flowed) is port reuse: close the old one first.
             let syn_only = seg.flags.syn() && !seg.flags.ack();
             if !(syn_only && reused_by(&self.slots[i as usize], seg)) {
-                self.last = Some(i);
                 self.recent[recent_key(seg)] = i;
                 return Some((i as usize, dir));
             }
@@ -604,7 +591,6 @@ impl<A: Analyzer> Tracker<A> {
         self.deadlines.push((due, i, id));
         self.wake_ns = self.wake_ns.min(due);
         self.compact_deadlines();
-        self.last = Some(i);
         self.recent[recent_key(seg)] = i;
         if compact {
             return None;
@@ -668,9 +654,6 @@ impl<A: Analyzer> Tracker<A> {
         let hash = slot.core.hash();
         if let Ok(entry) = self.table.find_entry(hash, |&j| j == i) {
             entry.remove();
-        }
-        if self.last == Some(i) {
-            self.last = None;
         }
         let slot = &mut self.slots[i as usize];
         let analyzer = &mut self.analyzer;

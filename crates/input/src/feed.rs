@@ -27,6 +27,9 @@ const BATCH: usize = 4096;
 /// records are kept, and a frame may be large): memory stays bounded.
 const BATCH_BYTES: usize = 16 << 20;
 const IN_FLIGHT: usize = 4;
+/// Kept bytes this short are copied as the fixed-size window of the frame
+/// that ends with them ([`Batch::keep`]).
+const WINDOW: usize = 32;
 
 /// An opened capture (header read), or several merged by time.
 pub struct Input {
@@ -374,7 +377,8 @@ impl Batch {
         }
     }
 
-    /// Takes back the last record (its bytes are the last ones kept).
+    /// Takes back the last record (its bytes are the last ones kept; a
+    /// window's bytes before them stay, unread).
     fn pop(&mut self) {
         if let Some(Rec {
             what: What::Tcp(s), ..
@@ -385,14 +389,26 @@ impl Batch {
     }
 
     /// Appends `options` then `payload` (both borrowed from `frame`); returns
-    /// where they start. In a TCP segment the payload follows the options:
-    /// one copy of both.
+    /// where they start (short ones after bytes of the frame before them, see
+    /// [`WINDOW`]). In a TCP segment the payload follows the options: one
+    /// copy of both.
     fn keep(&mut self, frame: &[u8], options: &[u8], payload: &[u8]) -> u32 {
         let start = self.bytes.len();
         match offset_in(frame, options) {
-            Some(o) if offset_in(frame, payload) == Some(o + options.len()) => self
-                .bytes
-                .extend_from_slice(&frame[o..o + options.len() + payload.len()]),
+            Some(o) if offset_in(frame, payload) == Some(o + options.len()) => {
+                let end = o + options.len() + payload.len();
+                // Most segments keep only their options (an ACK's timestamps,
+                // a SYN's): the [`WINDOW`] bytes of the frame that end with
+                // them are copied at a fixed size, without a call, and the
+                // kept bytes start inside that window.
+                if end - o <= WINDOW && end >= WINDOW {
+                    if let Ok(w) = <&[u8; WINDOW]>::try_from(&frame[end - WINDOW..end]) {
+                        self.bytes.extend_from_slice(w);
+                        return (start + WINDOW - (end - o)) as u32;
+                    }
+                }
+                self.bytes.extend_from_slice(&frame[o..end])
+            }
             _ => {
                 self.bytes.extend_from_slice(options);
                 self.bytes.extend_from_slice(payload);
