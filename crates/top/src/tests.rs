@@ -1200,3 +1200,85 @@ fn an_ownerless_connection_is_looked_up_once() {
     t.interval(10);
     assert!(t.ownerless().is_empty(), "nor in the next interval");
 }
+
+/// nginx (pid 7) answers a request with a 238-byte header and a 600-byte
+/// body; the body waits for the client's delayed ACK, `hold_ms` later.
+fn nagle_response(t: &mut Tracker, at: u64, base: u32, hold_ms: u64) {
+    let data = |una: u32, nxt: u32, len: u32| {
+        let Detail::Probe(mut p) = probe(una, nxt, 65535) else {
+            unreachable!()
+        };
+        p.data_len = Some(len);
+        Detail::Probe(p)
+    };
+    // The request arrives: everything sent before is acknowledged.
+    t.handle(
+        at,
+        0,
+        &ev(Kind::Probe, SK, Some(SERVER), SOFTIRQ, data(base, base, 80)),
+    );
+    t.handle(
+        at + 10_000,
+        7,
+        &ev(Kind::SendLength, SK, None, 0, send(238)),
+    );
+    t.handle(
+        at + 20_000,
+        7,
+        &ev(Kind::SendLength, SK, None, 0, send(600)),
+    );
+    // The client's pure ACK of the header, after its delayed-ACK timer.
+    t.handle(
+        at + 20_000 + hold_ms * 1_000_000,
+        0,
+        &ev(
+            Kind::Probe,
+            SK,
+            Some(SERVER),
+            SOFTIRQ,
+            data(base, base + 238, 0),
+        ),
+    );
+}
+
+#[test]
+fn nagle_is_named_in_the_interval_it_shows_and_in_the_report() {
+    let mut t = Tracker::new(Filter::default());
+    accepted(&mut t, 1);
+    let mut base = 0;
+    // Two holds: not yet named (a connection needs three).
+    for i in 0..2 {
+        nagle_response(&mut t, 1_000 + i * 100_000_000, base, 40);
+        base += 838;
+    }
+    assert!(t.interval(10).findings.is_empty());
+    // Three more, of 44 ms: the interval names the server with its own figures.
+    for i in 2..5 {
+        nagle_response(&mut t, 1_000 + i * 100_000_000, base, 44);
+        base += 838;
+    }
+    let iv = t.interval(10);
+    assert_eq!(iv.findings.len(), 1, "{:?}", iv.findings);
+    let f = &iv.findings[0];
+    assert_eq!(f.kind, FindingKind::NagleDelayedAck);
+    assert_eq!(
+        (f.culprit.endpoint.as_str(), f.culprit.role),
+        (SERVER.0, "server")
+    );
+    assert_eq!(f.process.as_ref().map(|p| p.pid), Some(7));
+    assert_eq!(f.occurrences, 3);
+    assert_eq!(f.details["held_bytes"], 1800);
+    assert_eq!(f.details["held_us"], 3 * 44_000);
+    assert_eq!(f.details["sent_at_once_bytes"], 238);
+    // Nothing new: the next interval names nothing.
+    assert!(t.interval(10).findings.is_empty());
+    let report = t.finish();
+    let n: Vec<_> = report
+        .findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::NagleDelayedAck)
+        .collect();
+    assert_eq!(n.len(), 1);
+    assert_eq!(n[0].occurrences, 5);
+    assert_eq!(n[0].details["held_us"], 2 * 40_000 + 3 * 44_000);
+}

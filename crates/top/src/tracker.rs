@@ -187,10 +187,11 @@ pub struct Conn {
     pub state_changes: u64,
     pub resets_sent: u64,
     pub resets_received: u64,
-    /// Nagle's holds ([`crate::nagle`]), and how many an interval showed.
+    /// Nagle's holds ([`crate::nagle`]), and what the intervals showed of
+    /// them (holds, their waits, their bytes).
     pub nagle: Nagle,
     #[serde(skip)]
-    pub nagle_shown: u64,
+    pub nagle_shown: (u64, u64, u64),
 }
 
 impl Conn {
@@ -243,7 +244,7 @@ impl Conn {
             resets_sent: 0,
             resets_received: 0,
             nagle: Nagle::default(),
-            nagle_shown: 0,
+            nagle_shown: (0, 0, 0),
         }
     }
 
@@ -851,15 +852,9 @@ impl Tracker {
         rows.truncate(top);
         let mut now = Findings::default();
         for c in self.live.values().chain(self.closing.iter()) {
-            let n = &c.nagle;
-            if self.visible(c) && n.holds > c.nagle_shown {
-                let share = (n.holds - c.nagle_shown) as f64 / n.holds as f64;
-                now.add_nagle(
-                    c,
-                    n.holds - c.nagle_shown,
-                    (n.hold_ns as f64 * share) as u64,
-                    (n.held_bytes as f64 * share) as u64,
-                );
+            let (n, (holds, ns, bytes)) = (&c.nagle, c.nagle_shown);
+            if self.visible(c) && n.holds > holds {
+                now.add_nagle(c, n.holds - holds, n.hold_ns - ns, n.held_bytes - bytes);
             }
         }
         let mut processes: Vec<ProcRow> = procs.into_values().collect();
@@ -872,7 +867,7 @@ impl Tracker {
         let mut closed = Vec::new();
         for c in self.live.values_mut() {
             c.shown = c.totals;
-            c.nagle_shown = c.nagle.holds;
+            c.nagle_shown = (c.nagle.holds, c.nagle.hold_ns, c.nagle.held_bytes);
             if c.closed_ns.is_some() {
                 closed.push(c.sk);
             }
