@@ -30,7 +30,7 @@ connection, with findings naming the process:
   receive_window_limited  bytes in flight at >= 90% of the peer's window on >= 10 received
                           segments (>= 3 samples) and >= 20% of those with data in flight
   nagle_delayed_ack       a write's tail held unsent, with data in flight, until the peer's
-                          pure ACK came >= 5 ms and two round trips after the write (also
+                          pure ACK came >= 20 ms and two round trips after the write (also
                           named in the interval it shows, on connections still open)
 
 What it reads: the kernel's TCP tracepoints (tcp:tcp_probe, tcp_retransmit_skb,

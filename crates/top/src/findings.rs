@@ -20,7 +20,7 @@
 //!
 //! - `nagle_delayed_ack`: on >= [`MIN_NAGLE_HOLDS`] pure ACKs, the socket
 //!   held a write's tail unsent with data in flight and room in both
-//!   windows, since its last write at least 5 ms and two round trips
+//!   windows, since its last write at least 20 ms and two round trips
 //!   earlier ([`crate::nagle`]).
 
 use std::collections::BTreeMap;

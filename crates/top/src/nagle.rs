@@ -13,8 +13,9 @@
 //! A hold is counted when a pure ACK (no payload: the peer had nothing to
 //! send with it, so it waited for its delayed-ACK timer) reaches a socket
 //! that, at that moment,
-//! - holds bytes unsent, at most what it was written since the segment
-//!   before (Nagle releases its tail at every ACK) and at most 64 KB,
+//! - holds bytes unsent, at most its last write (Nagle holds the tail of
+//!   the write that found data in flight; more than that held is a send
+//!   the host or a window delayed) and at most 64 KB,
 //! - has data in flight (Nagle holds a small segment only while an earlier
 //!   one is unacknowledged; a corked socket holds with nothing in flight),
 //! - is not window-bound (the peer's window has room for the flight and
@@ -32,8 +33,10 @@
 
 use crate::decode::Probe;
 
-/// A tail held for less than this is not worth naming.
-pub const MIN_HOLD_NS: u64 = 5_000_000;
+/// A tail held for less than this did not wait on a delayed-ACK timer
+/// (40 ms at least on Linux, 100–200 ms elsewhere): a busy host's own
+/// scheduling delays a send by a few milliseconds.
+pub const MIN_HOLD_NS: u64 = 20_000_000;
 
 /// Nagle holds less than a segment; loopback's segments reach 64 KB.
 pub const MAX_HELD_BYTES: i64 = 65_535;
@@ -58,9 +61,6 @@ pub struct Nagle {
     /// The least `backlog` seen: nothing held then.
     #[serde(skip)]
     floor: i64,
-    /// Bytes written since the last received segment.
-    #[serde(skip)]
-    written_since: u64,
     #[serde(skip)]
     last_write_ns: u64,
     #[serde(skip)]
@@ -87,7 +87,6 @@ impl Nagle {
         if self.last_nxt.is_some() {
             self.backlog += n as i64;
         }
-        self.written_since += n;
         self.last_write_ns = t;
         self.prev_write = std::mem::replace(&mut self.last_write, n);
     }
@@ -98,7 +97,6 @@ impl Nagle {
         let Some(nxt) = p.snd_nxt else {
             return false;
         };
-        let written = std::mem::take(&mut self.written_since);
         let Some(prev) = self.last_nxt else {
             self.last_nxt = Some(nxt);
             return false;
@@ -128,7 +126,7 @@ impl Nagle {
             && ca_state == CA_OPEN
             && unsent > 0
             && unsent <= MAX_HELD_BYTES
-            && unsent as u64 <= written.max(self.last_write)
+            && unsent as u64 <= self.last_write
             && flight > 0
             && flight < 1 << 30
             && u64::from(wnd) >= flight + unsent as u64
@@ -228,14 +226,26 @@ mod tests {
         assert!(!n.segment(0, &seg(0, 0, 100), CA_OPEN, true));
         n.write(10_000, 240);
         n.write(20_000, 600);
-        // 2 ms later: under the least hold.
-        assert!(!n.segment(2 * MS, &seg(240, 0, 0), CA_OPEN, true));
+        // 10 ms later: a busy host's delay, not a delayed-ACK timer.
+        assert!(!n.segment(10 * MS, &seg(240, 0, 0), CA_OPEN, true));
         // The next request, carrying the ACK: the peer did not wait.
         n.write(3 * MS, 600);
         assert!(!n.segment(40 * MS, &seg(840, 0, 80), CA_OPEN, true));
         // In loss recovery: the window, not Nagle.
         n.write(41 * MS, 600);
         assert!(!n.segment(90 * MS, &seg(1240, 840, 0), 4, true));
+        assert_eq!(n.holds, 0);
+    }
+
+    #[test]
+    fn more_held_than_the_last_write_is_not_nagles_tail() {
+        // The header was not sent either: the whole response waited on
+        // something else (the host, a window).
+        let mut n = Nagle::default();
+        assert!(!n.segment(0, &seg(0, 0, 100), CA_OPEN, true));
+        n.write(10_000, 240);
+        n.write(20_000, 600);
+        assert!(!n.segment(40 * MS, &seg(100, 0, 0), CA_OPEN, true));
         assert_eq!(n.holds, 0);
     }
 
