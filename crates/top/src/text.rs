@@ -131,15 +131,8 @@ pub fn interval(
         }
     }
     for x in &iv.findings {
-        let _ = writeln!(
-            o,
-            "\n{} ({}, {}): {}\n    fix: {}",
-            kind_name(x.kind),
-            x.culprit.role,
-            x.culprit.endpoint,
-            x.explanation,
-            x.fix
-        );
+        o.push('\n');
+        finding(&mut o, x, "");
     }
     o
 }
@@ -204,18 +197,24 @@ pub fn final_report(f: &Final, elapsed_s: f64) -> String {
     } else {
         let _ = writeln!(o, "\nFindings:");
         for x in &f.findings {
-            let _ = writeln!(
-                o,
-                "  {} ({}, {}): {}",
-                kind_name(x.kind),
-                x.culprit.role,
-                x.culprit.endpoint,
-                x.explanation
-            );
-            let _ = writeln!(o, "    fix: {}", x.fix);
+            finding(&mut o, x, "  ");
         }
     }
     o
+}
+
+/// A finding's two lines (kind, culprit, explanation; its fix), the first
+/// indented by `indent`.
+fn finding(o: &mut String, x: &crate::findings::Finding, indent: &str) {
+    let _ = writeln!(
+        o,
+        "{indent}{} ({}, {}): {}\n    fix: {}",
+        kind_name(x.kind),
+        x.culprit.role,
+        x.culprit.endpoint,
+        x.explanation,
+        x.fix
+    );
 }
 
 /// A finding kind's name, as in the JSON.
