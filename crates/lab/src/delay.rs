@@ -5,9 +5,13 @@
 //! writes it back into the TUN device when due, and the kernel forwards it on.
 //! The delay is the same for every packet, so a FIFO keeps their order. The
 //! queue is bounded; a packet that finds it full is dropped and counted (a
-//! run reports it). Hand-written rather than taken from a crate: it is a
-//! dozen lines around two blocking loops, and a netem-like crate does not
-//! exist for TUN.
+//! run reports it). Both threads run at a real-time priority where the
+//! kernel allows it (root does): on a host busy with other work an ordinary
+//! thread is woken milliseconds late, which would add a queue of the host's
+//! making to the emulated path (a policer's flat round trip would rise
+//! before its drops, a short queue would look deep). Hand-written rather
+//! than taken from a crate: it is a dozen lines around two blocking loops,
+//! and a netem-like crate does not exist for TUN.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -27,6 +31,9 @@ use crate::{ns, sys};
 const QUEUE_PACKETS: usize = 65_536;
 /// Largest packet read from the TUN device (its MTU is 1500; no offloads).
 const MAX_PACKET: usize = 65_536;
+/// SCHED_FIFO priority of the delay line's threads: above every ordinary
+/// thread, low among real-time ones (the kernel's own run at 50 and above).
+const RT_PRIORITY: i32 = 10;
 
 /// Counters of a running delay line.
 #[derive(Debug, Default)]
@@ -112,6 +119,8 @@ fn read_loop(
     one_way_us: &AtomicU64,
     stats: &DelayStats,
 ) -> Result<()> {
+    // Without the privilege the delay line still works, only less steadily.
+    let _ = sys::realtime_priority(RT_PRIORITY);
     let mut buf = vec![0u8; MAX_PACKET];
     while !stop.load(Ordering::Relaxed) {
         if !ns::readable(tun.as_fd()) {
@@ -147,6 +156,7 @@ fn write_loop(
     stop: &AtomicBool,
     stats: &DelayStats,
 ) -> Result<()> {
+    let _ = sys::realtime_priority(RT_PRIORITY);
     while !stop.load(Ordering::Relaxed) {
         let (due, pkt) = match rx.recv_timeout(Duration::from_millis(50)) {
             Ok(p) => p,

@@ -1,6 +1,6 @@
 //! The system calls the lab makes without a safe wrapper: creating a TUN
-//! device (`TUNSETIFF` on `/dev/net/tun`), and TCP_CORK (which nix does not
-//! wrap).
+//! device (`TUNSETIFF` on `/dev/net/tun`), TCP_CORK (which nix does not
+//! wrap), and the priorities of the lab's threads.
 #![allow(unsafe_code)]
 
 use std::fs::{File, OpenOptions};
@@ -60,6 +60,36 @@ pub fn set_cork(fd: impl AsFd, on: bool) -> io::Result<()> {
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Runs the calling thread under SCHED_FIFO at `priority` (sched(7)): it
+/// then runs as soon as it is ready, ahead of every ordinary thread on the
+/// machine, so a busy host does not add its scheduling delay to the path the
+/// thread emulates. The kernel's real-time throttling (95% of each second by
+/// default) keeps the machine usable should the thread spin.
+pub fn realtime_priority(priority: i32) -> io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: `param` is a valid sched_param that lives across the call; pid
+    // 0 is the calling thread.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Lowers the calling thread's nice value to `nice` (setpriority(2); on
+/// Linux it applies to the one thread). Threads it creates afterwards and
+/// processes it starts inherit it.
+pub fn set_nice(nice: i32) -> io::Result<()> {
+    // SAFETY: plain integer arguments; who 0 is the calling thread.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
