@@ -228,7 +228,7 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
     // uncaptured, as one would before measuring a Java server.
     if let (Running::External(e), Some((c, _))) = (&server, o.wrk) {
         if e.what == "jdk" {
-            ext::wrk(&t.client, e, c, 2)?;
+            warm_up(&t.client, e, c)?;
         }
     }
     let drops_before = t.delay.as_ref().map_or(0, |d| d.dropped());
@@ -316,6 +316,20 @@ impl Running {
         match self {
             Running::Builtin(s) => s.stop(),
             Running::External(e) => e.stop(),
+        }
+    }
+}
+
+/// Runs wrk for 2 s at a time until one run is answered, for 30 s at most: a
+/// JVM on a busy host may take longer than one run to answer its first
+/// request (a run of the lab under a parallel CPU load saw none in 2 s).
+fn warm_up(client_ns: &str, e: &ext::External, connections: u32) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match ext::wrk(client_ns, e, connections, 2) {
+            Ok(_) => return Ok(()),
+            Err(_) if Instant::now() < deadline => {}
+            Err(err) => return Err(err).context("warming the server up (30 s)"),
         }
     }
 }
