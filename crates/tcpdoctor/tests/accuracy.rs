@@ -292,6 +292,36 @@ fn a_queue_on_the_way_back_is_not_the_servers_time() {
     assert!(median["server"].as_f64().unwrap() >= 299.0, "{median}");
 }
 
+/// A tail re-sent by a probe (RFC 8985) with no duplicate ACK before it was
+/// waited on from the sender's last new segment: the exchange would have
+/// ended there. A re-send that follows a re-send (the recovery after a
+/// timeout going on) is timed from itself, as before.
+#[test]
+fn a_probed_tail_waits_from_the_last_new_segment() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    // A scanner's request answered with 10 KB and a FIN at 57.3 ms; the
+    // client acknowledges the first 1,734 bytes only, the server probes with
+    // its last segment at 95.7 ms (2·SRTT after that ACK), then SACK
+    // recovery re-sends the rest in three round trips, to 140.0 ms.
+    let v = analyze(&root.join("corpus/sv-http-protocol-nodup.pcap"));
+    let ex = &v["connections"][0]["slowest_exchanges"][2];
+    let wait = ex["budget_ms"]["retransmission_wait"].as_f64().unwrap();
+    assert!(wait >= 82.0, "{ex}");
+    assert!(ex["budget_ms"]["transfer"].is_null(), "{ex}");
+    // 92 holes re-sent after a retransmission timeout, captured at the
+    // receiver: the timeout's, not 92 probes'.
+    let v = analyze(&root.join("rto.client.pcap"));
+    let loss: f64 = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == "packet_loss")
+        .map(|f| f["total_delay_ms"].as_f64().unwrap())
+        .sum();
+    assert!(loss < 1.0, "packet_loss {loss} ms");
+    assert_eq!(v["findings"][0]["kind"], "retransmission_timeout");
+}
+
 /// fixtures/ATTRIBUTION.md lists every committed capture whose mean exchange
 /// the budget attributes less than 95% of (the rest is `transfer`), with
 /// why; the table must be current both ways.

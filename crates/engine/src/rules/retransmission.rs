@@ -72,6 +72,8 @@ struct DirState {
     peer_spoke: bool,
     /// The receiver's window was closed (below one segment) since this side's last segment.
     window_closed: bool,
+    /// This side's last segment was a retransmission.
+    last_resent: bool,
     episode: Option<Episode>,
 }
 
@@ -166,6 +168,7 @@ impl DirState {
             self.next = Some(end);
         }
         self.last_send = Some(seg.ts);
+        self.last_resent = seg.kind == SegKind::Retransmission;
         self.last_len = Some(seg.len);
         self.last_frame = seg.frame;
         self.peer_spoke = false;
@@ -206,10 +209,18 @@ impl DirState {
                 // A probe or a resend into a window that just reopened: not loss.
             }
             None => {
-                let start = if timer_silence {
-                    self.last_send.unwrap_or(seg.ts)
-                } else {
-                    self.first_dupack.map_or(seg.ts, |m| m.ts)
+                // Timed from what set it off: the sender's last segment
+                // before a timer's silence, or the first duplicate ACK. With
+                // neither, after new data, a probe or a reordering timer
+                // (RFC 8985) re-sent the tail: the wait began at the sender's
+                // last segment (a pause of under half a round trip is not
+                // claimed, below). After a re-send, this one is the same
+                // recovery going on, timed from itself as before.
+                let start = match (timer_silence, self.first_dupack) {
+                    (true, _) => self.last_send.unwrap_or(seg.ts),
+                    (false, Some(m)) => m.ts,
+                    (false, None) if !self.last_resent => self.last_send.unwrap_or(seg.ts),
+                    (false, None) => seg.ts,
                 };
                 let mut ep = Episode {
                     resent: Resent::default(),
