@@ -18,6 +18,12 @@
 //!   the host or a window delayed) and at most 64 KB,
 //! - has data in flight (Nagle holds a small segment only while an earlier
 //!   one is unacknowledged; a corked socket holds with nothing in flight),
+//!   and more of it than the head of the last write that left: Linux's
+//!   Nagle (Minshall's variant, `tcp_minshall_check`) holds a tail only
+//!   while an earlier *small* segment is unacknowledged, and a write's head
+//!   leaves as full segments. A tail held behind nothing but its own
+//!   write's full segments was held by something else: `TCP_CORK` or
+//!   `MSG_MORE` (the kernel's 200 ms cork timer), not Nagle,
 //! - is not window-bound (the peer's window has room for the flight and
 //!   the tail; the congestion window has room for a segment of 536 bytes
 //!   more, and no loss recovery is under way),
@@ -121,6 +127,10 @@ impl Nagle {
         let room = p
             .cwnd
             .is_none_or(|c| flight + MIN_MSS <= u64::from(c) * MIN_MSS);
+        // Something in flight besides the full segments of the last write's
+        // head: a small segment Nagle waits on may be among it.
+        let head = self.last_write.saturating_sub(unsent.max(0) as u64);
+        let small_in_flight = flight > head;
         let held = in_softirq
             && p.data_len == Some(0)
             && ca_state == CA_OPEN
@@ -128,6 +138,7 @@ impl Nagle {
             && unsent <= MAX_HELD_BYTES
             && unsent as u64 <= self.last_write
             && flight > 0
+            && small_in_flight
             && flight < 1 << 30
             && u64::from(wnd) >= flight + unsent as u64
             && room
@@ -235,6 +246,40 @@ mod tests {
         n.write(41 * MS, 600);
         assert!(!n.segment(90 * MS, &seg(1240, 840, 0), 4, true));
         assert_eq!(n.holds, 0);
+    }
+
+    /// A corked socket (TCP_CORK, MSG_MORE) writes 2,000 bytes: one full
+    /// segment leaves, the 552-byte tail waits for the cork timer, and the
+    /// peer's delayed ACK of that one segment comes 40 ms later. Nothing
+    /// small was in flight, so Linux's Nagle would have sent the tail.
+    #[test]
+    fn a_tail_behind_its_own_full_segments_is_not_nagles() {
+        let mut n = Nagle::default();
+        for i in 0..3u32 {
+            let t0 = u64::from(i) * 300 * MS;
+            let base = i * 2000;
+            assert!(!n.segment(t0, &seg(base, base, 100), CA_OPEN, true));
+            n.write(t0 + 10_000, 2000);
+            let held = n.segment(t0 + 40 * MS, &seg(base + 1448, base, 0), CA_OPEN, true);
+            assert!(!held, "write {i}");
+            // The cork timer sends the tail; the peer's next request comes.
+            assert!(!n.segment(
+                t0 + 260 * MS,
+                &seg(base + 2000, base + 1448, 0),
+                CA_OPEN,
+                true
+            ));
+        }
+        assert_eq!(n.holds, 0);
+        // The same tail behind a small segment still in flight (a header
+        // written before): Nagle's.
+        let mut n = Nagle::default();
+        assert!(!n.segment(0, &seg(0, 0, 100), CA_OPEN, true));
+        n.write(10_000, 240);
+        n.write(20_000, 2000);
+        assert!(n.segment(40 * MS, &seg(240 + 1448, 0, 0), CA_OPEN, true));
+        assert_eq!(n.last_held, 552);
+        assert_eq!(n.last_sent_at_once, 1448);
     }
 
     #[test]
