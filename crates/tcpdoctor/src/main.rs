@@ -8,10 +8,8 @@ mod diagnose;
 mod html;
 mod lab;
 mod load;
-mod man;
 mod probe;
 mod sockets;
-mod sweep;
 mod sysctl;
 mod target;
 mod tls;
@@ -288,7 +286,9 @@ fn main() -> ExitCode {
         Command::Completions { shell } => completions(shell),
         Command::Man { command, dir } => {
             use clap::CommandFactory;
-            man::run(&Cli::command(), &command, dir.as_deref())
+            tcpdoctor_man::run(&Cli::command(), &command, dir.as_deref())
+                .map(|()| EXIT_OK)
+                .map_err(anyhow::Error::from)
         }
     };
     match result {
@@ -398,7 +398,7 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
         if args.html.is_some() || args.annotate.is_some() {
             anyhow::bail!("--parquet does not combine with --html or --annotate");
         }
-        return sweep::run(args, dir);
+        return sweep(args, dir);
     }
     let stdin = args.files.iter().any(|f| f == "-");
     if stdin && args.files.len() > 1 {
@@ -640,6 +640,41 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
         return Ok(interrupt::status(sig));
     }
     if args.fail_on_finding && !analysis.findings.is_empty() {
+        return Ok(EXIT_FINDING);
+    }
+    Ok(EXIT_OK)
+}
+
+/// `analyze FILE… --parquet DIR`: every capture into the tables
+/// ([`tcpdoctor_table::sweep`]), the summary, and the exit status.
+fn sweep(args: &AnalyzeArgs, dir: &std::path::Path) -> anyhow::Result<u8> {
+    use tcpdoctor_table::sweep;
+    let opts = sweep::Options {
+        host: args.host.clone(),
+        max_connections: args.max_connections,
+        max_open_connections: args.max_open_connections,
+    };
+    let s = sweep::sweep(&args.files, dir, &opts, |name| open_input(name, name))?;
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    match args.format {
+        Format::Json => writeln!(out, "{}", s.json())?,
+        Format::Text => s.text(&mut out)?,
+    }
+    out.flush()?;
+    let (n, failed) = (s.files, s.failed);
+    if failed == n {
+        eprintln!("tcpdoctor: no capture could be read; the tables are empty");
+        return Ok(EXIT_INPUT);
+    }
+    if failed > 0 {
+        eprintln!(
+            "tcpdoctor: {failed} of {n} captures could not be read; the tables hold the other {}",
+            n - failed
+        );
+        return Ok(EXIT_INPUT);
+    }
+    if args.fail_on_finding && s.findings > 0 {
         return Ok(EXIT_FINDING);
     }
     Ok(EXIT_OK)
