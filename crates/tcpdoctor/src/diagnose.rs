@@ -148,13 +148,13 @@ pub fn run(args: &DiagnoseArgs) -> anyhow::Result<u8> {
         match &outcome.analysis {
             Some(a) => {
                 let write = args.write.as_ref().and_then(|p| p.to_str());
-                crate::html::write(
+                tcpdoctor_report_html::pass::write(
                     a,
                     &outcome.latency_bins,
                     write,
                     &format!("diagnose {}", outcome.url),
                     "live capture of its own traffic",
-                    &crate::html::Outputs {
+                    &tcpdoctor_report_html::pass::Outputs {
                         html: Some(html),
                         annotate: None,
                     },

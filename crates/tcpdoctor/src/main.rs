@@ -5,7 +5,6 @@
 use std::io::{self, BufWriter, Write};
 
 mod diagnose;
-mod html;
 mod lab;
 mod load;
 mod probe;
@@ -16,13 +15,12 @@ mod tls;
 mod top;
 mod watch;
 use std::process::ExitCode;
+use tcpdoctor_input::analyze::{self, Pass, PassOptions};
 use tcpdoctor_input::{merge, select, Input};
 /// SIGINT/SIGTERM: the report over what was read, then 128 + the signal.
 pub(crate) use tcpdoctor_live::signal as interrupt;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use tcpdoctor_capture::ErrorKind;
-use tcpdoctor_engine::{Engine, Options};
 use tcpdoctor_report::TextOptions;
 
 /// `tcpdoctor --version`: the crate's version and the commit it was built
@@ -514,13 +512,13 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
         let reread = (!stdin && !many && !selected).then_some(paths[0].as_str());
         // An output that cannot be written (a full disk) fails the command
         // after the report: the analysis is not lost with it.
-        written = html::write(
+        written = tcpdoctor_report_html::pass::write(
             &analysis,
             &bins,
             reread,
             &name,
             &format,
-            &html::Outputs {
+            &tcpdoctor_report_html::pass::Outputs {
                 html: args.html.as_deref(),
                 annotate: args.annotate.as_deref(),
             },
@@ -690,17 +688,7 @@ pub(crate) fn open_input(path: &str, name: &str) -> anyhow::Result<Input> {
     }
 }
 
-/// What one read of the input(s) gave.
-struct Pass {
-    analysis: tcpdoctor_engine::model::Analysis,
-    bins: Vec<tcpdoctor_engine::model::LatencyBin>,
-    format: String,
-    merger: Option<merge::Merger>,
-    /// With a selection: packets read, packets kept.
-    counts: Option<(u64, u64)>,
-}
-
-/// One read of the input(s) through the engine.
+/// One read of the input(s) through the engine ([`tcpdoctor_input::analyze::pass`]).
 fn analyze_pass(
     args: &AnalyzeArgs,
     paths: &[String],
@@ -713,68 +701,16 @@ fn analyze_pass(
     } else {
         open_input(&paths[0], name)?
     };
-    for link in input.link_types() {
-        if !link.is_supported() {
-            anyhow::bail!(
-                "{name}: link type {} is not supported (supported: Ethernet, Linux cooked SLL/SLL2, raw IPv4/IPv6, BSD loopback)",
-                link.to_raw()
-            );
-        }
-    }
-    let format = input.format();
-    let selected = !selection.is_empty();
-    let mut engine = Engine::new(Options {
+    let opts = PassOptions {
         max_connections,
-        flow: tcpdoctor_engine::FlowConfig {
-            max_open: usize::try_from(args.max_open_connections).unwrap_or(usize::MAX),
-            ..tcpdoctor_engine::FlowConfig::default()
-        },
-        ..Options::default()
-    });
-    let mut fed = input.feed(&mut engine, selection);
-    let cut = interrupt::input_cut().then(interrupt::signal).flatten();
-    if let Some(sig) = cut {
-        engine.warn(format!(
-            "{name}: interrupted by {} after {} packets: a partial report of what was read \
-             (the input went on)",
-            interrupt::name(sig),
-            engine.frames()
-        ));
-    }
-    if let Some(e) = fed.stopped.take().filter(|_| cut.is_none()) {
-        if e.kind == ErrorKind::Io
-            || (engine.frames() == 0 && e.kind != ErrorKind::Truncated && !selected)
-        {
-            anyhow::bail!("{name}: {e}");
-        }
-        let what = match e.kind {
-            ErrorKind::Truncated => "the capture is truncated",
-            _ => "the capture is corrupt",
-        };
-        engine.warn(format!(
-            "{name}: {what} at byte {} ({}); the {} packets before it were analysed",
-            e.offset,
-            e.detail,
-            engine.frames()
-        ));
-    }
-    // The time window as given, for a selection that kept nothing.
-    let window = (args.from.is_some() || args.to.is_some()).then(|| {
-        [("from", &args.from), ("to", &args.to)]
-            .iter()
-            .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k} {v}")))
-            .collect::<Vec<_>>()
-            .join(" ")
-    });
-    for w in fed.warnings(window.as_deref()) {
-        engine.warn(w);
-    }
-    let (analysis, bins) = engine.finish_with_distribution();
-    Ok(Pass {
-        analysis,
-        bins,
-        format,
-        merger: fed.merger,
-        counts: fed.selected,
+        max_open_connections: args.max_open_connections,
+        from: args.from.as_deref(),
+        to: args.to.as_deref(),
+    };
+    analyze::pass(input, name, selection, &opts, || {
+        interrupt::input_cut()
+            .then(interrupt::signal)
+            .flatten()
+            .map(interrupt::name)
     })
 }

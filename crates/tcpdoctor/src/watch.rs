@@ -182,13 +182,13 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<u8> {
             outcome.kernel.dropped
         );
         let write = args.write.as_ref().and_then(|p| p.to_str());
-        crate::html::write(
+        tcpdoctor_report_html::pass::write(
             &analysis,
             &outcome.latency_bins,
             write,
             &format!("live capture on {source}"),
             &kind,
-            &crate::html::Outputs {
+            &tcpdoctor_report_html::pass::Outputs {
                 html: Some(html),
                 annotate: None,
             },

@@ -1,0 +1,112 @@
+//! One read of the input(s) through the engine, as `analyze` does it: the
+//! link types checked, the engine fed through a [`Selection`], what stopped
+//! the reading (an interruption, a truncated or corrupt capture) and what the
+//! selection and the merge noticed turned into the report's warnings.
+
+use tcpdoctor_capture::ErrorKind;
+use tcpdoctor_engine::model::{Analysis, LatencyBin};
+use tcpdoctor_engine::{Engine, FlowConfig, Options};
+
+use crate::{Input, Merger, Selection};
+
+/// What one read of the input(s) gave.
+pub struct Pass {
+    pub analysis: Analysis,
+    pub bins: Vec<LatencyBin>,
+    /// The capture's format, as the report names it.
+    pub format: String,
+    /// Several inputs: the merge, for its report.
+    pub merger: Option<Merger>,
+    /// With a selection: packets read, packets kept.
+    pub counts: Option<(u64, u64)>,
+}
+
+/// How a pass analyses.
+pub struct PassOptions<'a> {
+    /// Connections kept for the JSON `connections` list.
+    pub max_connections: usize,
+    /// Connections tracked at once, at most.
+    pub max_open_connections: u64,
+    /// The time window as given (`--from`, `--to`), for a selection that kept nothing.
+    pub from: Option<&'a str>,
+    pub to: Option<&'a str>,
+}
+
+/// Reads `input` (named `name` in messages) through an engine. `cut` tells,
+/// once reading has ended, whether a signal stopped it before the input's
+/// end, and names the signal: the report then says it is partial. A capture
+/// of an unsupported link type, an I/O error, or one that breaks before its
+/// first packet without a selection, is an error; a capture that breaks
+/// later is analysed up to the break, with a warning.
+pub fn pass(
+    input: Input,
+    name: &str,
+    selection: Selection,
+    opts: &PassOptions<'_>,
+    cut: impl FnOnce() -> Option<String>,
+) -> anyhow::Result<Pass> {
+    for link in input.link_types() {
+        if !link.is_supported() {
+            anyhow::bail!(
+                "{name}: link type {} is not supported (supported: Ethernet, Linux cooked SLL/SLL2, raw IPv4/IPv6, BSD loopback)",
+                link.to_raw()
+            );
+        }
+    }
+    let format = input.format();
+    let selected = !selection.is_empty();
+    let mut engine = Engine::new(Options {
+        max_connections: opts.max_connections,
+        flow: FlowConfig {
+            max_open: usize::try_from(opts.max_open_connections).unwrap_or(usize::MAX),
+            ..FlowConfig::default()
+        },
+        ..Options::default()
+    });
+    let mut fed = input.feed(&mut engine, selection);
+    let cut = cut();
+    if let Some(sig) = &cut {
+        engine.warn(format!(
+            "{name}: interrupted by {} after {} packets: a partial report of what was read \
+             (the input went on)",
+            sig,
+            engine.frames()
+        ));
+    }
+    if let Some(e) = fed.stopped.take().filter(|_| cut.is_none()) {
+        if e.kind == ErrorKind::Io
+            || (engine.frames() == 0 && e.kind != ErrorKind::Truncated && !selected)
+        {
+            anyhow::bail!("{name}: {e}");
+        }
+        let what = match e.kind {
+            ErrorKind::Truncated => "the capture is truncated",
+            _ => "the capture is corrupt",
+        };
+        engine.warn(format!(
+            "{name}: {what} at byte {} ({}); the {} packets before it were analysed",
+            e.offset,
+            e.detail,
+            engine.frames()
+        ));
+    }
+    // The time window as given, for a selection that kept nothing.
+    let window = (opts.from.is_some() || opts.to.is_some()).then(|| {
+        [("from", &opts.from), ("to", &opts.to)]
+            .iter()
+            .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k} {v}")))
+            .collect::<Vec<_>>()
+            .join(" ")
+    });
+    for w in fed.warnings(window.as_deref()) {
+        engine.warn(w);
+    }
+    let (analysis, bins) = engine.finish_with_distribution();
+    Ok(Pass {
+        analysis,
+        bins,
+        format,
+        merger: fed.merger,
+        counts: fed.selected,
+    })
+}
