@@ -3,6 +3,8 @@
 //! the reading (an interruption, a truncated or corrupt capture) and what the
 //! selection and the merge noticed turned into the report's warnings.
 
+use std::io::{self, Write};
+
 use tcpdoctor_capture::ErrorKind;
 use tcpdoctor_engine::model::{Analysis, LatencyBin};
 use tcpdoctor_engine::{Engine, FlowConfig, Options};
@@ -19,6 +21,118 @@ pub struct Pass {
     pub merger: Option<Merger>,
     /// With a selection: packets read, packets kept.
     pub counts: Option<(u64, u64)>,
+}
+
+/// What a report of a pass says besides the analysis: the files skipped,
+/// the selection as given, and the signal that cut the input short.
+pub struct Notes<'a> {
+    /// Files given that are not captures.
+    pub skipped: &'a [String],
+    /// Packets were selected (a filter, a time window or one connection).
+    pub selected: bool,
+    pub filter: Option<&'a str>,
+    pub from: Option<&'a str>,
+    pub to: Option<&'a str>,
+    pub connection: Option<u64>,
+    /// The signal that stopped reading before the input's end, named.
+    pub interrupted: Option<String>,
+}
+
+impl Pass {
+    /// The analysis of one connection, found by its number `id` in the
+    /// whole capture, keeps that number (in the list and in the evidence).
+    pub fn renumber(&mut self, id: u64) {
+        let analysis = &mut self.analysis;
+        for c in &mut analysis.connections {
+            c.id = id;
+        }
+        for f in analysis
+            .findings
+            .iter_mut()
+            .chain(analysis.minor_findings.iter_mut())
+        {
+            for e in &mut f.evidence {
+                e.connection = id;
+            }
+        }
+    }
+
+    /// The JSON document's members beside the analysis: `inputs` (a merge),
+    /// `skipped_files`, `interrupted` and `selection`.
+    pub fn json_extras(
+        &self,
+        notes: &Notes<'_>,
+    ) -> serde_json::Result<Vec<(&'static str, serde_json::Value)>> {
+        let analysis = &self.analysis;
+        let mut extra = Vec::new();
+        if let Some(m) = &self.merger {
+            extra.push(("inputs", serde_json::to_value(m.report(analysis))?));
+        }
+        if !notes.skipped.is_empty() {
+            extra.push(("skipped_files", serde_json::json!(notes.skipped)));
+        }
+        if let Some(sig) = &notes.interrupted {
+            extra.push((
+                "interrupted",
+                serde_json::json!({"signal": sig, "partial": true,
+                                   "packets_read": analysis.capture.packets}),
+            ));
+        }
+        if notes.selected {
+            let counts = self.counts;
+            extra.push((
+                "selection",
+                serde_json::json!({
+                    "filter": notes.filter,
+                    "from": notes.from,
+                    "to": notes.to,
+                    "connection": notes.connection,
+                    "packets_read": counts.map(|c| c.0),
+                    "packets_selected": counts.map(|c| c.1),
+                }),
+            ));
+        }
+        Ok(extra)
+    }
+
+    /// What the text report says after the analysis: the merge's `INPUTS`,
+    /// the files `SKIPPED`, the `SELECTION` and how many packets it kept.
+    pub fn text_notes(&self, notes: &Notes<'_>, out: &mut impl Write) -> io::Result<()> {
+        if let Some(m) = &self.merger {
+            m.report(&self.analysis).text(&mut *out)?;
+        }
+        let skipped = notes.skipped;
+        if !skipped.is_empty() {
+            writeln!(
+                out,
+                "\nSKIPPED  {} file{} not a capture: {}",
+                skipped.len(),
+                if skipped.len() == 1 { "" } else { "s" },
+                skipped.join(", ")
+            )?;
+        }
+        if let Some((read, kept)) = self.counts {
+            let mut what = Vec::new();
+            if let Some(f) = notes.filter {
+                what.push(format!("filter '{f}'"));
+            }
+            if let Some(t) = notes.from {
+                what.push(format!("from {t}"));
+            }
+            if let Some(t) = notes.to {
+                what.push(format!("to {t}"));
+            }
+            if let Some(id) = notes.connection {
+                what.push(format!("connection {id}"));
+            }
+            writeln!(
+                out,
+                "\nSELECTION  {}: {kept} of {read} packets analysed (frame numbers count these)",
+                what.join(", ")
+            )?;
+        }
+        Ok(())
+    }
 }
 
 /// How a pass analyses.

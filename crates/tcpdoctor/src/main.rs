@@ -15,7 +15,7 @@ mod tls;
 mod top;
 mod watch;
 use std::process::ExitCode;
-use tcpdoctor_input::analyze::{self, Pass, PassOptions};
+use tcpdoctor_input::analyze::{self, Notes, Pass, PassOptions};
 use tcpdoctor_input::{merge, select, Input};
 /// SIGINT/SIGTERM: the report over what was read, then 128 + the signal.
 pub(crate) use tcpdoctor_live::signal as interrupt;
@@ -311,84 +311,18 @@ fn main() -> ExitCode {
 
 fn completions(shell: Shell) -> anyhow::Result<u8> {
     use clap::CommandFactory;
+    use tcpdoctor_completions::Shell as S;
     let shell = match shell {
-        Shell::Bash => clap_complete::Shell::Bash,
-        Shell::Zsh => clap_complete::Shell::Zsh,
-        Shell::Fish => clap_complete::Shell::Fish,
+        Shell::Bash => S::Bash,
+        Shell::Zsh => S::Zsh,
+        Shell::Fish => S::Fish,
     };
-    let mut script = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "tcpdoctor", &mut script);
-    let script = completions_added(shell, &String::from_utf8_lossy(&script));
+    let cases: Vec<&str> = tcpdoctor_lab::cases::all().iter().map(|c| c.name).collect();
+    let script = tcpdoctor_completions::script(shell, &mut Cli::command(), &cases);
     let mut out = io::stdout().lock();
     out.write_all(script.as_bytes())?;
     out.flush()?;
     Ok(EXIT_OK)
-}
-
-/// What the generated scripts cannot say by themselves: `watch -i` completes
-/// the host's interfaces (read when completing), and `lab run CASE` the cases
-/// (bash offers them instead of the options unless `-` is typed; fish has no
-/// completion of positional arguments otherwise).
-fn completions_added(shell: clap_complete::Shell, script: &str) -> String {
-    use clap_complete::Shell;
-    let cases: Vec<&str> = tcpdoctor_lab::cases::all().iter().map(|c| c.name).collect();
-    let cases = cases.join(" ");
-    match shell {
-        Shell::Bash => {
-            let mut out = String::with_capacity(script.len() + 512);
-            let mut section = "";
-            let mut lines = script.lines().peekable();
-            while let Some(line) = lines.next() {
-                let t = line.trim();
-                if t.starts_with("tcpdoctor__") && t.ends_with(')') {
-                    section = t;
-                }
-                let indent = &line[..line.len() - line.trim_start().len()];
-                if section == "tcpdoctor__subcmd__watch)" && (t == "--interface)" || t == "-i)") {
-                    // The generated branch offers nothing: replaced whole.
-                    out.push_str(line);
-                    out.push('\n');
-                    out.push_str(&format!(
-                        "{indent}    COMPREPLY=($(compgen -W \"any $(ls /sys/class/net 2>/dev/null)\" -- \"${{cur}}\"))\n{indent}    return 0\n{indent}    ;;\n"
-                    ));
-                    for skipped in lines.by_ref() {
-                        if skipped.trim() == ";;" {
-                            break;
-                        }
-                    }
-                    continue;
-                }
-                if section == "tcpdoctor__subcmd__lab__subcmd__run)"
-                    && t.starts_with("if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]]")
-                {
-                    out.push_str(&format!(
-                        "{indent}if [[ ${{cur}} != -* && ${{COMP_CWORD}} -eq 3 ]] ; then\n{indent}    COMPREPLY=( $(compgen -W \"{cases}\" -- \"${{cur}}\") )\n{indent}    return 0\n{indent}fi\n"
-                    ));
-                }
-                out.push_str(line);
-                out.push('\n');
-            }
-            out
-        }
-        Shell::Zsh => script.replace(":IFACE:' \\", ":IFACE:_net_interfaces' \\"),
-        Shell::Fish => {
-            let mut out = String::with_capacity(script.len() + 512);
-            for line in script.lines() {
-                if line.contains("__fish_tcpdoctor_using_subcommand watch\" -s i -l interface") {
-                    out.push_str(line);
-                    out.push_str(" -a \"(__fish_print_interfaces)\"\n");
-                } else {
-                    out.push_str(line);
-                    out.push('\n');
-                }
-            }
-            out.push_str(&format!(
-                "complete -c tcpdoctor -n \"__fish_tcpdoctor_using_subcommand lab; and __fish_seen_subcommand_from run\" -f -a \"{cases}\"\n"
-            ));
-            out
-        }
-        _ => script.to_string(),
-    }
 }
 
 fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
@@ -482,27 +416,9 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
             last_ns: (start + c.duration_ms * 1e6 + 1e6) as i64,
         });
     }
-    let Pass {
-        mut analysis,
-        bins,
-        format,
-        merger,
-        counts,
-    } = analyze_pass(args, &paths, &name, selection.clone(), args.max_connections)?;
+    let mut pass = analyze_pass(args, &paths, &name, selection.clone(), args.max_connections)?;
     if let Some(id) = args.connection {
-        // The connection keeps the number it has in the whole capture.
-        for c in &mut analysis.connections {
-            c.id = id;
-        }
-        for f in analysis
-            .findings
-            .iter_mut()
-            .chain(analysis.minor_findings.iter_mut())
-        {
-            for e in &mut f.evidence {
-                e.connection = id;
-            }
-        }
+        pass.renumber(id);
     }
     let selected = !selection.is_empty();
     let mut written = Ok(());
@@ -513,11 +429,11 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
         // An output that cannot be written (a full disk) fails the command
         // after the report: the analysis is not lost with it.
         written = tcpdoctor_report_html::pass::write(
-            &analysis,
-            &bins,
+            &pass.analysis,
+            &pass.bins,
             reread,
             &name,
-            &format,
+            &pass.format,
             &tcpdoctor_report_html::pass::Outputs {
                 html: args.html.as_deref(),
                 annotate: args.annotate.as_deref(),
@@ -529,44 +445,29 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
         );
     }
     let name = name.as_str();
+    let notes = Notes {
+        skipped: &skipped,
+        selected,
+        filter: args.filter.as_deref(),
+        from: args.from.as_deref(),
+        to: args.to.as_deref(),
+        connection: args.connection,
+        interrupted: interrupt::signal()
+            .filter(|_| interrupt::input_cut())
+            .map(interrupt::name),
+    };
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     match args.format {
         Format::Json => {
             // The analysis document, what a merge and a selection add, and
             // what every command's document carries (schema, version, input).
-            let mut extra = Vec::new();
-            if let Some(m) = &merger {
-                extra.push(("inputs", serde_json::to_value(m.report(&analysis))?));
-            }
-            if !skipped.is_empty() {
-                extra.push(("skipped_files", serde_json::json!(skipped)));
-            }
-            if let Some(sig) = interrupt::signal().filter(|_| interrupt::input_cut()) {
-                extra.push((
-                    "interrupted",
-                    serde_json::json!({"signal": interrupt::name(sig), "partial": true,
-                                       "packets_read": analysis.capture.packets}),
-                ));
-            }
-            if selected {
-                extra.push((
-                    "selection",
-                    serde_json::json!({
-                        "filter": args.filter,
-                        "from": args.from,
-                        "to": args.to,
-                        "connection": args.connection,
-                        "packets_read": counts.map(|c| c.0),
-                        "packets_selected": counts.map(|c| c.1),
-                    }),
-                ));
-            }
+            let extra = pass.json_extras(&notes)?;
             tcpdoctor_report::json_stamped_with(
-                &analysis,
+                &pass.analysis,
                 "analyze",
                 serde_json::json!({"file": args.files.first(), "files": args.files,
-                                   "capture_format": format,
+                                   "capture_format": pass.format,
                                    "max_open_connections": args.max_open_connections}),
                 extra,
                 &mut out,
@@ -587,9 +488,9 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
                 .unwrap_or(100)
                 .clamp(60, 200);
             tcpdoctor_report::text_styled(
-                &analysis,
+                &pass.analysis,
                 name,
-                &format,
+                &pass.format,
                 TextOptions {
                     connections: args.connections,
                     width,
@@ -597,38 +498,7 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
                 tcpdoctor_report::Style::from_env(tty, |k| std::env::var(k).ok()),
                 &mut out,
             )?;
-            if let Some(m) = &merger {
-                m.report(&analysis).text(&mut out)?;
-            }
-            if !skipped.is_empty() {
-                writeln!(
-                    out,
-                    "\nSKIPPED  {} file{} not a capture: {}",
-                    skipped.len(),
-                    if skipped.len() == 1 { "" } else { "s" },
-                    skipped.join(", ")
-                )?;
-            }
-            if let Some((read, kept)) = counts {
-                let mut what = Vec::new();
-                if let Some(f) = &args.filter {
-                    what.push(format!("filter '{f}'"));
-                }
-                if let Some(t) = &args.from {
-                    what.push(format!("from {t}"));
-                }
-                if let Some(t) = &args.to {
-                    what.push(format!("to {t}"));
-                }
-                if let Some(id) = args.connection {
-                    what.push(format!("connection {id}"));
-                }
-                writeln!(
-                    out,
-                    "\nSELECTION  {}: {kept} of {read} packets analysed (frame numbers count these)",
-                    what.join(", ")
-                )?;
-            }
+            pass.text_notes(&notes, &mut out)?;
         }
     }
     out.flush()?;
@@ -637,7 +507,7 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
         // The report is partial: the input went on past the signal.
         return Ok(interrupt::status(sig));
     }
-    if args.fail_on_finding && !analysis.findings.is_empty() {
+    if args.fail_on_finding && !pass.analysis.findings.is_empty() {
         return Ok(EXIT_FINDING);
     }
     Ok(EXIT_OK)
