@@ -10,7 +10,6 @@ mod load;
 mod probe;
 mod sockets;
 mod sysctl;
-mod target;
 mod tls;
 mod top;
 mod watch;
