@@ -9,7 +9,7 @@ use tcpdoctor_capture::ErrorKind;
 use tcpdoctor_engine::model::{Analysis, LatencyBin};
 use tcpdoctor_engine::{Engine, FlowConfig, Options};
 
-use crate::{Input, Merger, Selection};
+use crate::{Input, Merger, OneConnection, Selection};
 
 /// What one read of the input(s) gave.
 pub struct Pass {
@@ -55,6 +55,29 @@ impl Pass {
                 e.connection = id;
             }
         }
+    }
+
+    /// Where connection `id` of this (first) pass is, for a second pass that
+    /// reads only its packets: its endpoints and its time, a millisecond
+    /// either side. `selected`: this pass read a selection (for the error
+    /// when there is no such connection).
+    pub fn connection(&self, id: u64, selected: bool) -> anyhow::Result<OneConnection> {
+        let first = &self.analysis;
+        let Some(c) = first.connections.iter().find(|c| c.id == id) else {
+            anyhow::bail!(
+                "--connection {id}: no such connection ({} in the capture{})",
+                first.capture.connections,
+                if selected { " as selected" } else { "" }
+            );
+        };
+        let start = first.capture.start_unix * 1e9 + c.start_ms * 1e6;
+        // A millisecond either side covers the float rounding of the times.
+        Ok(OneConnection {
+            client: c.client,
+            server: c.server,
+            first_ns: (start - 1e6) as i64,
+            last_ns: (start + c.duration_ms * 1e6 + 1e6) as i64,
+        })
     }
 
     /// The JSON document's members beside the analysis: `inputs` (a merge),

@@ -394,26 +394,8 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
     }
     if let Some(id) = args.connection {
         // First pass: which endpoints and when; the second analyses only those packets.
-        let first = analyze_pass(args, &paths, &name, selection.clone(), usize::MAX)?.analysis;
-        let Some(c) = first.connections.iter().find(|c| c.id == id) else {
-            anyhow::bail!(
-                "--connection {id}: no such connection ({} in the capture{})",
-                first.capture.connections,
-                if selection.is_empty() {
-                    ""
-                } else {
-                    " as selected"
-                }
-            );
-        };
-        let start = first.capture.start_unix * 1e9 + c.start_ms * 1e6;
-        // A millisecond either side covers the float rounding of the times.
-        selection.connection = Some(select::OneConnection {
-            client: c.client,
-            server: c.server,
-            first_ns: (start - 1e6) as i64,
-            last_ns: (start + c.duration_ms * 1e6 + 1e6) as i64,
-        });
+        let first = analyze_pass(args, &paths, &name, selection.clone(), usize::MAX)?;
+        selection.connection = Some(first.connection(id, !selection.is_empty())?);
     }
     let mut pass = analyze_pass(args, &paths, &name, selection.clone(), args.max_connections)?;
     if let Some(id) = args.connection {
@@ -475,17 +457,7 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
         Format::Text => {
             use std::io::IsTerminal;
             let tty = io::stdout().is_terminal();
-            // COLUMNS first; on a terminal, its width; else 100.
-            let width = std::env::var("COLUMNS")
-                .ok()
-                .and_then(|c| c.parse::<usize>().ok())
-                .or_else(|| {
-                    tty.then(terminal_size::terminal_size)
-                        .flatten()
-                        .map(|(w, _)| usize::from(w.0))
-                })
-                .unwrap_or(100)
-                .clamp(60, 200);
+            let width = width(tty).clamp(60, 200);
             tcpdoctor_report::text_styled(
                 &pass.analysis,
                 name,
@@ -545,6 +517,19 @@ fn sweep(args: &AnalyzeArgs, dir: &std::path::Path) -> anyhow::Result<u8> {
         return Ok(EXIT_FINDING);
     }
     Ok(EXIT_OK)
+}
+
+/// The text reports' width: COLUMNS first; on a terminal, its width; else 100.
+pub(crate) fn width(tty: bool) -> usize {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.parse::<usize>().ok())
+        .or_else(|| {
+            tty.then(terminal_size::terminal_size)
+                .flatten()
+                .map(|(w, _)| usize::from(w.0))
+        })
+        .unwrap_or(100)
 }
 
 /// Opens one capture: a file, or standard input for `-` (whose reading ends
