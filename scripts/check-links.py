@@ -105,8 +105,8 @@ def check_links(files):
 def registry_kinds():
     with open(os.path.join(ROOT, 'crates/engine/src/rules/mod.rs'), encoding='utf-8') as f:
         src = f.read()
-    # registry entries: `Name = 0 "kind_name" [[parts…]] (words, cause)`
-    return re.findall(r'\b[A-Z]\w*\s*=\s*\d+\s+"([a-z][a-z0-9_]*)"', src)
+    # registry entries: `Name "kind_name" [[parts…]] (words, cause)`
+    return re.findall(r'\b[A-Z]\w*\s+"([a-z][a-z0-9_]*)"\s*\[', src)
 
 
 def main():

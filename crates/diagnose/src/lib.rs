@@ -95,6 +95,18 @@ pub enum Step {
     Analysis,
 }
 
+impl Step {
+    /// What the step is doing, for a progress line.
+    pub fn doing(self) -> &'static str {
+        match self {
+            Step::RoundTrip => "measuring the round trip",
+            Step::Sequential => "sending requests one by one",
+            Step::Load => "running a short concurrent load",
+            Step::Analysis => "analysing the captured traffic",
+        }
+    }
+}
+
 /// The round trip as measured.
 #[derive(Debug, Clone)]
 pub struct RoundTrip {

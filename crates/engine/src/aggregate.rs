@@ -8,7 +8,8 @@ use tcpdoctor_flow::Connection;
 
 use crate::histogram::Histogram;
 use crate::model::*;
-use crate::rules::{self, Detail, Flood, Kind};
+use crate::rule::{Detail, Kind};
+use crate::rules::{self, syn_flood::Flood};
 use crate::Heavy;
 
 /// Key of an aggregate: kind, and the culprit (clients by address only, since

@@ -20,6 +20,7 @@ pub mod histogram;
 pub mod http;
 pub mod model;
 mod ring;
+mod rule;
 pub mod rules;
 mod text;
 mod whatif;
@@ -37,7 +38,7 @@ use aggregate::{claim_once, fold_listen_queue, fold_syn_floods, AggKey, Aggregat
 use histogram::Histogram;
 use model::*;
 use ring::Ring;
-use rules::{endpoint_of, Blame, Kind, Occurrence};
+use rule::{endpoint_of, Blame, Kind, Occurrence};
 
 /// How many leading bytes of a segment's payload the engine may look at
 /// (HTTP heads, to name the software in a fix); 0 for anything else.
@@ -449,7 +450,7 @@ fn findings(d: &mut Diagnoser, denominator: f64) -> (Vec<Finding>, Vec<Finding>)
             agg.flagged = d.tls_handshakes.get(&key.endpoint).copied().unwrap_or(0);
         }
     }
-    let mut findings: Vec<(Finding, rules::Standing)> = d
+    let mut findings: Vec<(Finding, rule::Standing)> = d
         .aggregates
         .drain()
         .map(|(_, a)| {
@@ -475,13 +476,13 @@ fn findings(d: &mut Diagnoser, denominator: f64) -> (Vec<Finding>, Vec<Finding>)
         findings
             .into_iter()
             .partition(|(f, standing)| match standing {
-                rules::Standing::ByShare => {
+                rule::Standing::ByShare => {
                     f.share_of_time >= d.options.min_share && f.total_delay_ms >= MIN_MAJOR_MS
                 }
-                rules::Standing::Major => true,
-                rules::Standing::Minor => false,
+                rule::Standing::Major => true,
+                rule::Standing::Minor => false,
             });
-    let strip = |v: Vec<(Finding, rules::Standing)>| v.into_iter().map(|(f, _)| f).collect();
+    let strip = |v: Vec<(Finding, rule::Standing)>| v.into_iter().map(|(f, _)| f).collect();
     (strip(major), strip(minor))
 }
 
@@ -971,7 +972,7 @@ impl Analyzer for Diagnoser {
             claims,
             ..
         } = &mut *h;
-        let mut cx = rules::SegmentCx {
+        let mut cx = rule::SegmentCx {
             out: &mut self.scratch,
             claims,
             ring,
@@ -1021,7 +1022,7 @@ impl Analyzer for Diagnoser {
             None => (ex, 0),
         };
         let expect_unanswered = h.rules.framing.expect_unanswered();
-        let mut cx = rules::ExchangeCx {
+        let mut cx = rule::ExchangeCx {
             out: &mut self.scratch,
             inside,
             longest,
@@ -1045,7 +1046,7 @@ impl Analyzer for Diagnoser {
         let split = h.claims.split(conn, ex, base).unwrap_or([0; budget::PARTS]);
         h.limits.note(conn, ex, &split, (inside, buffered));
         let d = ex.duration_ns();
-        let mut cx = rules::ExchangeCx {
+        let mut cx = rule::ExchangeCx {
             out: &mut self.scratch,
             inside,
             longest,
@@ -1128,7 +1129,7 @@ impl Analyzer for Diagnoser {
                 *self.preconnects.entry(ip).or_default() += 1;
             }
         }
-        let mut cx = rules::CloseCx {
+        let mut cx = rule::CloseCx {
             out: &mut self.scratch,
             restart_lost_ns: 0,
         };

@@ -404,7 +404,7 @@ impl Bulks {
         aggregates: &mut FxHashMap<crate::aggregate::AggKey, crate::Aggregate>,
     ) {
         for a in aggregates.values_mut() {
-            if let rules::Detail::Queueing(q) = &mut a.first {
+            if let crate::rule::Detail::Queueing(q) = &mut a.first {
                 q.bulk = self.map.get(&q.client).and_then(|list| {
                     list.iter()
                         .filter(|b| b.start_ns <= q.at_ns && b.end_ns >= q.at_ns)

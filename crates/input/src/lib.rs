@@ -9,11 +9,14 @@
 //! - [`select`]: which packets are analysed (a filter, a time window, one
 //!   connection): [`Selection`], [`Selector`], [`parse_time`];
 //! - [`listing`]: the captures of many files, directories and globs, each to
-//!   be analysed on its own, and the host each belongs to.
+//!   be analysed on its own, and the host each belongs to;
+//! - [`analyze`]: one read of the input(s) through an engine, as `analyze`
+//!   does it, with the report's warnings.
 //!
 //! Errors are `anyhow` errors whose messages name the file they are about.
 #![forbid(unsafe_code)]
 
+pub mod analyze;
 mod feed;
 pub mod listing;
 pub mod merge;

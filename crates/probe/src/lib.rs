@@ -12,12 +12,14 @@
 //! unreachable errors are matched to the probe by the TCP header they quote.
 //!
 //! OS access lives in `raw.rs`; building and parsing packets in `packet.rs`;
-//! what `tcpdoctor ping` and `trace` print in [`report`].
+//! what `tcpdoctor ping` and `trace` print in [`report`]; a target pasted
+//! as a URL in [`target`].
 #![forbid(unsafe_code)]
 
 pub mod packet;
 mod raw;
 pub mod report;
+pub mod target;
 
 use std::fmt;
 use std::io;

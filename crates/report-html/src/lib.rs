@@ -3,7 +3,9 @@
 //! ladder diagram and (for transfers) time-sequence and in-flight charts,
 //! and a connection table that sorts and filters.
 //!
-//! Sans-IO: [`render`] writes to any `Write`. Charts are SVG drawn here; the
+//! [`render`] writes to any `Write`; [`pass::write`] reads a capture file a
+//! second time for the graphs and ladders and writes the page (and the
+//! annotated capture of `--annotate`) to files. Charts are SVG drawn here; the
 //! only script is a few lines inline for the table, allowed by hash in the
 //! page's Content-Security-Policy, so nothing else can run even if a string
 //! escaped escaping. Nothing is loaded from the network. Every string that
@@ -20,6 +22,7 @@ use tcpdoctor_report::fmt_ms;
 
 mod charts;
 pub mod ladder;
+pub mod pass;
 pub mod trace;
 
 pub use ladder::Ladders;

@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 pub mod schema;
+pub mod sweep;
 
 use std::io::{self, BufWriter, Read};
 use std::net::SocketAddr;

@@ -5,7 +5,7 @@ use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tcpdoctor_diagnose::{render, Plan, Step};
+use tcpdoctor_diagnose::{render, Plan};
 use tcpdoctor_load::Target;
 
 use crate::load::{parse_duration, RequestArgs};
@@ -132,13 +132,7 @@ pub fn run(args: &DiagnoseArgs) -> anyhow::Result<u8> {
     let progress = io::stderr().is_terminal() && matches!(args.format, Format::Text);
     let outcome = tcpdoctor_diagnose::run_with(&plan, output, &interrupt, |s| {
         if progress {
-            let what = match s {
-                Step::RoundTrip => "measuring the round trip",
-                Step::Sequential => "sending requests one by one",
-                Step::Load => "running a short concurrent load",
-                Step::Analysis => "analysing the captured traffic",
-            };
-            eprint!("\r\x1b[2K{what}…");
+            eprint!("\r\x1b[2K{}…", s.doing());
         }
     })?;
     if progress {
@@ -148,13 +142,13 @@ pub fn run(args: &DiagnoseArgs) -> anyhow::Result<u8> {
         match &outcome.analysis {
             Some(a) => {
                 let write = args.write.as_ref().and_then(|p| p.to_str());
-                crate::html::write(
+                tcpdoctor_report_html::pass::write(
                     a,
                     &outcome.latency_bins,
                     write,
                     &format!("diagnose {}", outcome.url),
                     "live capture of its own traffic",
-                    &crate::html::Outputs {
+                    &tcpdoctor_report_html::pass::Outputs {
                         html: Some(html),
                         annotate: None,
                     },

@@ -5,26 +5,21 @@
 use std::io::{self, BufWriter, Write};
 
 mod diagnose;
-mod html;
 mod lab;
 mod load;
-mod man;
 mod probe;
 mod sockets;
-mod sweep;
 mod sysctl;
-mod target;
 mod tls;
 mod top;
 mod watch;
 use std::process::ExitCode;
+use tcpdoctor_input::analyze::{self, Notes, Pass, PassOptions};
 use tcpdoctor_input::{merge, select, Input};
 /// SIGINT/SIGTERM: the report over what was read, then 128 + the signal.
 pub(crate) use tcpdoctor_live::signal as interrupt;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use tcpdoctor_capture::ErrorKind;
-use tcpdoctor_engine::{Engine, Options};
 use tcpdoctor_report::TextOptions;
 
 /// `tcpdoctor --version`: the crate's version and the commit it was built
@@ -288,7 +283,9 @@ fn main() -> ExitCode {
         Command::Completions { shell } => completions(shell),
         Command::Man { command, dir } => {
             use clap::CommandFactory;
-            man::run(&Cli::command(), &command, dir.as_deref())
+            tcpdoctor_man::run(&Cli::command(), &command, dir.as_deref())
+                .map(|()| EXIT_OK)
+                .map_err(anyhow::Error::from)
         }
     };
     match result {
@@ -313,84 +310,18 @@ fn main() -> ExitCode {
 
 fn completions(shell: Shell) -> anyhow::Result<u8> {
     use clap::CommandFactory;
+    use tcpdoctor_completions::Shell as S;
     let shell = match shell {
-        Shell::Bash => clap_complete::Shell::Bash,
-        Shell::Zsh => clap_complete::Shell::Zsh,
-        Shell::Fish => clap_complete::Shell::Fish,
+        Shell::Bash => S::Bash,
+        Shell::Zsh => S::Zsh,
+        Shell::Fish => S::Fish,
     };
-    let mut script = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "tcpdoctor", &mut script);
-    let script = completions_added(shell, &String::from_utf8_lossy(&script));
+    let cases: Vec<&str> = tcpdoctor_lab::cases::all().iter().map(|c| c.name).collect();
+    let script = tcpdoctor_completions::script(shell, &mut Cli::command(), &cases);
     let mut out = io::stdout().lock();
     out.write_all(script.as_bytes())?;
     out.flush()?;
     Ok(EXIT_OK)
-}
-
-/// What the generated scripts cannot say by themselves: `watch -i` completes
-/// the host's interfaces (read when completing), and `lab run CASE` the cases
-/// (bash offers them instead of the options unless `-` is typed; fish has no
-/// completion of positional arguments otherwise).
-fn completions_added(shell: clap_complete::Shell, script: &str) -> String {
-    use clap_complete::Shell;
-    let cases: Vec<&str> = tcpdoctor_lab::cases::all().iter().map(|c| c.name).collect();
-    let cases = cases.join(" ");
-    match shell {
-        Shell::Bash => {
-            let mut out = String::with_capacity(script.len() + 512);
-            let mut section = "";
-            let mut lines = script.lines().peekable();
-            while let Some(line) = lines.next() {
-                let t = line.trim();
-                if t.starts_with("tcpdoctor__") && t.ends_with(')') {
-                    section = t;
-                }
-                let indent = &line[..line.len() - line.trim_start().len()];
-                if section == "tcpdoctor__subcmd__watch)" && (t == "--interface)" || t == "-i)") {
-                    // The generated branch offers nothing: replaced whole.
-                    out.push_str(line);
-                    out.push('\n');
-                    out.push_str(&format!(
-                        "{indent}    COMPREPLY=($(compgen -W \"any $(ls /sys/class/net 2>/dev/null)\" -- \"${{cur}}\"))\n{indent}    return 0\n{indent}    ;;\n"
-                    ));
-                    for skipped in lines.by_ref() {
-                        if skipped.trim() == ";;" {
-                            break;
-                        }
-                    }
-                    continue;
-                }
-                if section == "tcpdoctor__subcmd__lab__subcmd__run)"
-                    && t.starts_with("if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]]")
-                {
-                    out.push_str(&format!(
-                        "{indent}if [[ ${{cur}} != -* && ${{COMP_CWORD}} -eq 3 ]] ; then\n{indent}    COMPREPLY=( $(compgen -W \"{cases}\" -- \"${{cur}}\") )\n{indent}    return 0\n{indent}fi\n"
-                    ));
-                }
-                out.push_str(line);
-                out.push('\n');
-            }
-            out
-        }
-        Shell::Zsh => script.replace(":IFACE:' \\", ":IFACE:_net_interfaces' \\"),
-        Shell::Fish => {
-            let mut out = String::with_capacity(script.len() + 512);
-            for line in script.lines() {
-                if line.contains("__fish_tcpdoctor_using_subcommand watch\" -s i -l interface") {
-                    out.push_str(line);
-                    out.push_str(" -a \"(__fish_print_interfaces)\"\n");
-                } else {
-                    out.push_str(line);
-                    out.push('\n');
-                }
-            }
-            out.push_str(&format!(
-                "complete -c tcpdoctor -n \"__fish_tcpdoctor_using_subcommand lab; and __fish_seen_subcommand_from run\" -f -a \"{cases}\"\n"
-            ));
-            out
-        }
-        _ => script.to_string(),
-    }
 }
 
 fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
@@ -398,7 +329,7 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
         if args.html.is_some() || args.annotate.is_some() {
             anyhow::bail!("--parquet does not combine with --html or --annotate");
         }
-        return sweep::run(args, dir);
+        return sweep(args, dir);
     }
     let stdin = args.files.iter().any(|f| f == "-");
     if stdin && args.files.len() > 1 {
@@ -463,48 +394,12 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
     }
     if let Some(id) = args.connection {
         // First pass: which endpoints and when; the second analyses only those packets.
-        let first = analyze_pass(args, &paths, &name, selection.clone(), usize::MAX)?.analysis;
-        let Some(c) = first.connections.iter().find(|c| c.id == id) else {
-            anyhow::bail!(
-                "--connection {id}: no such connection ({} in the capture{})",
-                first.capture.connections,
-                if selection.is_empty() {
-                    ""
-                } else {
-                    " as selected"
-                }
-            );
-        };
-        let start = first.capture.start_unix * 1e9 + c.start_ms * 1e6;
-        // A millisecond either side covers the float rounding of the times.
-        selection.connection = Some(select::OneConnection {
-            client: c.client,
-            server: c.server,
-            first_ns: (start - 1e6) as i64,
-            last_ns: (start + c.duration_ms * 1e6 + 1e6) as i64,
-        });
+        let first = analyze_pass(args, &paths, &name, selection.clone(), usize::MAX)?;
+        selection.connection = Some(first.connection(id, !selection.is_empty())?);
     }
-    let Pass {
-        mut analysis,
-        bins,
-        format,
-        merger,
-        counts,
-    } = analyze_pass(args, &paths, &name, selection.clone(), args.max_connections)?;
+    let mut pass = analyze_pass(args, &paths, &name, selection.clone(), args.max_connections)?;
     if let Some(id) = args.connection {
-        // The connection keeps the number it has in the whole capture.
-        for c in &mut analysis.connections {
-            c.id = id;
-        }
-        for f in analysis
-            .findings
-            .iter_mut()
-            .chain(analysis.minor_findings.iter_mut())
-        {
-            for e in &mut f.evidence {
-                e.connection = id;
-            }
-        }
+        pass.renumber(id);
     }
     let selected = !selection.is_empty();
     let mut written = Ok(());
@@ -514,13 +409,13 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
         let reread = (!stdin && !many && !selected).then_some(paths[0].as_str());
         // An output that cannot be written (a full disk) fails the command
         // after the report: the analysis is not lost with it.
-        written = html::write(
-            &analysis,
-            &bins,
+        written = tcpdoctor_report_html::pass::write(
+            &pass.analysis,
+            &pass.bins,
             reread,
             &name,
-            &format,
-            &html::Outputs {
+            &pass.format,
+            &tcpdoctor_report_html::pass::Outputs {
                 html: args.html.as_deref(),
                 annotate: args.annotate.as_deref(),
             },
@@ -531,44 +426,29 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
         );
     }
     let name = name.as_str();
+    let notes = Notes {
+        skipped: &skipped,
+        selected,
+        filter: args.filter.as_deref(),
+        from: args.from.as_deref(),
+        to: args.to.as_deref(),
+        connection: args.connection,
+        interrupted: interrupt::signal()
+            .filter(|_| interrupt::input_cut())
+            .map(interrupt::name),
+    };
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     match args.format {
         Format::Json => {
             // The analysis document, what a merge and a selection add, and
             // what every command's document carries (schema, version, input).
-            let mut extra = Vec::new();
-            if let Some(m) = &merger {
-                extra.push(("inputs", serde_json::to_value(m.report(&analysis))?));
-            }
-            if !skipped.is_empty() {
-                extra.push(("skipped_files", serde_json::json!(skipped)));
-            }
-            if let Some(sig) = interrupt::signal().filter(|_| interrupt::input_cut()) {
-                extra.push((
-                    "interrupted",
-                    serde_json::json!({"signal": interrupt::name(sig), "partial": true,
-                                       "packets_read": analysis.capture.packets}),
-                ));
-            }
-            if selected {
-                extra.push((
-                    "selection",
-                    serde_json::json!({
-                        "filter": args.filter,
-                        "from": args.from,
-                        "to": args.to,
-                        "connection": args.connection,
-                        "packets_read": counts.map(|c| c.0),
-                        "packets_selected": counts.map(|c| c.1),
-                    }),
-                ));
-            }
+            let extra = pass.json_extras(&notes)?;
             tcpdoctor_report::json_stamped_with(
-                &analysis,
+                &pass.analysis,
                 "analyze",
                 serde_json::json!({"file": args.files.first(), "files": args.files,
-                                   "capture_format": format,
+                                   "capture_format": pass.format,
                                    "max_open_connections": args.max_open_connections}),
                 extra,
                 &mut out,
@@ -577,21 +457,11 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
         Format::Text => {
             use std::io::IsTerminal;
             let tty = io::stdout().is_terminal();
-            // COLUMNS first; on a terminal, its width; else 100.
-            let width = std::env::var("COLUMNS")
-                .ok()
-                .and_then(|c| c.parse::<usize>().ok())
-                .or_else(|| {
-                    tty.then(terminal_size::terminal_size)
-                        .flatten()
-                        .map(|(w, _)| usize::from(w.0))
-                })
-                .unwrap_or(100)
-                .clamp(60, 200);
+            let width = width(tty).clamp(60, 200);
             tcpdoctor_report::text_styled(
-                &analysis,
+                &pass.analysis,
                 name,
-                &format,
+                &pass.format,
                 TextOptions {
                     connections: args.connections,
                     width,
@@ -599,38 +469,7 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
                 tcpdoctor_report::Style::from_env(tty, |k| std::env::var(k).ok()),
                 &mut out,
             )?;
-            if let Some(m) = &merger {
-                m.report(&analysis).text(&mut out)?;
-            }
-            if !skipped.is_empty() {
-                writeln!(
-                    out,
-                    "\nSKIPPED  {} file{} not a capture: {}",
-                    skipped.len(),
-                    if skipped.len() == 1 { "" } else { "s" },
-                    skipped.join(", ")
-                )?;
-            }
-            if let Some((read, kept)) = counts {
-                let mut what = Vec::new();
-                if let Some(f) = &args.filter {
-                    what.push(format!("filter '{f}'"));
-                }
-                if let Some(t) = &args.from {
-                    what.push(format!("from {t}"));
-                }
-                if let Some(t) = &args.to {
-                    what.push(format!("to {t}"));
-                }
-                if let Some(id) = args.connection {
-                    what.push(format!("connection {id}"));
-                }
-                writeln!(
-                    out,
-                    "\nSELECTION  {}: {kept} of {read} packets analysed (frame numbers count these)",
-                    what.join(", ")
-                )?;
-            }
+            pass.text_notes(&notes, &mut out)?;
         }
     }
     out.flush()?;
@@ -639,10 +478,58 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
         // The report is partial: the input went on past the signal.
         return Ok(interrupt::status(sig));
     }
-    if args.fail_on_finding && !analysis.findings.is_empty() {
+    if args.fail_on_finding && !pass.analysis.findings.is_empty() {
         return Ok(EXIT_FINDING);
     }
     Ok(EXIT_OK)
+}
+
+/// `analyze FILE… --parquet DIR`: every capture into the tables
+/// ([`tcpdoctor_table::sweep`]), the summary, and the exit status.
+fn sweep(args: &AnalyzeArgs, dir: &std::path::Path) -> anyhow::Result<u8> {
+    use tcpdoctor_table::sweep;
+    let opts = sweep::Options {
+        host: args.host.clone(),
+        max_connections: args.max_connections,
+        max_open_connections: args.max_open_connections,
+    };
+    let s = sweep::sweep(&args.files, dir, &opts, |name| open_input(name, name))?;
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    match args.format {
+        Format::Json => writeln!(out, "{}", s.json())?,
+        Format::Text => s.text(&mut out)?,
+    }
+    out.flush()?;
+    let (n, failed) = (s.files, s.failed);
+    if failed == n {
+        eprintln!("tcpdoctor: no capture could be read; the tables are empty");
+        return Ok(EXIT_INPUT);
+    }
+    if failed > 0 {
+        eprintln!(
+            "tcpdoctor: {failed} of {n} captures could not be read; the tables hold the other {}",
+            n - failed
+        );
+        return Ok(EXIT_INPUT);
+    }
+    if args.fail_on_finding && s.findings > 0 {
+        return Ok(EXIT_FINDING);
+    }
+    Ok(EXIT_OK)
+}
+
+/// The text reports' width: COLUMNS first; on a terminal, its width; else 100.
+pub(crate) fn width(tty: bool) -> usize {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.parse::<usize>().ok())
+        .or_else(|| {
+            tty.then(terminal_size::terminal_size)
+                .flatten()
+                .map(|(w, _)| usize::from(w.0))
+        })
+        .unwrap_or(100)
 }
 
 /// Opens one capture: a file, or standard input for `-` (whose reading ends
@@ -655,17 +542,7 @@ pub(crate) fn open_input(path: &str, name: &str) -> anyhow::Result<Input> {
     }
 }
 
-/// What one read of the input(s) gave.
-struct Pass {
-    analysis: tcpdoctor_engine::model::Analysis,
-    bins: Vec<tcpdoctor_engine::model::LatencyBin>,
-    format: String,
-    merger: Option<merge::Merger>,
-    /// With a selection: packets read, packets kept.
-    counts: Option<(u64, u64)>,
-}
-
-/// One read of the input(s) through the engine.
+/// One read of the input(s) through the engine ([`tcpdoctor_input::analyze::pass`]).
 fn analyze_pass(
     args: &AnalyzeArgs,
     paths: &[String],
@@ -678,68 +555,16 @@ fn analyze_pass(
     } else {
         open_input(&paths[0], name)?
     };
-    for link in input.link_types() {
-        if !link.is_supported() {
-            anyhow::bail!(
-                "{name}: link type {} is not supported (supported: Ethernet, Linux cooked SLL/SLL2, raw IPv4/IPv6, BSD loopback)",
-                link.to_raw()
-            );
-        }
-    }
-    let format = input.format();
-    let selected = !selection.is_empty();
-    let mut engine = Engine::new(Options {
+    let opts = PassOptions {
         max_connections,
-        flow: tcpdoctor_engine::FlowConfig {
-            max_open: usize::try_from(args.max_open_connections).unwrap_or(usize::MAX),
-            ..tcpdoctor_engine::FlowConfig::default()
-        },
-        ..Options::default()
-    });
-    let mut fed = input.feed(&mut engine, selection);
-    let cut = interrupt::input_cut().then(interrupt::signal).flatten();
-    if let Some(sig) = cut {
-        engine.warn(format!(
-            "{name}: interrupted by {} after {} packets: a partial report of what was read \
-             (the input went on)",
-            interrupt::name(sig),
-            engine.frames()
-        ));
-    }
-    if let Some(e) = fed.stopped.take().filter(|_| cut.is_none()) {
-        if e.kind == ErrorKind::Io
-            || (engine.frames() == 0 && e.kind != ErrorKind::Truncated && !selected)
-        {
-            anyhow::bail!("{name}: {e}");
-        }
-        let what = match e.kind {
-            ErrorKind::Truncated => "the capture is truncated",
-            _ => "the capture is corrupt",
-        };
-        engine.warn(format!(
-            "{name}: {what} at byte {} ({}); the {} packets before it were analysed",
-            e.offset,
-            e.detail,
-            engine.frames()
-        ));
-    }
-    // The time window as given, for a selection that kept nothing.
-    let window = (args.from.is_some() || args.to.is_some()).then(|| {
-        [("from", &args.from), ("to", &args.to)]
-            .iter()
-            .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k} {v}")))
-            .collect::<Vec<_>>()
-            .join(" ")
-    });
-    for w in fed.warnings(window.as_deref()) {
-        engine.warn(w);
-    }
-    let (analysis, bins) = engine.finish_with_distribution();
-    Ok(Pass {
-        analysis,
-        bins,
-        format,
-        merger: fed.merger,
-        counts: fed.selected,
+        max_open_connections: args.max_open_connections,
+        from: args.from.as_deref(),
+        to: args.to.as_deref(),
+    };
+    analyze::pass(input, name, selection, &opts, || {
+        interrupt::input_cut()
+            .then(interrupt::signal)
+            .flatten()
+            .map(interrupt::name)
     })
 }

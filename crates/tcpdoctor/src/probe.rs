@@ -202,7 +202,8 @@ fn stop_on_ctrl_c() -> Arc<AtomicBool> {
 /// The address to probe: `target` (a host, `host:port` or a URL) resolved in
 /// the family asked for, its port replaced by `--port` when given.
 fn resolve(target: &str, port: Option<u16>, family: &FamilyArgs) -> anyhow::Result<SocketAddr> {
-    let mut addr = tcpdoctor_probe::resolve(&crate::target::host_port(target), family.family())?;
+    let mut addr =
+        tcpdoctor_probe::resolve(&tcpdoctor_probe::target::host_port(target), family.family())?;
     if let Some(p) = port {
         addr.set_port(p);
     }

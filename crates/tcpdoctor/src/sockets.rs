@@ -211,19 +211,7 @@ pub fn run(args: &SocketsArgs) -> anyhow::Result<u8> {
         }
         Format::Text => {
             use std::io::IsTerminal;
-            // COLUMNS first; on a terminal, its width; else 100.
-            let width = std::env::var("COLUMNS")
-                .ok()
-                .and_then(|c| c.parse::<usize>().ok())
-                .or_else(|| {
-                    io::stdout()
-                        .is_terminal()
-                        .then(terminal_size::terminal_size)
-                        .flatten()
-                        .map(|(w, _)| usize::from(w.0))
-                })
-                .unwrap_or(100)
-                .clamp(40, 400);
+            let width = crate::width(io::stdout().is_terminal()).clamp(40, 400);
             text::render(
                 &snap,
                 TextOptions {

@@ -160,27 +160,8 @@ pub fn run(args: &TopArgs) -> anyhow::Result<u8> {
         probe_every: args.probe_every,
     })
     .map_err(|e| anyhow::anyhow!("opening the TCP tracepoints: {e}"))?;
-    let mut note = format!(
-        "tcpdoctor: tracing TCP from {} tracepoints on {} CPUs",
-        session.setup.tracepoints.len(),
-        session.setup.cpus
-    );
-    if let Some(p) = args.port {
-        note.push_str(&format!(", port {p}"));
-    }
-    if let Some(addr) = served {
-        note.push_str(&format!("; metrics at http://{addr}/metrics"));
-    }
-    match args.duration {
-        Some(d) => note.push_str(&format!(" for {:.0} s", d.as_secs_f64())),
-        None => note.push_str("; Ctrl-C for the report"),
-    }
-    eprintln!("{note}");
-    for m in &session.setup.missing_fields {
-        eprintln!("tcpdoctor: this kernel's tracepoint lacks fields (left out): {m}");
-    }
-    for u in &session.setup.unavailable {
-        eprintln!("tcpdoctor: tracepoint {u} does not exist on this kernel (its counts stay 0)");
+    for note in session.setup.notes(args.port, served, args.duration) {
+        eprintln!("{note}");
     }
 
     let stop = Arc::new(AtomicBool::new(false));

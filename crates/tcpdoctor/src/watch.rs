@@ -5,9 +5,8 @@ use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tcpdoctor_report::TextOptions;
 use tcpdoctor_watch::capture::{Config, Session};
-use tcpdoctor_watch::{view, Metrics};
+use tcpdoctor_watch::{report, Metrics};
 
 use crate::load::parse_duration;
 use crate::{Format, EXIT_FINDING, EXIT_OK};
@@ -120,20 +119,8 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<u8> {
         write: args.write.clone(),
     };
     let session = Session::open(config, metrics)?;
-
-    let mut source = args.interface.clone();
-    if let Some(f) = &args.filter {
-        source.push_str(&format!(" ({f})"));
-    }
-    let mut note = format!("tcpdoctor: watching {source}");
-    if let Some(addr) = served {
-        note.push_str(&format!("; metrics at http://{addr}/metrics"));
-    }
-    match args.duration {
-        Some(d) => note.push_str(&format!(" for {:.0} s", d.as_secs_f64())),
-        None => note.push_str("; Ctrl-C for the full report"),
-    }
-    eprintln!("{note}");
+    let source = report::source(&args.interface, args.filter.as_deref());
+    eprintln!("{}", report::note(&source, served, args.duration));
 
     // SIGINT (Ctrl-C) or SIGTERM: stop capturing, then the full report; a
     // second one quits at once.
@@ -142,90 +129,36 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<u8> {
     );
     let stop = &crate::interrupt::STOP;
 
-    let input = serde_json::json!({
-        "interface": args.interface, "filter": args.filter,
-        "interval_s": args.interval.as_secs_f64(),
-        "duration_s": args.duration.map(|d| d.as_secs_f64()),
-    });
     let stdout = io::stdout();
-    let tty = stdout.is_terminal();
+    let printer = report::Printer {
+        json: matches!(args.format, Format::Json).then(|| {
+            serde_json::json!({
+                "interface": args.interface, "filter": args.filter,
+                "interval_s": args.interval.as_secs_f64(),
+                "duration_s": args.duration.map(|d| d.as_secs_f64()),
+            })
+        }),
+        tty: stdout.is_terminal(),
+        source,
+    };
     let mut out = BufWriter::new(stdout.lock());
-    let format = args.format;
-    let outcome = session.run(stop, |iv| {
-        match format {
-            Format::Json => {
-                let mut doc = serde_json::to_value(iv)?;
-                tcpdoctor_report::stamp(&mut doc, "watch", input.clone());
-                serde_json::to_writer(&mut out, &doc)?;
-                out.write_all(b"\n")?;
-            }
-            Format::Text => {
-                if tty {
-                    // Redraw in place: home, clear.
-                    out.write_all(b"\x1b[H\x1b[2J")?;
-                }
-                out.write_all(view::render(iv, &source).as_bytes())?;
-                if !tty {
-                    out.write_all(b"\n")?;
-                }
-            }
-        }
-        out.flush()
-    })?;
+    let outcome = session.run(stop, |iv| printer.interval(&mut out, iv))?;
 
-    let analysis = outcome.analysis;
     if let Some(html) = args.html.as_deref() {
-        let kind = format!(
-            "live capture, {:.1} s, {} frames, {} dropped by the kernel",
-            outcome.elapsed.as_secs_f64(),
-            outcome.frames,
-            outcome.kernel.dropped
-        );
         let write = args.write.as_ref().and_then(|p| p.to_str());
-        crate::html::write(
-            &analysis,
+        tcpdoctor_report_html::pass::write(
+            &outcome.analysis,
             &outcome.latency_bins,
             write,
-            &format!("live capture on {source}"),
-            &kind,
-            &crate::html::Outputs {
+            &format!("live capture on {}", printer.source),
+            &report::html_kind(&outcome),
+            &tcpdoctor_report_html::pass::Outputs {
                 html: Some(html),
                 annotate: None,
             },
         )?;
     }
-    match format {
-        Format::Json => {
-            tcpdoctor_report::json_stamped(&analysis, "watch", input.clone(), &mut out)?
-        }
-        Format::Text => {
-            if tty {
-                out.write_all(b"\x1b[H\x1b[2J")?;
-            }
-            let width = std::env::var("COLUMNS")
-                .ok()
-                .and_then(|c| c.parse::<usize>().ok())
-                .unwrap_or(100)
-                .clamp(60, 200);
-            let name = format!("live capture on {source}");
-            let kind = format!(
-                "{:.1} s live, {} frames, {} dropped by the kernel",
-                outcome.elapsed.as_secs_f64(),
-                outcome.frames,
-                outcome.kernel.dropped
-            );
-            tcpdoctor_report::text(
-                &analysis,
-                &name,
-                &kind,
-                TextOptions {
-                    connections: 10,
-                    width,
-                },
-                &mut out,
-            )?;
-        }
-    }
+    printer.report(&mut out, &outcome)?;
     out.flush()?;
     if let Some(why) = &outcome.ended_early {
         eprintln!("tcpdoctor: {why}");
@@ -235,7 +168,7 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<u8> {
         eprintln!("tcpdoctor: {why}");
         return Ok(crate::EXIT_INPUT);
     }
-    if args.fail_on_finding && !analysis.findings.is_empty() {
+    if args.fail_on_finding && !outcome.analysis.findings.is_empty() {
         return Ok(EXIT_FINDING);
     }
     Ok(EXIT_OK)

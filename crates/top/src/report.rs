@@ -133,6 +133,46 @@ pub struct Setup {
     pub probe_auto: bool,
 }
 
+impl Setup {
+    /// The lines on standard error as the trace starts: the tracepoints and
+    /// CPUs, the port, where the metrics are served, for how long; then each
+    /// field and tracepoint this kernel lacks.
+    pub fn notes(
+        &self,
+        port: Option<u16>,
+        served: Option<std::net::SocketAddr>,
+        duration: Option<std::time::Duration>,
+    ) -> Vec<String> {
+        let mut note = format!(
+            "tcpdoctor: tracing TCP from {} tracepoints on {} CPUs",
+            self.tracepoints.len(),
+            self.cpus
+        );
+        if let Some(p) = port {
+            note.push_str(&format!(", port {p}"));
+        }
+        if let Some(addr) = served {
+            note.push_str(&format!("; metrics at http://{addr}/metrics"));
+        }
+        match duration {
+            Some(d) => note.push_str(&format!(" for {:.0} s", d.as_secs_f64())),
+            None => note.push_str("; Ctrl-C for the report"),
+        }
+        let mut notes = vec![note];
+        for m in &self.missing_fields {
+            notes.push(format!(
+                "tcpdoctor: this kernel's tracepoint lacks fields (left out): {m}"
+            ));
+        }
+        for u in &self.unavailable {
+            notes.push(format!(
+                "tcpdoctor: tracepoint {u} does not exist on this kernel (its counts stay 0)"
+            ));
+        }
+        notes
+    }
+}
+
 /// The final document.
 pub fn final_doc(f: &Final, setup: &Setup, cpu_ms: f64, elapsed_ms: f64) -> Value {
     let conns: Vec<Value> = f.connections.iter().map(|c| conn(c, f)).collect();

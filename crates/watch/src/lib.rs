@@ -7,8 +7,9 @@
 //! keeps the exchange latencies of the interval in a fixed-size histogram and
 //! per-server statistics for at most [`MAX_SERVERS`] servers, so its memory
 //! does not grow with the length of the watch. [`Metrics`] mirrors the same
-//! figures for Prometheus, [`serve`] exposes them over HTTP and [`capture`]
-//! runs the whole loop on a live interface.
+//! figures for Prometheus, [`serve`] exposes them over HTTP, [`capture`]
+//! runs the whole loop on a live interface and [`report`] is what
+//! `tcpdoctor watch` prints.
 //!
 //! ```
 //! use tcpdoctor_watch::{KernelCounters, Watcher};
@@ -33,6 +34,7 @@ use tcpdoctor_wire::{LinkType, Timestamp};
 
 pub mod capture;
 pub mod metrics;
+pub mod report;
 pub mod serve;
 pub mod view;
 

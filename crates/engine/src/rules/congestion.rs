@@ -22,8 +22,8 @@
 use tcpdoctor_flow::{Connection, Dir, SegKind, Segment};
 use tcpdoctor_wire::Timestamp;
 
-use super::{Blame, Detail, Kind, Occurrence};
 use crate::budget::{Claims, Part};
+use crate::rule::{self, Blame, Detail, Kind, Occurrence};
 use crate::text::{human_bytes, human_rate, ms, Said, Words};
 use serde_json::json;
 
@@ -406,23 +406,23 @@ pub struct Congestion {
     pub rtt_ns: Option<i64>,
 }
 
-impl super::Fold for Congestion {
+impl rule::Fold for Congestion {
     fn fold(self, a: &mut crate::Aggregate) {
         a.count += self.rounds;
         a.flagged += self.after_loss;
         a.bytes += self.bytes;
         a.transfer_ns += self.transfer_ns;
-        a.rtt_ns_min = super::min_opt(a.rtt_ns_min, self.rtt_ns);
+        a.rtt_ns_min = rule::min_opt(a.rtt_ns_min, self.rtt_ns);
     }
 }
 
-impl super::Rule for CongestionState {
+impl rule::Rule for CongestionState {
     #[inline]
-    fn on_segment(&mut self, cx: &mut super::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
+    fn on_segment(&mut self, cx: &mut rule::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
         CongestionState::on_segment(self, conn, seg, cx.window_blocked, cx.claims);
     }
 
-    fn on_close(&mut self, cx: &mut super::CloseCx<'_>, conn: &Connection) {
+    fn on_close(&mut self, cx: &mut rule::CloseCx<'_>, conn: &Connection) {
         CongestionState::on_close(self, conn, cx.out);
     }
 }
@@ -438,12 +438,12 @@ pub struct SendBuffer {
     pub rtt_ns: Option<i64>,
 }
 
-impl super::Fold for SendBuffer {
+impl rule::Fold for SendBuffer {
     fn fold(self, a: &mut crate::Aggregate) {
         a.count += self.rounds;
         a.bytes += self.bytes;
         a.transfer_ns += self.transfer_ns;
-        a.rtt_ns_min = super::min_opt(a.rtt_ns_min, self.rtt_ns);
+        a.rtt_ns_min = rule::min_opt(a.rtt_ns_min, self.rtt_ns);
     }
 }
 
@@ -481,7 +481,7 @@ pub(crate) fn buffer_words(s: &Said<'_>) -> Words {
 }
 
 /// The verdict's sentence of a `send_buffer_limited` finding.
-pub(crate) fn buffer_cause(c: &super::Cause<'_>) -> String {
+pub(crate) fn buffer_cause(c: &rule::Cause<'_>) -> String {
     format!(
         "the {} at {} sends no more than its send buffer holds per round trip (~{} per exchange):          SO_SNDBUF too small for the path",
         c.role, c.ep, c.typ
@@ -495,7 +495,7 @@ fn is_slow_start(a: &crate::Aggregate) -> bool {
 }
 
 /// The verdict's sentence of a `congestion_limited` finding.
-pub(crate) fn cause(c: &super::Cause<'_>) -> String {
+pub(crate) fn cause(c: &rule::Cause<'_>) -> String {
     if c.str("cause") == Some("slow_start") {
         format!(
             "transfers wait on the congestion window in slow start (~{} per exchange): new connections \

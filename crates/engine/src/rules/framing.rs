@@ -15,6 +15,7 @@ use tcpdoctor_flow::{Connection, Dir, Exchange, SegKind, Segment};
 
 use crate::budget::{Claims, Part};
 use crate::http;
+use crate::rule;
 
 /// Per connection: what the heads of the exchange in progress said.
 #[derive(Debug, Default)]
@@ -78,9 +79,9 @@ impl FramingState {
     }
 }
 
-impl super::Rule for FramingState {
+impl rule::Rule for FramingState {
     #[inline]
-    fn on_segment(&mut self, _: &mut super::SegmentCx<'_>, _: &Connection, seg: &Segment<'_>) {
+    fn on_segment(&mut self, _: &mut rule::SegmentCx<'_>, _: &Connection, seg: &Segment<'_>) {
         FramingState::on_segment(self, seg);
     }
 }

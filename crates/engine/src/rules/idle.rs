@@ -44,6 +44,7 @@ use tcpdoctor_flow::{
 use tcpdoctor_wire::Timestamp;
 
 use crate::budget::{Claims, Part};
+use crate::rule;
 
 /// After a full-size segment, a pause this long with everything acknowledged
 /// is not pacing (a segment at 1 Mbit/s takes 12 ms) nor the congestion
@@ -326,7 +327,7 @@ fn inside_message(conn: &Connection, d: Dir, frame: u64) -> bool {
     started.is_some_and(|m| m.frame <= frame)
 }
 
-impl super::Rule for IdleState {
+impl rule::Rule for IdleState {
     #[inline]
     fn after_segment(&mut self, claims: &mut Claims, conn: &Connection, seg: &Segment<'_>) {
         IdleState::on_segment(self, conn, seg, claims);

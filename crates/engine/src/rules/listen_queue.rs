@@ -21,7 +21,8 @@
 
 use tcpdoctor_flow::{Connection, Dir, SegKind, Segment};
 
-use super::{Blame, Detail, Kind, Occurrence, Setup};
+use super::setup::Setup;
+use crate::rule::{self, Blame, Detail, Kind, Occurrence};
 use crate::text::{ms, Said, Words};
 use serde_json::json;
 
@@ -176,7 +177,7 @@ pub struct Listen {
     pub accept_wait_ns: i64,
 }
 
-impl super::Fold for Listen {
+impl rule::Fold for Listen {
     fn fold(self, a: &mut crate::Aggregate) {
         a.count += u64::from(self.syn_drops);
         a.flagged += u64::from(self.ack_dropped);
@@ -184,19 +185,19 @@ impl super::Fold for Listen {
     }
 }
 
-impl super::Rule for ListenState {
+impl rule::Rule for ListenState {
     #[inline]
-    fn on_segment(&mut self, cx: &mut super::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
+    fn on_segment(&mut self, cx: &mut rule::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
         ListenState::on_segment(self, conn, seg, cx.out);
     }
 
-    fn on_close(&mut self, cx: &mut super::CloseCx<'_>, conn: &Connection) {
+    fn on_close(&mut self, cx: &mut rule::CloseCx<'_>, conn: &Connection) {
         on_close(self, conn, cx.out);
     }
 }
 
 /// The verdict's sentence of a `listen_queue_overflow` finding.
-pub(crate) fn cause(c: &super::Cause<'_>) -> String {
+pub(crate) fn cause(c: &rule::Cause<'_>) -> String {
     format!(
         "{} ({}) accepts connections too slowly: its listen backlog overflows, SYNs and \
          handshake ACKs are dropped and connections wait ~{} to be taken",

@@ -19,10 +19,10 @@
 
 use tcpdoctor_flow::{Connection, Dir, Mark, SegKind, Segment, Seq, REACT_SLACK_NS};
 
-use super::{Blame, Detail, Kind, Occurrence};
 use crate::budget::Part;
 use crate::http::{classify, Software};
 use crate::round3;
+use crate::rule::{self, Blame, Detail, Kind, Occurrence};
 use crate::text::{ms, Said, Words};
 use serde_json::json;
 
@@ -259,23 +259,23 @@ pub struct Nagle {
     pub rtt_ns: Option<i64>,
 }
 
-impl super::Fold for Nagle {
+impl rule::Fold for Nagle {
     fn fold(self, a: &mut crate::Aggregate) {
         a.ack_wait.record(self.ack_wait_ns);
         a.after_ack.record(self.after_ack_ns);
-        a.rtt_ns_min = super::min_opt(a.rtt_ns_min, self.rtt_ns);
+        a.rtt_ns_min = rule::min_opt(a.rtt_ns_min, self.rtt_ns);
     }
 }
 
-impl super::Rule for NagleState {
+impl rule::Rule for NagleState {
     #[inline]
-    fn on_segment(&mut self, cx: &mut super::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
+    fn on_segment(&mut self, cx: &mut rule::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
         cx.delayed_ack = NagleState::on_segment(self, conn, seg, cx.out);
     }
 }
 
 /// The verdict's sentence of a `nagle_delayed_ack` finding.
-pub(crate) fn cause(c: &super::Cause<'_>) -> String {
+pub(crate) fn cause(c: &rule::Cause<'_>) -> String {
     let what = if c.role == "server" {
         "response"
     } else {

@@ -22,8 +22,8 @@
 use tcpdoctor_flow::{Connection, Dir, Mark, SegKind, Segment};
 use tcpdoctor_wire::Timestamp;
 
-use super::{Blame, Detail, Kind, Occurrence};
 use crate::budget::Part;
+use crate::rule::{self, Blame, Detail, Kind, Occurrence};
 use crate::text::{ms, Said, Words};
 use serde_json::json;
 
@@ -338,26 +338,26 @@ pub struct Blackhole {
     pub rtt_ns: Option<i64>,
 }
 
-impl super::Fold for Blackhole {
+impl rule::Fold for Blackhole {
     fn fold(self, a: &mut crate::Aggregate) {
         a.count += u64::from(self.retransmissions);
-        a.rtt_ns_min = super::min_opt(a.rtt_ns_min, self.rtt_ns);
+        a.rtt_ns_min = rule::min_opt(a.rtt_ns_min, self.rtt_ns);
     }
 }
 
-impl super::Rule for MtuState {
+impl rule::Rule for MtuState {
     #[inline]
-    fn on_segment(&mut self, cx: &mut super::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
+    fn on_segment(&mut self, cx: &mut rule::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
         MtuState::on_segment(self, conn, seg, cx.out);
     }
 
-    fn on_close(&mut self, cx: &mut super::CloseCx<'_>, conn: &Connection) {
+    fn on_close(&mut self, cx: &mut rule::CloseCx<'_>, conn: &Connection) {
         MtuState::on_close(self, conn, cx.out);
     }
 }
 
 /// The verdict's sentence of a `path_mtu_blackhole` finding.
-pub(crate) fn cause(c: &super::Cause<'_>) -> String {
+pub(crate) fn cause(c: &rule::Cause<'_>) -> String {
     format!(
         "full-size packets from {} vanish on the path (an MTU black hole: ICMP 'fragmentation \
          needed' filtered) and the data waits ~{} for the sender to retry with smaller segments",

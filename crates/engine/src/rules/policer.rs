@@ -33,7 +33,7 @@
 use tcpdoctor_flow::{Connection, Dir, Exchange, SegKind, Segment, Seq};
 use tcpdoctor_wire::{TcpOptions, Timestamp};
 
-use super::{Blame, Detail, Kind, Occurrence};
+use crate::rule::{self, Blame, Detail, Kind, Occurrence};
 use crate::text::{human_bytes, human_rate, ms, Said, Words};
 use serde_json::json;
 
@@ -207,13 +207,13 @@ pub struct Policed {
     pub transfer_ns: i64,
 }
 
-impl super::Fold for Policed {
+impl rule::Fold for Policed {
     fn fold(self, a: &mut crate::Aggregate) {
         a.count += self.events;
         a.flagged += self.retransmissions;
         a.bytes += self.bytes;
         a.transfer_ns += self.transfer_ns;
-        a.rtt_ns_min = super::min_opt(a.rtt_ns_min, Some(self.rtt_ns).filter(|&r| r > 0));
+        a.rtt_ns_min = rule::min_opt(a.rtt_ns_min, Some(self.rtt_ns).filter(|&r| r > 0));
     }
 }
 
@@ -465,9 +465,9 @@ fn judge(l: &mut Lossy, rtt: i64) -> Option<Policed> {
     })
 }
 
-impl super::Rule for PolicerState {
+impl rule::Rule for PolicerState {
     #[inline]
-    fn on_segment(&mut self, cx: &mut super::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
+    fn on_segment(&mut self, cx: &mut rule::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
         if self.bulk.is_none() {
             if seg.len == 0 {
                 return;
@@ -496,13 +496,13 @@ impl super::Rule for PolicerState {
         m.on_segment(conn, seg, cx.out, cx.ring);
     }
 
-    fn on_exchange(&mut self, cx: &mut super::ExchangeCx<'_>, _conn: &Connection, _ex: &Exchange) {
+    fn on_exchange(&mut self, cx: &mut rule::ExchangeCx<'_>, _conn: &Connection, _ex: &Exchange) {
         if let Some(m) = self.bulk.as_mut() {
             m.conclude(cx.out);
         }
     }
 
-    fn on_close(&mut self, cx: &mut super::CloseCx<'_>, _conn: &Connection) {
+    fn on_close(&mut self, cx: &mut rule::CloseCx<'_>, _conn: &Connection) {
         if let Some(m) = self.bulk.as_mut() {
             m.on_close(cx);
         }
@@ -510,7 +510,7 @@ impl super::Rule for PolicerState {
 }
 
 impl Measure {
-    fn on_close(&mut self, cx: &mut super::CloseCx<'_>) {
+    fn on_close(&mut self, cx: &mut rule::CloseCx<'_>) {
         // The loss rule's last episodes, ended by the close: their ladder
         // is made when they are recorded.
         self.hold(cx.out, None);
@@ -607,7 +607,7 @@ pub(crate) fn words(s: &Said<'_>) -> Words {
 }
 
 /// The verdict's sentence of a `policer` finding.
-pub(crate) fn cause(c: &super::Cause<'_>) -> String {
+pub(crate) fn cause(c: &rule::Cause<'_>) -> String {
     let rate = c.num("rate_bytes_per_sec").unwrap_or(0.0);
     format!(
         "a token-bucket policer on the path drops what exceeds {} (no queue before the losses; ~{} \

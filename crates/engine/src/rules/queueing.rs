@@ -15,8 +15,8 @@ use std::net::SocketAddr;
 
 use tcpdoctor_flow::{Connection, Dir, Exchange};
 
-use super::{Blame, Detail, Kind, Occurrence};
 use crate::budget::{index, Part};
+use crate::rule::{self, Blame, Detail, Kind, Occurrence};
 use crate::text::{human_bytes, ms, Said, Words};
 use serde_json::json;
 
@@ -49,7 +49,7 @@ pub struct Queueing {
     pub bulk: Option<Bulk>,
 }
 
-impl super::Fold for Queueing {
+impl rule::Fold for Queueing {
     fn fold(self, a: &mut crate::Aggregate) {
         a.rtt_ns_min = Some(a.rtt_ns_min.map_or(self.base_ns, |v| v.min(self.base_ns)));
         a.transfer_ns = a.transfer_ns.max(self.loaded_ns);
@@ -60,8 +60,8 @@ impl super::Fold for Queueing {
 #[derive(Debug, Default)]
 pub struct QueueingState;
 
-impl super::Rule for QueueingState {
-    fn on_budget(&mut self, cx: &mut super::ExchangeCx<'_>, conn: &Connection, ex: &Exchange) {
+impl rule::Rule for QueueingState {
+    fn on_budget(&mut self, cx: &mut rule::ExchangeCx<'_>, conn: &Connection, ex: &Exchange) {
         let queue = cx.split[index(Part::Queueing)];
         let dur = cx.duration_ns;
         if queue < MIN_QUEUEING_NS || (queue as f64) < MIN_QUEUEING_SHARE * dur as f64 {
@@ -164,7 +164,7 @@ pub(crate) fn words(s: &Said<'_>) -> Words {
 }
 
 /// The verdict's sentence of a `queueing_delay` finding.
-pub(crate) fn cause(c: &super::Cause<'_>) -> String {
+pub(crate) fn cause(c: &rule::Cause<'_>) -> String {
     let base = c.num("base_rtt_ms").unwrap_or(0.0);
     let loaded = c.num("loaded_rtt_ms").unwrap_or(0.0);
     format!(

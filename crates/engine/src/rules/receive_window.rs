@@ -12,10 +12,10 @@
 use tcpdoctor_flow::{Connection, Dir, Mark, SegKind, Segment};
 use tcpdoctor_wire::Timestamp;
 
-use super::{Blame, Detail, Kind, Occurrence};
 use crate::budget::{Claims, Part};
 use crate::model::LadderRow;
 use crate::round3;
+use crate::rule::{self, Blame, Detail, Kind, Occurrence};
 use crate::text::{human_bytes, human_rate, ms, Said, Words};
 use serde_json::json;
 
@@ -345,31 +345,31 @@ pub struct Window {
     pub receive_buffer_hint: Option<&'static str>,
 }
 
-impl super::Fold for Window {
+impl rule::Fold for Window {
     fn fold(self, a: &mut crate::Aggregate) {
         a.window_sum += u64::from(self.mean_window) * self.stalls;
         a.window_min = a.window_min.min(self.min_window);
         a.bytes += self.bytes;
         a.transfer_ns += self.transfer_ns;
         a.stalls += self.stalls;
-        a.rtt_ns_min = super::min_opt(a.rtt_ns_min, self.rtt_ns);
+        a.rtt_ns_min = rule::min_opt(a.rtt_ns_min, self.rtt_ns);
     }
 }
 
-impl super::Rule for WindowState {
+impl rule::Rule for WindowState {
     #[inline]
-    fn on_segment(&mut self, cx: &mut super::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
+    fn on_segment(&mut self, cx: &mut rule::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
         let ring = cx.ring;
         WindowState::on_segment(self, conn, seg, || ring.rows(None, &[]), cx.claims);
     }
 
-    fn on_close(&mut self, cx: &mut super::CloseCx<'_>, conn: &Connection) {
+    fn on_close(&mut self, cx: &mut rule::CloseCx<'_>, conn: &Connection) {
         WindowState::on_close(self, conn, cx.out);
     }
 }
 
 /// The verdict's sentence of a `receive_window_limited` finding.
-pub(crate) fn cause(c: &super::Cause<'_>) -> String {
+pub(crate) fn cause(c: &rule::Cause<'_>) -> String {
     let (ep, role) = (c.ep, c.role);
     if c.str("cause") == Some("slow_reader") {
         let every = crate::fmt_ms(c.num("reopen_interval_ms").unwrap_or(0.0));

@@ -22,7 +22,7 @@
 
 use tcpdoctor_flow::{Connection, Dir, Mark, Segment};
 
-use super::{Blame, Detail, Kind, Occurrence};
+use crate::rule::{self, Blame, Detail, Kind, Occurrence};
 use crate::text::{Said, Words};
 
 /// How a connection ended, for its summary: (`end`, `ended_by`).
@@ -45,7 +45,7 @@ pub fn end_state(conn: &Connection) -> (&'static str, Option<&'static str>) {
         let who = if injected(conn, by) {
             "network"
         } else {
-            super::endpoint_of(conn, by).1
+            rule::endpoint_of(conn, by).1
         };
         let end = if refused(conn) { "refused" } else { "rst" };
         return (end, Some(who));
@@ -59,7 +59,7 @@ pub fn end_state(conn: &Connection) -> (&'static str, Option<&'static str>) {
     }
     if c.fin.is_some() && s.fin.is_some() {
         let by = first(c.fin, s.fin);
-        return ("fin", Some(super::endpoint_of(conn, by).1));
+        return ("fin", Some(rule::endpoint_of(conn, by).1));
     }
     ("open", None)
 }
@@ -327,7 +327,7 @@ pub struct Failure {
     pub port: u16,
 }
 
-impl super::Fold for Failure {
+impl rule::Fold for Failure {
     fn fold(self, a: &mut crate::Aggregate) {
         if a.kind == Kind::ConnectionRefused {
             a.ports
@@ -339,24 +339,24 @@ impl super::Fold for Failure {
     }
 }
 
-impl super::Rule for ResetState {
+impl rule::Rule for ResetState {
     #[inline]
-    fn on_segment(&mut self, _: &mut super::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
+    fn on_segment(&mut self, _: &mut rule::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
         ResetState::on_segment(self, conn, seg);
     }
 
-    fn on_close(&mut self, cx: &mut super::CloseCx<'_>, conn: &Connection) {
+    fn on_close(&mut self, cx: &mut rule::CloseCx<'_>, conn: &Connection) {
         on_close(Some(self), conn, cx.out);
     }
 
-    fn on_close_light(cx: &mut super::CloseCx<'_>, conn: &Connection) {
+    fn on_close_light(cx: &mut rule::CloseCx<'_>, conn: &Connection) {
         on_close(None, conn, cx.out);
     }
 }
 
 /// The verdict's sentence of a `connection_refused` or `connection_reset`
 /// finding: what failed (a failure's share of the time is not the point).
-pub(crate) fn cause(c: &super::Cause<'_>) -> String {
+pub(crate) fn cause(c: &rule::Cause<'_>) -> String {
     let (ep, role, kind) = (c.ep, c.role, c.f.kind);
     let n = c.num("requests_lost").unwrap_or(0.0) as u64;
     if kind == Kind::ConnectionRefused.name() {
@@ -376,8 +376,8 @@ pub(crate) fn cause(c: &super::Cause<'_>) -> String {
 }
 
 /// A failed request is reported whatever time it took, before the delays.
-pub(crate) fn standing(_: &crate::Aggregate) -> super::Standing {
-    super::Standing::Major
+pub(crate) fn standing(_: &crate::Aggregate) -> rule::Standing {
+    rule::Standing::Major
 }
 
 /// The ports of one server that refused connections: refusals are one

@@ -15,8 +15,8 @@
 use tcpdoctor_flow::{Connection, Dir, Mark, Resent, SegKind, Segment, Seq};
 use tcpdoctor_wire::Timestamp;
 
-use super::{Blame, Detail, Kind, Occurrence};
 use crate::budget::{Claims, Part};
+use crate::rule::{self, Blame, Detail, Kind, Occurrence};
 use crate::text::{ms, Said, Words};
 use serde_json::json;
 
@@ -273,7 +273,7 @@ impl DirState {
         // it lost, full-size mid-transfer; a partial tail after the silence
         // is data the sender held with everything acknowledged (a corked
         // socket, the application), not a retransmission.
-        let at_sender = crate::text::vantage(conn).0 == super::endpoint_of(conn, seg.dir).1;
+        let at_sender = crate::text::vantage(conn).0 == rule::endpoint_of(conn, seg.dir).1;
         if at_sender || seg.len < mss {
             return;
         }
@@ -436,27 +436,27 @@ pub struct Loss {
     pub rtt_ns: Option<i64>,
 }
 
-impl super::Fold for Loss {
+impl rule::Fold for Loss {
     fn fold(self, a: &mut crate::Aggregate) {
         a.count += u64::from(self.retransmissions);
         a.flagged += u64::from(self.upstream);
-        a.rtt_ns_min = super::min_opt(a.rtt_ns_min, self.rtt_ns);
+        a.rtt_ns_min = rule::min_opt(a.rtt_ns_min, self.rtt_ns);
     }
 }
 
-impl super::Rule for LossState {
+impl rule::Rule for LossState {
     #[inline]
-    fn on_segment(&mut self, cx: &mut super::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
+    fn on_segment(&mut self, cx: &mut rule::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
         LossState::on_segment(self, conn, seg, cx.out, cx.claims);
     }
 
-    fn on_close(&mut self, cx: &mut super::CloseCx<'_>, conn: &Connection) {
+    fn on_close(&mut self, cx: &mut rule::CloseCx<'_>, conn: &Connection) {
         LossState::on_close(self, conn, cx.out);
     }
 }
 
 /// The verdict's sentence of a `retransmission_timeout` or `packet_loss` finding.
-pub(crate) fn cause(c: &super::Cause<'_>) -> String {
+pub(crate) fn cause(c: &rule::Cause<'_>) -> String {
     let by = if c.f.kind == Kind::RetransmissionTimeout.name() {
         "only by the retransmission timer"
     } else {

@@ -7,7 +7,7 @@
 
 use tcpdoctor_flow::{Connection, Dir};
 
-use super::{Blame, Detail, Kind, Occurrence};
+use crate::rule::{self, Blame, Detail, Kind, Occurrence};
 use crate::text::{Said, Words};
 use serde_json::json;
 
@@ -123,7 +123,7 @@ pub struct Unanswered {
     pub waited_ns: i64,
 }
 
-impl super::Fold for Unanswered {
+impl rule::Fold for Unanswered {
     fn fold(self, a: &mut crate::Aggregate) {
         a.count += 1;
         a.stalls += u64::from(self.syns);
@@ -161,7 +161,7 @@ pub(crate) fn unanswered_words(s: &Said<'_>) -> Words {
 }
 
 /// The verdict's sentence of a `connection_unanswered` finding.
-pub(crate) fn unanswered_cause(c: &super::Cause<'_>) -> String {
+pub(crate) fn unanswered_cause(c: &rule::Cause<'_>) -> String {
     let n = c.num("requests_lost").unwrap_or(0.0) as u64;
     format!(
         "{} never answers: {n} connection attempt(s) got no SYN-ACK and no RST — host down, wrong \
@@ -171,8 +171,8 @@ pub(crate) fn unanswered_cause(c: &super::Cause<'_>) -> String {
 }
 
 /// A failed connection is reported whatever time it took, before the delays.
-pub(crate) fn unanswered_standing(_: &crate::Aggregate) -> super::Standing {
-    super::Standing::Major
+pub(crate) fn unanswered_standing(_: &crate::Aggregate) -> rule::Standing {
+    rule::Standing::Major
 }
 
 /// The words of a `syn_retransmit` finding: why, the fix, its details.
@@ -231,7 +231,7 @@ pub struct Setup {
     pub answered: bool,
 }
 
-impl super::Fold for Setup {
+impl rule::Fold for Setup {
     fn fold(self, a: &mut crate::Aggregate) {
         a.count += u64::from(self.syn_retries + self.synack_retries);
         a.flagged += u64::from(!self.answered);
@@ -242,18 +242,18 @@ impl super::Fold for Setup {
 #[derive(Debug, Default)]
 pub struct SetupState;
 
-impl super::Rule for SetupState {
-    fn on_close(&mut self, cx: &mut super::CloseCx<'_>, conn: &Connection) {
+impl rule::Rule for SetupState {
+    fn on_close(&mut self, cx: &mut rule::CloseCx<'_>, conn: &Connection) {
         on_close(conn, cx.out);
     }
 
-    fn on_close_light(cx: &mut super::CloseCx<'_>, conn: &Connection) {
+    fn on_close_light(cx: &mut rule::CloseCx<'_>, conn: &Connection) {
         on_close(conn, cx.out);
     }
 }
 
 /// The verdict's sentence of a `syn_retransmit` finding.
-pub(crate) fn cause(c: &super::Cause<'_>) -> String {
+pub(crate) fn cause(c: &rule::Cause<'_>) -> String {
     format!(
         "connection setup waits ~{} for a SYN or SYN-ACK retry",
         c.typ

@@ -24,7 +24,7 @@
 
 use tcpdoctor_flow::{Connection, Dir, SegKind, Segment};
 
-use super::{Blame, Detail, Kind, Occurrence};
+use crate::rule::{self, Blame, Detail, Kind, Occurrence};
 use crate::text::{human_bytes, ms, Said, Words};
 use serde_json::json;
 
@@ -380,31 +380,31 @@ pub struct Restart {
     pub rtt_ns: Option<i64>,
 }
 
-impl super::Fold for Restart {
+impl rule::Fold for Restart {
     fn fold(self, a: &mut crate::Aggregate) {
         // Waits between flights, those the restart added, idle time.
         a.stalls += self.rounds;
         a.count += self.extra_rounds;
         a.bytes += self.bytes;
         a.transfer_ns += self.idle_ns;
-        a.rtt_ns_min = super::min_opt(a.rtt_ns_min, self.rtt_ns);
+        a.rtt_ns_min = rule::min_opt(a.rtt_ns_min, self.rtt_ns);
     }
 }
 
-impl super::Rule for RestartState {
+impl rule::Rule for RestartState {
     #[inline]
-    fn on_segment(&mut self, cx: &mut super::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
+    fn on_segment(&mut self, cx: &mut rule::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
         RestartState::on_segment(self, conn, seg, cx.window_blocked, cx.out);
     }
 
-    fn on_close(&mut self, cx: &mut super::CloseCx<'_>, conn: &Connection) {
+    fn on_close(&mut self, cx: &mut rule::CloseCx<'_>, conn: &Connection) {
         RestartState::on_close(self, conn, cx.out);
         cx.restart_lost_ns = self.lost_ns();
     }
 }
 
 /// The verdict's sentence of a `slow_start_after_idle` finding.
-pub(crate) fn cause(c: &super::Cause<'_>) -> String {
+pub(crate) fn cause(c: &rule::Cause<'_>) -> String {
     format!(
         "{} ({}) restarts from its initial window after each idle spell \
          (tcp_slow_start_after_idle), so each response after a pause pays extra round trips (~{} each)",

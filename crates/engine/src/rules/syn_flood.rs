@@ -20,7 +20,7 @@
 use std::net::{IpAddr, SocketAddr};
 
 use crate::round3;
-use crate::rules::Detail;
+use crate::rule::{self, Detail};
 use crate::text::{Said, Words};
 use rustc_hash::FxHashMap;
 use serde_json::json;
@@ -389,7 +389,7 @@ pub struct Flood {
     pub delayed: u64,
 }
 
-impl super::Fold for Flood {
+impl rule::Fold for Flood {
     fn fold(self, a: &mut crate::Aggregate) {
         // The flood's counts are the endpoint's, made when the report is.
         let _ = a;
@@ -400,10 +400,10 @@ impl super::Fold for Flood {
 #[derive(Debug, Default)]
 pub struct NoState;
 
-impl super::Rule for NoState {}
+impl rule::Rule for NoState {}
 
 /// The verdict's sentence of a `syn_flood` finding.
-pub(crate) fn cause(c: &super::Cause<'_>) -> String {
+pub(crate) fn cause(c: &rule::Cause<'_>) -> String {
     format!(
         "a SYN flood hits {}: handshakes that never complete, from forged or scripted sources; \
          legitimate clients whose SYNs were dropped with it wait ~{} each",
@@ -413,13 +413,13 @@ pub(crate) fn cause(c: &super::Cause<'_>) -> String {
 
 /// A flood the server did not keep up with (most of its SYNs unanswered) is
 /// an outage in the making: reported whatever time it cost.
-pub(crate) fn standing(a: &crate::Aggregate) -> super::Standing {
+pub(crate) fn standing(a: &crate::Aggregate) -> rule::Standing {
     match &a.first {
-        super::Detail::Flood(f)
+        rule::Detail::Flood(f)
             if crate::round3(f.answered as f64 / f.half_open.max(1) as f64) < 0.5 =>
         {
-            super::Standing::Major
+            rule::Standing::Major
         }
-        _ => super::Standing::ByShare,
+        _ => rule::Standing::ByShare,
     }
 }

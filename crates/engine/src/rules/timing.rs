@@ -9,8 +9,8 @@
 use tcpdoctor_flow::{Connection, Dir, Exchange};
 
 use super::idle::Pause;
-use super::{Blame, Detail, Kind, Occurrence};
 use crate::budget::{index, Part, Split};
+use crate::rule::{self, Blame, Detail, Kind, Occurrence};
 use crate::text::{ms, Said, Words};
 use serde_json::json;
 
@@ -420,11 +420,11 @@ fn preconnected(a: &crate::Aggregate) -> bool {
 }
 
 /// Pre-connects are reported apart (nobody waited), the rest by share.
-pub(crate) fn client_standing(a: &crate::Aggregate) -> super::Standing {
+pub(crate) fn client_standing(a: &crate::Aggregate) -> rule::Standing {
     if preconnected(a) {
-        super::Standing::Minor
+        rule::Standing::Minor
     } else {
-        super::Standing::ByShare
+        rule::Standing::ByShare
     }
 }
 
@@ -659,9 +659,9 @@ pub struct Latency {
     pub exchanges: u64,
 }
 
-impl super::Fold for Timing {
+impl rule::Fold for Timing {
     fn fold(self, a: &mut crate::Aggregate) {
-        a.rtt_ns_min = super::min_opt(a.rtt_ns_min, self.rtt_ns);
+        a.rtt_ns_min = rule::min_opt(a.rtt_ns_min, self.rtt_ns);
         a.inside_ns += self.inside_ns;
         a.stalls += u64::from(self.cork_holds);
         a.transfer_ns += self.close_ns;
@@ -669,11 +669,11 @@ impl super::Fold for Timing {
     }
 }
 
-impl super::Fold for Latency {
+impl rule::Fold for Latency {
     fn fold(self, a: &mut crate::Aggregate) {
         a.stalls += self.tls_rounds;
         a.transfer_ns += self.tls_ns;
-        a.rtt_ns_min = super::min_opt(a.rtt_ns_min, Some(self.rtt_ns));
+        a.rtt_ns_min = rule::min_opt(a.rtt_ns_min, Some(self.rtt_ns));
         a.count += self.exchanges;
         a.handshakes += self.handshakes;
         a.handshake_ns += self.handshake_ns;
@@ -682,15 +682,15 @@ impl super::Fold for Latency {
     }
 }
 
-impl super::Rule for LatencyState {
-    fn on_exchange(&mut self, cx: &mut super::ExchangeCx<'_>, conn: &Connection, ex: &Exchange) {
+impl rule::Rule for LatencyState {
+    fn on_exchange(&mut self, cx: &mut rule::ExchangeCx<'_>, conn: &Connection, ex: &Exchange) {
         let c = Dir::ClientToServer.index();
         if let Some(o) = client_delay(conn, ex, cx.inside[c], cx.longest[c], cx.expect_unanswered) {
             cx.out.push(o);
         }
     }
 
-    fn on_budget(&mut self, cx: &mut super::ExchangeCx<'_>, conn: &Connection, ex: &Exchange) {
+    fn on_budget(&mut self, cx: &mut rule::ExchangeCx<'_>, conn: &Connection, ex: &Exchange) {
         let s = Dir::ServerToClient.index();
         if let Some(o) = server_delay(
             conn,
@@ -709,14 +709,14 @@ impl super::Rule for LatencyState {
         LatencyState::on_exchange(self, conn, ex, &cx.split, tls, cx.duration_ns);
     }
 
-    fn on_close(&mut self, cx: &mut super::CloseCx<'_>, conn: &Connection) {
+    fn on_close(&mut self, cx: &mut rule::CloseCx<'_>, conn: &Connection) {
         let congestion = cx.out.iter().any(|o| o.kind == Kind::CongestionLimited);
         LatencyState::on_close(self, conn, congestion, cx.restart_lost_ns, cx.out);
     }
 }
 
 /// The verdict's sentence of a `server_delay` finding.
-pub(crate) fn server_cause(c: &super::Cause<'_>) -> String {
+pub(crate) fn server_cause(c: &rule::Cause<'_>) -> String {
     let (ep, role, typ) = (c.ep, c.role, &c.typ);
     if c.str("cause") == Some("cork") {
         return format!(
@@ -734,7 +734,7 @@ pub(crate) fn server_cause(c: &super::Cause<'_>) -> String {
 }
 
 /// The verdict's sentence of a `client_delay` finding.
-pub(crate) fn client_cause(c: &super::Cause<'_>) -> String {
+pub(crate) fn client_cause(c: &rule::Cause<'_>) -> String {
     format!(
         "the client {} waits ~{} before sending what it controls",
         c.ep, c.typ
@@ -742,7 +742,7 @@ pub(crate) fn client_cause(c: &super::Cause<'_>) -> String {
 }
 
 /// The verdict's sentence of a `network_latency` finding.
-pub(crate) fn latency_cause(c: &super::Cause<'_>) -> String {
+pub(crate) fn latency_cause(c: &rule::Cause<'_>) -> String {
     if c.str("cause") == Some("new_connections") {
         return format!(
             "most requests open a connection of their own and wait for two round trips (the handshake's \

@@ -27,9 +27,9 @@
 use tcpdoctor_flow::{Connection, Dir, Exchange, SegKind, Segment};
 use tcpdoctor_wire::Timestamp;
 
-use super::{Blame, Detail, Kind, Occurrence};
 use crate::budget::{index, Claims, Part, Split};
 use crate::round3;
+use crate::rule::{self, Blame, Detail, Kind, Occurrence};
 use crate::text::{ms, Said, Words};
 use serde_json::json;
 
@@ -370,25 +370,25 @@ pub struct Tls {
     pub rtt_ns: Option<i64>,
 }
 
-impl super::Fold for Tls {
+impl rule::Fold for Tls {
     fn fold(self, a: &mut crate::Aggregate) {
         a.handshake_ns += self.network_ns;
         a.inside_ns += self.server_ns;
         a.transfer_ns += self.client_ns;
         a.count += u64::from(self.rounds);
-        a.rtt_ns_min = super::min_opt(a.rtt_ns_min, self.rtt_ns);
+        a.rtt_ns_min = rule::min_opt(a.rtt_ns_min, self.rtt_ns);
     }
 }
 
-impl super::Rule for TlsState {
+impl rule::Rule for TlsState {
     #[inline]
-    fn on_segment(&mut self, _: &mut super::SegmentCx<'_>, _: &Connection, seg: &Segment<'_>) {
+    fn on_segment(&mut self, _: &mut rule::SegmentCx<'_>, _: &Connection, seg: &Segment<'_>) {
         if seg.len > 0 {
             TlsState::on_segment(self, seg);
         }
     }
 
-    fn on_budget(&mut self, cx: &mut super::ExchangeCx<'_>, conn: &Connection, _: &Exchange) {
+    fn on_budget(&mut self, cx: &mut rule::ExchangeCx<'_>, conn: &Connection, _: &Exchange) {
         if let Some(t) = cx.tls {
             cx.out.extend(occurrence(conn, &cx.split, &t));
         }
@@ -396,7 +396,7 @@ impl super::Rule for TlsState {
 }
 
 /// The verdict's sentence of a `tls_handshake` finding.
-pub(crate) fn cause(c: &super::Cause<'_>) -> String {
+pub(crate) fn cause(c: &rule::Cause<'_>) -> String {
     let (ep, role, typ) = (c.ep, c.role, &c.typ);
     match c.str("cause") {
         Some("key_exchange") => format!(
@@ -412,10 +412,10 @@ pub(crate) fn cause(c: &super::Cause<'_>) -> String {
 
 /// Slow handshakes that are fewer than half of the endpoint's (`flagged`:
 /// its handshakes seen) are a busy moment, not its keys: a minor finding.
-pub(crate) fn standing(a: &crate::Aggregate) -> super::Standing {
+pub(crate) fn standing(a: &crate::Aggregate) -> rule::Standing {
     if a.occurrences * 2 < a.flagged {
-        super::Standing::Minor
+        rule::Standing::Minor
     } else {
-        super::Standing::ByShare
+        rule::Standing::ByShare
     }
 }

@@ -4,8 +4,8 @@
 
 use tcpdoctor_flow::{Connection, Dir, Mark, Segment};
 
-use super::{Blame, Detail, Kind, Occurrence};
 use crate::budget::Part;
+use crate::rule::{self, Blame, Detail, Kind, Occurrence};
 use crate::text::{Said, Words};
 use serde_json::json;
 
@@ -129,26 +129,26 @@ pub struct ZeroWindow {
     pub reopened: bool,
 }
 
-impl super::Fold for ZeroWindow {
+impl rule::Fold for ZeroWindow {
     fn fold(self, a: &mut crate::Aggregate) {
         a.count += u64::from(self.probes);
         a.flagged += u64::from(!self.reopened);
     }
 }
 
-impl super::Rule for ZeroWindowState {
+impl rule::Rule for ZeroWindowState {
     #[inline]
-    fn on_segment(&mut self, cx: &mut super::SegmentCx<'_>, _: &Connection, seg: &Segment<'_>) {
+    fn on_segment(&mut self, cx: &mut rule::SegmentCx<'_>, _: &Connection, seg: &Segment<'_>) {
         ZeroWindowState::on_segment(self, seg, cx.out);
     }
 
-    fn on_close(&mut self, cx: &mut super::CloseCx<'_>, conn: &Connection) {
+    fn on_close(&mut self, cx: &mut rule::CloseCx<'_>, conn: &Connection) {
         ZeroWindowState::on_close(self, conn, cx.out);
     }
 }
 
 /// The verdict's sentence of a `zero_window` finding.
-pub(crate) fn cause(c: &super::Cause<'_>) -> String {
+pub(crate) fn cause(c: &rule::Cause<'_>) -> String {
     format!(
         "{} ({}) stops reading: its receive window falls to zero and the sender waits ~{} each time",
         c.ep, c.role, c.typ

@@ -1,7 +1,9 @@
 //! `--html` and `--annotate`: the second pass over a capture file that
-//! gathers time-sequence data for the findings' connections and/or writes
-//! the capture back as pcapng with a comment on each evidence frame (the
-//! comments are `tcpdoctor-report`'s, `annotate`).
+//! gathers time-sequence data and ladders for the findings' connections
+//! and/or writes the capture back as pcapng with a comment on each evidence
+//! frame (the comments are `tcpdoctor-report`'s, `annotate`). The crate's
+//! only file I/O: both outputs are written under a temporary name and
+//! renamed when complete.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -11,8 +13,9 @@ use anyhow::Context;
 use tcpdoctor_capture::write::{PcapNgWriter, Staged};
 use tcpdoctor_capture::CaptureReader;
 use tcpdoctor_engine::model::{Analysis, LatencyBin};
-use tcpdoctor_report_html::{Extras, Ladders, Recorder, Trace};
 use tcpdoctor_wire::{decode, LinkType};
+
+use crate::{Extras, Ladders, Recorder, Trace};
 
 /// Connections drawn as time-sequence graphs, at most.
 const MAX_TRACES: usize = 4;
@@ -37,7 +40,7 @@ pub fn write(
     outs: &Outputs<'_>,
 ) -> anyhow::Result<()> {
     let mut recorder = match (outs.html, path) {
-        (Some(_), Some(_)) => Some(Recorder::new(tcpdoctor_report_html::targets(
+        (Some(_), Some(_)) => Some(Recorder::new(crate::targets(
             a,
             MAX_TRACES,
             MIN_TRACE_BYTES,
@@ -149,7 +152,7 @@ pub fn write(
         };
         let staged = Staged::create(out)?;
         let mut w = BufWriter::new(staged.writer()?);
-        tcpdoctor_report_html::render(
+        crate::render(
             a,
             &Extras {
                 source,

@@ -10,6 +10,7 @@
 //! kept as written (no-fill), prose is filled. Characters outside ASCII are
 //! written as groff's `\[uXXXX]`, so `groff -man -ww` has nothing to warn
 //! about.
+#![forbid(unsafe_code)]
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -25,19 +26,20 @@ pub fn pages(root: &Command) -> Vec<(String, String)> {
     let mut root = root.clone();
     root.build();
     let mut out = Vec::new();
-    walk(&root, &[], &mut out);
+    walk(&root, &root, &[], &mut out);
     out
 }
 
-fn walk(cmd: &Command, path: &[String], out: &mut Vec<(String, String)>) {
+/// `cmd`'s page and its subcommands', under `root` (built).
+fn walk(root: &Command, cmd: &Command, path: &[String], out: &mut Vec<(String, String)>) {
     let mut names: Vec<String> = path.to_vec();
     if !path.is_empty() || cmd.get_name() != "tcpdoctor" {
         names.push(cmd.get_name().to_string());
     }
     let name = page_name(&names);
-    out.push((name, page(cmd, &names)));
+    out.push((name, page(root, cmd, &names)));
     for sub in visible(cmd) {
-        walk(sub, &names, out);
+        walk(root, sub, &names, out);
     }
 }
 
@@ -54,9 +56,10 @@ fn page_name(path: &[String]) -> String {
         .join("-")
 }
 
-/// Writes the page of the command named by `path` (empty: `tcpdoctor`),
-/// or with `dir`, every page into it as NAME.1.
-pub fn run(root: &Command, path: &[String], dir: Option<&Path>) -> anyhow::Result<u8> {
+/// Writes the page of the command named by `path` (empty: `tcpdoctor`) on
+/// standard output, or with `dir`, every page into it as NAME.1. A path that
+/// names no page is an error that lists the pages.
+pub fn run(root: &Command, path: &[String], dir: Option<&Path>) -> io::Result<()> {
     let all = pages(root);
     if let Some(dir) = dir {
         std::fs::create_dir_all(dir)?;
@@ -68,7 +71,7 @@ pub fn run(root: &Command, path: &[String], dir: Option<&Path>) -> anyhow::Resul
             all.len(),
             dir.display()
         );
-        return Ok(crate::EXIT_OK);
+        return Ok(());
     }
     let want = page_name(path);
     let Some((_, text)) = all.iter().find(|(n, _)| *n == want) else {
@@ -76,16 +79,16 @@ pub fn run(root: &Command, path: &[String], dir: Option<&Path>) -> anyhow::Resul
             .iter()
             .map(|(n, _)| n.strip_prefix("tcpdoctor-").unwrap_or(n))
             .collect();
-        anyhow::bail!(
+        return Err(io::Error::other(format!(
             "no manual page for '{}': pages are {}",
             path.join(" "),
             names.join(", ")
-        );
+        )));
     };
     let mut out = io::stdout().lock();
     out.write_all(text.as_bytes())?;
     out.flush()?;
-    Ok(crate::EXIT_OK)
+    Ok(())
 }
 
 /// The help text after the options, split by where it goes.
@@ -150,7 +153,7 @@ fn split_help(text: &str) -> Parts {
     parts
 }
 
-fn page(cmd: &Command, path: &[String]) -> String {
+fn page(root: &Command, cmd: &Command, path: &[String]) -> String {
     let name = page_name(path);
     let spaced = std::iter::once("tcpdoctor".to_string())
         .chain(path.iter().cloned())
@@ -163,7 +166,7 @@ fn page(cmd: &Command, path: &[String]) -> String {
         .unwrap_or_default();
     let mut parts = split_help(&help);
     if parts.examples.is_empty() && !path.is_empty() {
-        parts.examples = parent_examples(path);
+        parts.examples = parent_examples(root, path);
     }
     let mut s = String::new();
     let _ = writeln!(
@@ -246,12 +249,10 @@ fn lower_first(s: &str) -> String {
     }
 }
 
-/// The parent's examples that run this command (`tcpdoctor lab list`).
-fn parent_examples(path: &[String]) -> Vec<String> {
-    use clap::CommandFactory;
-    let mut root = crate::Cli::command();
-    root.build();
-    let mut cmd = &root;
+/// The parent's examples that run this command (`tcpdoctor lab list`);
+/// `root` is built.
+fn parent_examples(root: &Command, path: &[String]) -> Vec<String> {
+    let mut cmd = root;
     for p in &path[..path.len() - 1] {
         match cmd.find_subcommand(p) {
             Some(c) => cmd = c,
