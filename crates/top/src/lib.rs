@@ -212,7 +212,12 @@ pub fn kernel_filter(kind: Kind, layout: &Layout, port: Option<u16>) -> Option<S
     {
         parts.push("protocol == 6".to_string());
     }
-    if let Some(p) = port {
+    // Every socket's destroy passes, whatever its port: the tracker then
+    // knows an address another socket freed (its writes have no ports to
+    // filter on) before a connection of the port is born there, even when
+    // no state change is seen (a BPF program on `inet_sock_set_state` can
+    // hide them). One event per socket closed on the host.
+    if let Some(p) = port.filter(|_| kind != Kind::Destroy) {
         if kind.has_ports(layout) {
             parts.push(format!("(sport == {p} || dport == {p})"));
         }

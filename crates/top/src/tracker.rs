@@ -404,7 +404,10 @@ impl Tracker {
     pub fn handle(&mut self, time_ns: u64, pid: u32, ev: &Event) {
         self.stats.events += 1;
         match ev.detail {
-            Detail::Destroy => self.stats.destroys += 1,
+            // Destroys of every port reach here (see `kernel_filter`).
+            Detail::Destroy if ev.tuple.is_none_or(|(l, r)| self.port_ok(l, r)) => {
+                self.stats.destroys += 1
+            }
             Detail::SetState { .. } => self.stats.state_events += 1,
             _ => {}
         }
