@@ -47,17 +47,29 @@ done
 [ -n "$WORKER" ] || fail "no nginx worker under master $MASTER"
 echo "top e2e: nginx master $MASTER, worker $WORKER"
 
-# One run of top over 5 curl downloads of 300 KB; $1 names it.
+# One run of top over 5 curl downloads of 300 KB; $1 names it. Every wait is on a condition
+# (a fixed 0.7 s for top to start and a fixed 4 s run lost the last download's server end
+# on a loaded machine): top has started tracing, the downloads are done and the server's
+# connections gone, and at least 2.5 s have passed (the report follows interval lines);
+# then Ctrl-C ends top.
 clean_run() {
   : > "$WORK/curl-$1.txt"
-  "$TD" top --duration 4 --format json --port "$PORT" > "$WORK/$1.jsonl" 2> "$WORK/$1.err" &
+  "$TD" top --duration 60 --format json --port "$PORT" > "$WORK/$1.jsonl" 2> "$WORK/$1.err" &
   TOP=$!
   PIDS+=("$TOP")
-  sleep 0.7
+  local started=$SECONDS
+  for _ in $(seq 100); do grep -q tracing "$WORK/$1.err" && break; sleep 0.1; done
+  grep -q tracing "$WORK/$1.err" || fail "top did not start: $(cat "$WORK/$1.err")"
   for _ in 1 2 3 4 5; do
     ip netns exec "$C" curl -s -o /dev/null -w '%{local_port} %{size_download} %{size_header}\n' \
       "http://$SERVER_IP:$PORT/big.bin" >> "$WORK/curl-$1.txt"
   done
+  for _ in $(seq 100); do
+    [ -z "$(ip netns exec "$S" ss -Htn state all "( sport = :$PORT )" | grep -v -e LISTEN -e TIME-WAIT)" ] && break
+    sleep 0.1
+  done
+  while [ $((SECONDS - started)) -lt 3 ]; do sleep 0.1; done
+  kill -INT "$TOP"
   wait "$TOP" || { cat "$WORK/$1.err" >&2; fail "top exited with $?"; }
 }
 

@@ -1086,6 +1086,23 @@ fn a_freed_address_is_known_without_state_changes() {
     assert_eq!(f.connections[0].totals.sent, 1000);
     assert_eq!(f.connections[0].pid, Some(7));
     assert_eq!(f.stats.destroys, 0);
+    // The other socket's destroy read after the connection of the port was
+    // born at that address (samples of two CPUs): the connection stays.
+    let mut t = Tracker::new(Filter {
+        port: Some(80),
+        pid: None,
+    });
+    accepted(&mut t, 1);
+    t.handle(3, 7, &ev(Kind::SendLength, SK, None, 0, send(1000)));
+    t.handle(
+        4,
+        0,
+        &ev(Kind::Destroy, SK, Some(other), SOFTIRQ, Detail::Destroy),
+    );
+    t.handle(5, 7, &ev(Kind::SendLength, SK, None, 0, send(500)));
+    let f = t.finish();
+    assert_eq!(f.connections.len(), 1);
+    assert_eq!(f.connections[0].totals.sent, 1500);
 }
 
 #[test]

@@ -448,8 +448,16 @@ impl Tracker {
         if let Some((l, r)) = ev.tuple {
             if !self.port_ok(l, r) {
                 // Filtered in the kernel where the tracepoint has ports; the
-                // rest (tcp_send_reset) here.
-                self.live.remove(&ev.sk);
+                // rest (tcp_send_reset, every socket's destroy) here. Another
+                // port's destroy frees an address whose unaddressed reads and
+                // writes were that socket's; a connection of the port found
+                // there was born after it (the destroy, from another CPU,
+                // read later) and stays.
+                let later = matches!(ev.detail, Detail::Destroy)
+                    && self.live.get(&ev.sk).is_some_and(|c| c.local.is_some());
+                if !later {
+                    self.live.remove(&ev.sk);
+                }
                 return;
             }
         }
