@@ -6,14 +6,17 @@
 #   e2e_nginx SERVERS          writes $WORK/nginx.conf (keep-alive, sendfile on, one worker,
 #                              root $WORK/html) with the server blocks given, starts nginx
 #   e2e_wait_port PORT...      waits until each port accepts from the client namespace
-# Background processes added to PIDS are stopped on exit.
+# Background processes added to PIDS are stopped on exit, and tracefs instances (directories
+# under /sys/kernel/tracing/instances) added to TRACEFS_INSTANCES removed.
 
 PIDS=()
+TRACEFS_INSTANCES=()
 
 e2e_cleanup() {
   local pid
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  for pid in "${TRACEFS_INSTANCES[@]}"; do rmdir "$pid" 2>/dev/null || true; done
   [ -n "${C:-}" ] && ip netns del "$C" 2>/dev/null
   [ -n "${S:-}" ] && ip netns del "$S" 2>/dev/null
   [ -n "${WORK:-}" ] && rm -rf "$WORK"
