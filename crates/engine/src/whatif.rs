@@ -186,7 +186,7 @@ impl WhatIfs {
     /// duration and that duration's bucket ([`Histogram::bucket`]).
     /// `slow_start_ns` is what its largest message would take on a new
     /// connection's congestion window alone (0 when the window had grown):
-    /// a window wait taken away leaves at least that.
+    /// a window's or a loss's wait taken out of the transfer leaves at least that.
     /// Out of line: its loops keep their registers (inlined in the
     /// exchange's code, every touched set saved and restored the caller's).
     #[allow(clippy::too_many_arguments)]
@@ -206,7 +206,12 @@ impl WhatIfs {
         if held < MIN_TOUCH_NS {
             return;
         }
-        let window = 1u16 << index(Part::Window);
+        // A fix that takes a receive window's or a loss's wait out of the
+        // message's transfer leaves at least slow start's round trips on a new
+        // connection: without the loss, the window still grows from its first
+        // flight. (A fix of the congestion window's own waits, a larger initial
+        // window or a warm connection, is not bound by that.)
+        let in_transfer = 1u16 << index(Part::Window) | 1u16 << index(Part::Retransmission);
         // The message's bytes moving (at the path's rate or slower): a policer's parts.
         let moving_bits = 1u16 << index(Part::Transfer) | 1u16 << index(Part::Bandwidth);
         let mut row = None;
@@ -247,7 +252,7 @@ impl WhatIfs {
                 }
                 after = (after + policed_ns).min(duration);
             }
-            let slow_start_ns = if m & window != 0 {
+            let slow_start_ns = if m & in_transfer != 0 {
                 *slow_start.get_or_insert_with(&slow_start_ns)
             } else {
                 0
@@ -260,6 +265,7 @@ impl WhatIfs {
                     Part::Bandwidth,
                     Part::Window,
                     Part::CongestionWait,
+                    Part::Retransmission,
                 ]
                 .iter()
                 .map(|p| split[index(*p)])
@@ -413,5 +419,48 @@ impl Bulks {
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: i64 = 1_000_000;
+
+    /// One exchange of 270 ms whose transfer waited 130 ms on a loss, with
+    /// `slow_start` for what its message takes on a new connection's window;
+    /// the predicted p50 after the loss's fix.
+    fn after_loss_fix(slow_start: i64) -> f64 {
+        let mut w = WhatIfs::default();
+        let mut split: Split = [0; PARTS];
+        split[index(Part::Network)] = 20 * MS;
+        split[index(Part::Retransmission)] = 130 * MS;
+        split[index(Part::CongestionWait)] = 90 * MS;
+        split[index(Part::Transfer)] = 30 * MS;
+        let d: i64 = split.iter().sum();
+        let server = "10.0.0.2:80".parse().unwrap();
+        w.record(
+            server,
+            &mut None,
+            (d, Histogram::bucket(d)),
+            &split,
+            || slow_start,
+            || 0,
+        );
+        let all = Histogram::default();
+        let p = w.predict(&[Part::Retransmission], None, &all).unwrap();
+        p.affected.p50_ms
+    }
+
+    #[test]
+    fn a_loss_taken_out_of_a_first_transfer_leaves_slow_starts_round_trips() {
+        // A new connection: the 250 ms of moving the message become at least
+        // slow start's 160 ms, not the 120 ms left once the loss's wait is gone.
+        let first = after_loss_fix(160 * MS);
+        assert!((175.0..=185.0).contains(&first), "{first}");
+        // A later exchange (its window grown): the loss's wait alone comes out.
+        let later = after_loss_fix(0);
+        assert!((135.0..=145.0).contains(&later), "{later}");
     }
 }
