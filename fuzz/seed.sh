@@ -12,6 +12,8 @@
 #   filter:  filter expressions, some followed by NUL and an Ethernet frame.
 #   http_response: responses a server sends (length, chunked, close-delimited,
 #            HEAD, 1xx, 204/304), with the piece-size selector byte.
+#   top_rings: the ftrace page of crates/top/src/testdata (selector byte 0) and
+#            perf records holding its events as samples (selector 1).
 #   probe_reply: IPv4 TCP replies (SYN-ACK, RST), a TCP segment alone (what an
 #            IPv6 raw socket delivers), ICMP time exceeded / unreachable quoting a
 #            probe, their ICMPv6 counterparts.
@@ -33,7 +35,30 @@ net="$out/netlink"
 diag="$out/sock_diag"
 http="$out/http_response"
 probe="$out/probe_reply"
-mkdir -p "$cap" "$dec" "$net" "$diag" "$flt" "$http" "$probe"
+rings="$out/top_rings"
+mkdir -p "$cap" "$dec" "$net" "$diag" "$flt" "$http" "$probe" "$rings"
+
+# top_rings: a page of ftrace's ring as the kernel gave it, and its events as perf samples
+# (PERF_RECORD_SAMPLE: u32 pid, tid; u64 time; u32 cpu, res; u32 size; raw, padded to 8).
+python3 - "$root/crates/top/src/testdata/trace_pipe_raw.page" "$rings" <<'PY'
+import os, struct, sys
+page, out = open(sys.argv[1], "rb").read(), sys.argv[2]
+open(os.path.join(out, "page"), "wb").write(b"\0" + page)
+size = struct.unpack_from("<Q", page, 8)[0] & ((1 << 27) - 1)
+off, t, recs = 16, struct.unpack_from("<Q", page, 0)[0], b""
+while off < 16 + size:
+    h = struct.unpack_from("<I", page, off)[0]
+    kind, delta = h & 31, h >> 5
+    if kind == 0 or kind > 28:
+        break
+    raw = page[off + 4:off + 4 + 4 * kind]
+    off += 4 + 4 * kind
+    t += delta
+    body = struct.pack("<IIQIII", 1, 1, t, 1, 0, len(raw)) + raw
+    body += b"\0" * (-(len(body) + 8) % 8)
+    recs += struct.pack("<IHH", 9, 0, len(body) + 8) + body
+open(os.path.join(out, "perf"), "wb").write(b"\1" + recs)
+PY
 
 # sock_diag: the recorded netlink dumps, whole and cut after 1 and 3 messages.
 python3 - "$root/crates/sockets/fixtures" "$diag" <<'PY'

@@ -8,11 +8,10 @@
 #      over the same traffic must agree on pid and bytes per connection.
 #   2. 5% random loss of the server's segments (iptables -m statistic in the client
 #      namespace): retransmissions > 0 and a packet_loss or retransmission_timeout finding
-#      naming the nginx worker, its retransmissions and the listener's SYN-ACKs those the
-#      kernel's own ftrace ring recorded (a tracefs instance; at most the namespace's
-#      TcpRetransSegs, the server's eth0 at gso_max_segs 1 so that each buffer re-sent is one
-#      segment), but for those fired in the idle task, which perf does not deliver on this
-#      machine; /metrics (--prometheus) counts the worker's bytes.
+#      naming the nginx worker, its retransmissions and the listener's SYN-ACKs exactly those
+#      a tracefs instance of the test's recorded (at most the namespace's TcpRetransSegs, the
+#      server's eth0 at gso_max_segs 1 so that each buffer re-sent is one segment), those fired
+#      in a CPU's idle task too; /metrics (--prometheus) counts the worker's bytes.
 #   3. Nagle: the same worker serves a 600-byte page on :8087 with tcp_nodelay off and on
 #      :8088 with it on, each to wrk -c 2 at once, top traced without a port: an interval
 #      within 5 s of wrk's start names nagle_delayed_ack on 10.86.0.2:8087, the worker's pid,
@@ -96,8 +95,8 @@ for lport, size, hdr in curls:
     assert c["pid"] == worker, (c["pid"], worker)
     assert c["command"] == "nginx", c["command"]
     assert c["role"] == "server", c
-    if mode == "strict":
-        assert c["roles_from"] == "handshake", c
+    # Beside tcplife too: its BPF program hides set_state from perf readers, not from ftrace.
+    assert c["roles_from"] == "handshake", c
     sent = c["bytes"]["sent"]
     assert size + hdr <= sent <= (size + hdr) * 1.03, (sent, size, hdr)
     assert c["srtt_ms"] is not None and c["cwnd"], c
@@ -145,7 +144,8 @@ check_clean strict strict || fail "clean run"
 
 # 1b. The same again with libbpf-tools' tcplife beside it, compared connection by connection.
 # A BPF program on a tracepoint that returns 0 (tcplife's does) keeps the event from every
-# perf reader of it: top then sees no sock:inet_sock_set_state and says so in trace.notes.
+# perf reader of it; top reads sock:inet_sock_set_state through its tracefs instance, where
+# the program has no say, so the roles still come from the handshake.
 TCPLIFE_SKIP=""
 if ! command -v tcplife >/dev/null; then
   TCPLIFE_SKIP="tcplife is not installed (apt-get install libbpf-tools)"
@@ -176,13 +176,12 @@ retrans() {
 # One segment per buffer on the server (no segmentation offload): each retransmission the
 # tracepoint reports is then one of the segments the kernel counts.
 ip -n "$S" link set eth0 gso_max_segs 1
-# The kernel's own record of the same tracepoints, as the oracle: a tracefs instance (ftrace's
-# ring, not perf's) with the server's re-sent segments and SYN-ACKs. Its count is what top
-# should see; but on this 2-vCPU virtual machine (kernel 6.18) a tracepoint that fires in the
-# idle task of CPU 1 (a retransmission timer's softirq while that CPU idles) reaches ftrace and
-# never perf: `perf record -a -e tcp:tcp_retransmit_skb` misses every one of them too (122 of
-# 122 in a run of RTO timers alone; those fired in CPU 0's idle task all arrive). So top must
-# count every segment ftrace saw outside an idle task, and no more than ftrace saw in all.
+# The kernel's own record of the same tracepoints, as the oracle: a tracefs instance of the
+# test's (ftrace's ring) with the server's re-sent segments and SYN-ACKs. top reads these
+# tracepoints through an instance of its own, so it must count exactly as many. (Through perf,
+# on this 2-vCPU virtual machine, kernel 6.18, it missed those fired in CPU 1's idle task, a
+# retransmission timer's softirq while that CPU idles: `perf record -a -e
+# tcp:tcp_retransmit_skb` misses all of them too, 122 of 122 in a run of timeouts alone.)
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
 T=/sys/kernel/tracing/instances/$P
 mkdir "$T"
@@ -243,13 +242,13 @@ synacks = sum(c.get("synack_retransmissions") or 0 for c in server)
 rtx_all = sum(c["retransmissions"] for c in server) + synacks
 # The server's namespace re-sent nothing but the worker's segments and the listener's
 # SYN-ACKs, one segment a buffer (gso_max_segs 1 above): ftrace can hold no more than the
-# kernel counted (TcpRetransSegs), and top no more than ftrace, and no fewer than ftrace saw
-# outside the idle task (see the oracle above).
+# kernel counted (TcpRetransSegs), and top read those tracepoints through ftrace, every one.
 why = "top counts %d retransmissions on :%d (%d by the worker, %d SYN-ACKs); ftrace %d (%d in the idle task); " \
     "the server's TcpRetransSegs %d; trace %s" % (rtx_all, port, rtx, synacks, len(events), len(idle), nstat,
     {k: v for k, v in doc["trace"].items() if k in ("lost", "anomalies", "connections", "connections_unlisted", "unmatched_sockets", "notes")})
 assert len(events) <= nstat, why
-assert len(events) - len(idle) <= rtx_all <= len(events), why
+assert "tcp:tcp_retransmit_skb" in doc["trace"]["ftrace"], doc["trace"]["ftrace"]
+assert rtx_all == len(events), why
 f = [f for f in doc["findings"] if f["kind"] in ("packet_loss", "retransmission_timeout")]
 assert f, [x["kind"] for x in doc["findings"]]
 # The server's data is what is dropped: the worker's findings name it. The client may have

@@ -542,3 +542,9 @@ pub fn common_type(raw: &[u8]) -> Option<u32> {
         raw.get(..2)?.try_into().ok()?,
     )))
 }
+
+/// The record's `common_pid` (bytes 4–7: the thread the event fired in, 0
+/// for a CPU's idle task).
+pub fn common_pid(raw: &[u8]) -> Option<u32> {
+    Some(u32::from_ne_bytes(raw.get(4..8)?.try_into().ok()?))
+}

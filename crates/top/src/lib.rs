@@ -1,9 +1,13 @@
 #![recursion_limit = "256"]
 //! `tcpdoctor top`: the kernel's own view of TCP, per process, from its
-//! tracepoints. No packets are copied and no BPF program is compiled: each
-//! tracepoint is opened with `perf_event_open(PERF_TYPE_TRACEPOINT)` on every
-//! CPU, its raw records land in one mmap'd ring per CPU, and are decoded by
-//! the field offsets the tracepoint's `format` file gives at startup.
+//! tracepoints. No packets are copied and no BPF program is compiled: the
+//! socket calls' tracepoints and the sampled `tcp_probe` are opened with
+//! `perf_event_open(PERF_TYPE_TRACEPOINT)` on every CPU, their raw records
+//! landing in one mmap'd ring per CPU; every other tracepoint is read from a
+//! tracefs instance of `top`'s own (`instance.rs`, pages parsed by
+//! `ftrace.rs`: perf misses the events of a CPU's idle task on some
+//! machines). Both are merged by time and decoded by the field offsets the
+//! tracepoint's `format` file gives at startup.
 //!
 //! - `format.rs` parses format files; `decode.rs` turns raw records into
 //!   events (addresses of either family, states, windows, bytes);
@@ -33,6 +37,8 @@ use rustc_hash::FxHashMap;
 pub mod decode;
 pub mod findings;
 pub mod format;
+pub mod ftrace;
+mod instance;
 pub mod metrics;
 pub mod nagle;
 pub mod record;
@@ -149,6 +155,23 @@ pub struct Session {
     lost_now: u64,
     /// Per ring: the record cut in two where its unread bytes wrap.
     joints: Vec<Vec<u8>>,
+    /// The tracefs instance the tracepoints that [`by_ftrace`] are read
+    /// through, and per CPU the pages read from it in one drain.
+    instance: Option<instance::Instance>,
+    pages: Vec<Vec<u8>>,
+    /// Thread → process, for events read through ftrace (their record names
+    /// the thread); emptied every interval.
+    tgids: FxHashMap<u32, u32>,
+}
+
+/// Whether a stream is read through `top`'s tracefs instance rather than a
+/// perf event: every stream of every hit of a tracepoint that fires in the
+/// kernel's own context (timers, a segment's softirq), where a CPU's idle
+/// task may be running. The socket calls' (`sock_send_length`,
+/// `sock_recv_length`: many, in the caller's context) and the sampled
+/// `tcp_probe` (a perf period) stay with perf.
+pub fn by_ftrace(kind: Kind, stream: &Stream) -> bool {
+    !stream.sampled && stream.period == 1 && !matches!(kind, Kind::SendLength | Kind::RecvLength)
 }
 
 fn err(kind: io::ErrorKind, msg: String) -> io::Error {
@@ -336,6 +359,70 @@ fn open_stream(
     Ok(ev)
 }
 
+/// `top`'s tracefs instance with every stream [`by_ftrace`] enabled in it
+/// (their filters noted); `None`, with a note, when no instance can be made
+/// here: every stream is then read through perf.
+fn open_instance(
+    root: &Path,
+    kb_per_cpu: usize,
+    order: &[u32],
+    layouts: &FxHashMap<u32, Layout>,
+    config: &Config,
+    setup: &mut Setup,
+    notes: &mut FxHashMap<(Kind, u64), String>,
+) -> io::Result<Option<instance::Instance>> {
+    let inst = match instance::Instance::create(root, kb_per_cpu) {
+        Ok(i) => i,
+        Err(e) => {
+            setup.ftrace_note = Some(format!(
+                "no tracefs instance of its own ({e}): every tracepoint is read through perf, \
+                 which on some machines misses the events of a CPU's idle task"
+            ));
+            return Ok(None);
+        }
+    };
+    let mut names = Vec::new();
+    for id in order {
+        let layout = &layouts[id];
+        let (system, event) = layout.kind.tracepoint();
+        let label = layout.kind.label();
+        for stream in streams(layout.kind, layout, config.port, config.probe_every) {
+            if !by_ftrace(layout.kind, &stream) {
+                continue;
+            }
+            if let Some(f) = &stream.filter {
+                let note = match inst.filter(system, event, f) {
+                    Ok(()) => format!("{label}: {f}"),
+                    Err(e) if stream.needs_filter => {
+                        return Err(err(
+                            e.kind(),
+                            format!(
+                                "{label}: the kernel refused the filter `{f}` ({e}); run with \
+                                 --probe-every 1"
+                            ),
+                        ))
+                    }
+                    Err(e) => {
+                        format!("{label}: kernel refused `{f}` ({e}); filtered in user space")
+                    }
+                };
+                notes.insert((layout.kind, stream.period), note);
+            }
+            if let Err(e) = inst.enable(system, event) {
+                setup.ftrace_note = Some(format!(
+                    "enabling {label} in the tracefs instance failed ({e}): every tracepoint is \
+                     read through perf"
+                ));
+                return Ok(None);
+            }
+            names.push(label.clone());
+        }
+    }
+    setup.ftrace = names;
+    setup.ftrace_instance = Some(inst.dir().display().to_string());
+    Ok(Some(inst))
+}
+
 impl Session {
     /// Opens every tracepoint on every online CPU and enables them.
     pub fn open(config: Config) -> io::Result<Session> {
@@ -391,11 +478,23 @@ impl Session {
         let mut others = Vec::new();
         let mut sampled = Vec::new();
         let mut filter_notes = FxHashMap::default();
+        let instance = open_instance(
+            &root,
+            setup.ring_bytes_per_cpu / 1024,
+            &order,
+            &layouts,
+            &config,
+            &mut setup,
+            &mut filter_notes,
+        )?;
         for &cpu in &cpus {
             let mut ring: Option<sys::Ring> = None;
             for id in &order {
                 let layout = &layouts[id];
                 for stream in streams(layout.kind, layout, config.port, config.probe_every) {
+                    if instance.is_some() && by_ftrace(layout.kind, &stream) {
+                        continue;
+                    }
                     let ev = open_stream(&stream, *id, cpu, layout, wakeup, &mut filter_notes)?;
                     if stream.sampled {
                         sampled.push(match &ring {
@@ -440,6 +539,18 @@ impl Session {
         for e in &others {
             e.enable()?;
         }
+        let mut instance = instance;
+        if let Some(inst) = &mut instance {
+            inst.start(&cpus).map_err(|e| {
+                err(
+                    e.kind(),
+                    format!(
+                        "starting the tracefs instance {}: {e}",
+                        inst.dir().display()
+                    ),
+                )
+            })?;
+        }
         sys::fix_mmap_threshold();
         let mut tracker = Tracker::new(Filter {
             port: config.port,
@@ -463,13 +574,18 @@ impl Session {
             tracker,
             lost_now: 0,
             joints: Vec::new(),
+            pages: Vec::new(),
+            instance,
+            tgids: FxHashMap::default(),
         })
     }
 
     /// Reads every ring, decodes, feeds the tracker in time order: each
     /// ring is in time order (the events of one CPU), so their records are
     /// merged in place, the earliest first, without copying them out; the
-    /// memory this takes does not grow with a burst.
+    /// memory this takes does not grow with a burst. The instance's pages
+    /// (one CPU's events each, on perf's clock) are read first and merged
+    /// the same way.
     fn drain(&mut self) {
         let Session {
             rings,
@@ -478,20 +594,32 @@ impl Session {
             lost_now,
             probe_samples,
             joints,
+            instance,
+            pages,
+            tgids,
             ..
         } = self;
+        if let Some(inst) = instance.as_mut() {
+            read_pages(inst, pages, rings.len().max(1) * 4096);
+        }
         joints.resize_with(rings.len(), || Vec::with_capacity(1 << 16));
-        let mut heads = Vec::with_capacity(rings.len());
+        let mut heads: Vec<(Source<'_>, Option<record::Sample<'_>>)> =
+            Vec::with_capacity(rings.len() + pages.len());
         let mut ends = Vec::with_capacity(rings.len());
         for (ring, joint) in rings.iter().zip(joints.iter_mut()) {
             let (a, b, head) = ring.unread();
             ends.push(head);
-            let mut runs = Runs::new(record::rejoin(a, b, joint));
-            let first = next_sample(&mut runs, &mut tracker.stats, lost_now);
-            heads.push((runs, first));
+            let mut src = Source::Perf(Runs::new(record::rejoin(a, b, joint)));
+            let first = src.next_sample(&mut tracker.stats, lost_now);
+            heads.push((src, first));
+        }
+        for (cpu, bytes) in pages.iter().enumerate() {
+            let mut src = Source::Ftrace(FtracePages::new(bytes, cpu as u32));
+            let first = src.next_sample(&mut tracker.stats, lost_now);
+            heads.push((src, first));
         }
         loop {
-            // The earliest next sample; on a tie, the first ring's. Samples
+            // The earliest next sample; on a tie, the first source's. Samples
             // wait here undecoded (a borrowed slice, not an event).
             let mut best: Option<(usize, u64)> = None;
             for (i, (_, h)) in heads.iter().enumerate() {
@@ -502,11 +630,12 @@ impl Session {
                 }
             }
             let Some((i, _)) = best else { break };
-            let (runs, head) = &mut heads[i];
+            let (src, head) = &mut heads[i];
             if let Some(s) = head.take() {
-                dispatch(&s, layouts, tracker, probe_samples);
+                let tgids = matches!(src, Source::Ftrace(_)).then_some(&mut *tgids);
+                dispatch(&s, layouts, tracker, probe_samples, tgids);
             }
-            *head = next_sample(runs, &mut tracker.stats, lost_now);
+            *head = src.next_sample(&mut tracker.stats, lost_now);
         }
         drop(heads);
         for (ring, head) in rings.iter_mut().zip(ends) {
@@ -646,6 +775,7 @@ impl Session {
                 };
                 each(&view)?;
                 self.lost_now = 0;
+                self.tgids.clear();
                 let secs = now.duration_since(last).as_secs_f64();
                 self.adapt_probe_period(secs);
                 last = now;
@@ -659,6 +789,9 @@ impl Session {
         }
         for e in &self.others {
             let _ = e.disable();
+        }
+        if let Some(inst) = &self.instance {
+            inst.stop();
         }
         self.drain();
         self.look_up_owners();
@@ -699,6 +832,113 @@ impl ByType {
     }
 }
 
+/// Where samples come from: a perf ring's records, or the pages read from
+/// the tracefs instance for one CPU.
+enum Source<'a> {
+    Perf(Runs<'a>),
+    Ftrace(FtracePages<'a>),
+}
+
+impl<'a> Source<'a> {
+    /// The next sample; the records before it (lost samples, throttling,
+    /// malformed records) are counted on the way.
+    fn next_sample(
+        &mut self,
+        stats: &mut tracker::Stats,
+        lost_now: &mut u64,
+    ) -> Option<record::Sample<'a>> {
+        match self {
+            Source::Perf(runs) => next_sample(runs, stats, lost_now),
+            Source::Ftrace(pages) => pages.next_sample(stats, lost_now),
+        }
+    }
+}
+
+/// The events of the pages read from one CPU's `trace_pipe_raw`, in order.
+struct FtracePages<'a> {
+    bytes: &'a [u8],
+    cpu: u32,
+    page: Option<ftrace::Page<'a>>,
+}
+
+impl<'a> FtracePages<'a> {
+    fn new(bytes: &'a [u8], cpu: u32) -> FtracePages<'a> {
+        FtracePages {
+            bytes,
+            cpu,
+            page: None,
+        }
+    }
+
+    /// As a sample: the thread the record names stands for the process
+    /// until [`dispatch`] looks it up.
+    fn next_sample(
+        &mut self,
+        stats: &mut tracker::Stats,
+        lost_now: &mut u64,
+    ) -> Option<record::Sample<'a>> {
+        loop {
+            if let Some(page) = &mut self.page {
+                match page.next() {
+                    Some(ftrace::Item::Event { time_ns, raw }) => {
+                        let tid = decode::common_pid(raw).unwrap_or(0);
+                        return Some(record::Sample {
+                            pid: tid,
+                            tid,
+                            time_ns,
+                            cpu: self.cpu,
+                            raw,
+                        });
+                    }
+                    Some(ftrace::Item::Malformed) => stats.bad_records += 1,
+                    None => self.page = None,
+                }
+                continue;
+            }
+            if self.bytes.is_empty() {
+                return None;
+            }
+            let (page, rest) = self.bytes.split_at(self.bytes.len().min(ftrace::PAGE));
+            self.bytes = rest;
+            match ftrace::Page::parse(page) {
+                Some(p) => {
+                    if let Some(n) = p.missed {
+                        // A hole of unknown size counts as one.
+                        stats.lost += n.max(1);
+                        *lost_now += n.max(1);
+                    }
+                    self.page = Some(p);
+                }
+                None => stats.bad_records += 1,
+            }
+        }
+    }
+}
+
+/// Reads the pages each CPU's pipe of `inst` has ready into `pages` (one
+/// buffer per CPU, emptied first), at most `max_pages` per CPU: the rest
+/// waits for the next drain.
+fn read_pages(inst: &mut instance::Instance, pages: &mut Vec<Vec<u8>>, max_pages: usize) {
+    pages.resize_with(inst.cpus(), Vec::new);
+    let mut page = [0u8; ftrace::PAGE];
+    for (i, buf) in pages.iter_mut().enumerate() {
+        buf.clear();
+        for _ in 0..max_pages {
+            match inst.read(i, &mut page) {
+                Ok(n) if n > 0 => {
+                    // A short read is a page's start: pad it to a page.
+                    buf.extend_from_slice(&page[..n]);
+                    buf.resize(
+                        buf.len() + (ftrace::PAGE - n % ftrace::PAGE) % ftrace::PAGE,
+                        0,
+                    );
+                }
+                _ => break,
+            }
+        }
+    }
+}
+
 /// The next sample of a ring; the records before it (lost samples,
 /// throttling, malformed records) are counted on the way.
 fn next_sample<'a>(
@@ -726,11 +966,14 @@ fn next_sample<'a>(
 
 /// Decodes one sample and hands it to the tracker; a record that does not
 /// decode is counted.
+/// `tgids`: for a sample read through ftrace, whose pid is the thread's:
+/// the process it belongs to, looked up when the event is a call of its own.
 fn dispatch(
     s: &record::Sample<'_>,
     layouts: &ByType,
     tracker: &mut Tracker,
     probe_samples: &mut u64,
+    tgids: Option<&mut FxHashMap<u32, u32>>,
 ) {
     let stats = &mut tracker.stats;
     let Some(layout) = decode::common_type(s.raw).and_then(|t| layouts.get(t)) else {
@@ -742,13 +985,38 @@ fn dispatch(
             if matches!(ev.detail, decode::Detail::Probe(p) if p.snd_wnd != Some(0)) {
                 *probe_samples += 1;
             }
-            tracker.handle(s.time_ns, s.pid, &ev);
+            let pid = match tgids {
+                Some(cache) if s.tid != 0 && ev.in_process_context() => tgid(cache, s.tid),
+                _ => s.pid,
+            };
+            tracker.handle(s.time_ns, pid, &ev);
         }
         Err(Anomaly::Truncated) => stats.truncated += 1,
         Err(Anomaly::Family) => stats.other_family += 1,
         Err(Anomaly::UnknownType) => stats.unknown_type += 1,
         Err(Anomaly::BadRecord) => stats.bad_records += 1,
     }
+}
+
+/// The process (thread group) of thread `tid`, from `/proc/TID/status`
+/// (`tid` itself once the thread is gone: a single-threaded process's).
+fn tgid(cache: &mut FxHashMap<u32, u32>, tid: u32) -> u32 {
+    if let Some(&p) = cache.get(&tid) {
+        return p;
+    }
+    let p = std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Tgid:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(tid);
+    if cache.len() >= 1 << 16 {
+        cache.clear();
+    }
+    cache.insert(tid, p);
+    p
 }
 
 /// `/proc/PID/comm` and `cmdline` (empty once the process has exited).

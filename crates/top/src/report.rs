@@ -131,6 +131,12 @@ pub struct Setup {
     pub probe_every: u32,
     /// Sampled only while segments come fast (`--probe-every auto`).
     pub probe_auto: bool,
+    /// Tracepoints read through `top`'s tracefs instance (ftrace's ring),
+    /// the rest through perf; the instance's directory.
+    pub ftrace: Vec<String>,
+    pub ftrace_instance: Option<String>,
+    /// Why there is no instance (every tracepoint then read through perf).
+    pub ftrace_note: Option<String>,
 }
 
 impl Setup {
@@ -159,6 +165,9 @@ impl Setup {
             None => note.push_str("; Ctrl-C for the report"),
         }
         let mut notes = vec![note];
+        if let Some(n) = &self.ftrace_note {
+            notes.push(format!("tcpdoctor: {n}"));
+        }
         for m in &self.missing_fields {
             notes.push(format!(
                 "tcpdoctor: this kernel's tracepoint lacks fields (left out): {m}"
@@ -193,6 +202,8 @@ pub fn final_doc(f: &Final, setup: &Setup, cpu_ms: f64, elapsed_ms: f64) -> Valu
             "unavailable": setup.unavailable,
             "missing_fields": setup.missing_fields,
             "kernel_filters": setup.kernel_filters,
+            "ftrace": setup.ftrace,
+            "ftrace_instance": setup.ftrace_instance,
             "cpus": setup.cpus,
             "ring_bytes_per_cpu": setup.ring_bytes_per_cpu,
             "probe_every": setup.probe_every,

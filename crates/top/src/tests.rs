@@ -1339,3 +1339,150 @@ fn nagle_is_named_in_the_interval_it_shows_and_in_the_report() {
     assert_eq!(n[0].occurrences, 5);
     assert_eq!(n[0].details["held_us"], 2 * 40_000 + 3 * 44_000);
 }
+
+// ---- ftrace pages (trace_pipe_raw) ----
+
+const DESTROY: &str = include_str!("testdata/tcp_destroy_sock.format");
+/// One page read from `per_cpu/cpu1/trace_pipe_raw` of an instance with
+/// `sock:inet_sock_set_state` and `tcp:tcp_destroy_sock` enabled, while a
+/// Python process opened and closed a connection to 127.0.0.1:47123.
+const RAW_PAGE: &[u8] = include_bytes!("testdata/trace_pipe_raw.page");
+
+/// A page of `events` ((time delta, record words)), with `extra` words after
+/// the header of the data (time extends, padding) given as raw words first.
+fn page(ts: u64, words: &[u32], flags: u64) -> Vec<u8> {
+    let mut p = Vec::new();
+    p.extend_from_slice(&ts.to_le_bytes());
+    p.extend_from_slice(&((words.len() as u64 * 4) | flags).to_le_bytes());
+    for w in words {
+        p.extend_from_slice(&w.to_le_bytes());
+    }
+    p.resize(crate::ftrace::PAGE, 0);
+    p
+}
+
+fn events(p: &[u8]) -> Vec<Result<(u64, Vec<u8>), ()>> {
+    crate::ftrace::Page::parse(p)
+        .expect("a page")
+        .map(|i| match i {
+            crate::ftrace::Item::Event { time_ns, raw } => Ok((time_ns, raw.to_vec())),
+            crate::ftrace::Item::Malformed => Err(()),
+        })
+        .collect()
+}
+
+#[test]
+fn a_kernel_page_gives_its_events_in_order_and_they_decode() {
+    let p = crate::ftrace::Page::parse(RAW_PAGE).expect("a page");
+    assert_eq!(p.missed, None);
+    let set_state = layout(Kind::SetState, SET_STATE);
+    let destroy = layout(Kind::Destroy, DESTROY);
+    let (mut n, mut destroys, mut last, mut ours) = (0, 0, 0, 0);
+    for item in p {
+        let crate::ftrace::Item::Event { time_ns, raw } = item else {
+            panic!("malformed event in a kernel page");
+        };
+        assert!(time_ns >= last, "time goes back: {time_ns} < {last}");
+        last = time_ns;
+        n += 1;
+        let ev = match crate::decode::common_type(raw) {
+            Some(2287) => set_state.decode(raw).expect("set_state decodes"),
+            Some(2278) => {
+                destroys += 1;
+                destroy.decode(raw).expect("destroy decodes")
+            }
+            t => panic!("unexpected type {t:?}"),
+        };
+        assert_eq!(crate::decode::common_pid(raw), Some(29002));
+        if let Some((l, r)) = ev.tuple {
+            if l.port() == 47123 || r.port() == 47123 {
+                ours += 1;
+            }
+        }
+    }
+    assert_eq!((n, destroys), (15, 3));
+    assert!(ours >= 8, "{ours} events of the connection to :47123");
+}
+
+#[test]
+fn ftrace_pages_small_large_extended_and_padded_events() {
+    // A 2-word event after 100 ns; a time extend of 5 << 27 + 7; a large
+    // event (type_len 0: its length word counts itself) after 3 ns; padding
+    // of 8 bytes (a discarded event); a 1-word event after 1 ns; the rest
+    // of the page padding (type 29, delta 0).
+    let words = [
+        100 << 5 | 2,
+        0xaaaa_aaaa,
+        0xbbbb_bbbb,
+        7 << 5 | 30,
+        5,
+        3 << 5,
+        12,
+        0x1111_1111,
+        0x2222_2222,
+        1 << 5 | 29,
+        4,
+        1 << 5 | 1,
+        0x3333_3333,
+        29,
+    ];
+    let p = page(1_000, &words, 0);
+    let ev = events(&p);
+    let t1 = 1_000 + 100;
+    let t2 = t1 + (5 << 27 | 7) + 3;
+    assert_eq!(
+        ev,
+        vec![
+            Ok((
+                t1,
+                [0xaaaa_aaaau32.to_le_bytes(), 0xbbbb_bbbbu32.to_le_bytes()].concat()
+            )),
+            Ok((
+                t2,
+                [0x1111_1111u32.to_le_bytes(), 0x2222_2222u32.to_le_bytes()].concat()
+            )),
+            Ok((t2 + 1, 0x3333_3333u32.to_le_bytes().to_vec())),
+        ]
+    );
+}
+
+#[test]
+fn ftrace_pages_say_what_was_missed_and_end_at_a_bad_length() {
+    // Missed events with their count stored after the data.
+    let mut p = page(0, &[1 << 5 | 1, 9], 1 << 31 | 1 << 30);
+    p[24..32].copy_from_slice(&42u64.to_le_bytes());
+    assert_eq!(crate::ftrace::Page::parse(&p).unwrap().missed, Some(42));
+    // Missed, count unknown.
+    let p = page(0, &[1 << 5 | 1, 9], 1 << 31);
+    assert_eq!(crate::ftrace::Page::parse(&p).unwrap().missed, Some(0));
+    // An event longer than the data: one malformed item, then the end.
+    let p = page(0, &[1 << 5 | 1, 9, 3 << 5 | 28, 1], 0);
+    assert_eq!(
+        events(&p),
+        vec![Ok((1, 9u32.to_le_bytes().to_vec())), Err(())]
+    );
+    // A length word of 0 (less than itself).
+    let p = page(0, &[0, 0], 0);
+    assert_eq!(events(&p), vec![Err(())]);
+    // A commit longer than the page, a page shorter than its header.
+    let mut p = page(0, &[], 0);
+    p[8..16].copy_from_slice(&5000u64.to_le_bytes());
+    assert!(crate::ftrace::Page::parse(&p).is_none());
+    assert!(crate::ftrace::Page::parse(&[0u8; 10]).is_none());
+}
+
+proptest::proptest! {
+    #[test]
+    fn ftrace_pages_of_any_bytes_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..600)) {
+        if let Some(p) = crate::ftrace::Page::parse(&bytes) {
+            let mut n = 0;
+            for item in p {
+                if let crate::ftrace::Item::Event { raw, .. } = item {
+                    proptest::prop_assert!(raw.len() <= bytes.len());
+                }
+                n += 1;
+                proptest::prop_assert!(n <= bytes.len());
+            }
+        }
+    }
+}
