@@ -2,8 +2,8 @@
 //! buffer of ftrace's, apart from the system's and anyone else's, for the
 //! tracepoints read through ftrace rather than perf. Its clock is perf's
 //! (`trace_clock` `perf`), so its events merge with perf's samples by time;
-//! it drops new events when full (`overwrite` 0) and says how many, as perf
-//! does. The instance is removed when `top` ends; one left by a `top` that
+//! full, it drops its oldest unread events and the next page read says how
+//! many, counted as perf's lost samples are. The instance is removed when `top` ends; one left by a `top` that
 //! was killed is removed by the next (its process is gone).
 //!
 //! Why: on some machines a tracepoint that fires in a CPU's idle task (a
@@ -46,7 +46,9 @@ impl Instance {
             inst.set("buffer_subbuf_size_kb", "4")?;
         }
         inst.set("buffer_size_kb", &kb_per_cpu.max(4).to_string())?;
-        inst.set("options/overwrite", "0")?;
+        // Full, the ring drops its oldest unread events, and the next page
+        // read says how many (without overwrite, drops would not be told).
+        inst.set("options/overwrite", "1")?;
         Ok(inst)
     }
 

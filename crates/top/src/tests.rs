@@ -1486,3 +1486,29 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn the_kernels_own_context_is_read_through_ftrace_socket_calls_and_samples_through_perf() {
+    let probe = layout(Kind::Probe, TCP_PROBE);
+    // Sampled: the window-open stream keeps perf's period; every zero window goes to ftrace.
+    let s = crate::streams(Kind::Probe, &probe, Some(80), 8);
+    assert!(!crate::by_ftrace(Kind::Probe, &s[0]) && crate::by_ftrace(Kind::Probe, &s[1]));
+    // Auto starts at every segment, but its period changes: perf.
+    let auto = crate::streams(Kind::Probe, &probe, None, 0);
+    assert!(!crate::by_ftrace(Kind::Probe, &auto[0]));
+    // Every segment asked for: one stream, ftrace.
+    assert!(crate::by_ftrace(
+        Kind::Probe,
+        &crate::streams(Kind::Probe, &probe, None, 1)[0]
+    ));
+    let rtx = layout(Kind::Retransmit, RETRANSMIT);
+    assert!(crate::by_ftrace(
+        Kind::Retransmit,
+        &crate::streams(Kind::Retransmit, &rtx, Some(80), 8)[0]
+    ));
+    let send = layout(Kind::SendLength, SEND_LENGTH);
+    assert!(!crate::by_ftrace(
+        Kind::SendLength,
+        &crate::streams(Kind::SendLength, &send, None, 8)[0]
+    ));
+}
