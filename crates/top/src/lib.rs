@@ -602,7 +602,11 @@ impl Session {
         } = self;
         if let Some(inst) = instance.as_mut() {
             // At most a ring's worth a CPU: what a drain holds stays bounded.
-            read_pages(inst, pages, (setup.ring_bytes_per_cpu / ftrace::PAGE).max(1));
+            read_pages(
+                inst,
+                pages,
+                (setup.ring_bytes_per_cpu / ftrace::PAGE).max(1),
+            );
         }
         joints.resize_with(rings.len(), || Vec::with_capacity(1 << 16));
         let mut heads: Vec<(Source<'_>, Option<record::Sample<'_>>)> =
