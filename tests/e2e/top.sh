@@ -17,6 +17,7 @@
 #      within 5 s of wrk's start names nagle_delayed_ack on 10.86.0.2:8087, the worker's pid,
 #      the server's role, ~40 ms holds of the 600 bytes; nothing names :8088 (thousands of
 #      requests a second, its ACKs on the next request) and nothing names Nagle elsewhere.
+#   0. As nobody without capabilities (setpriv): exit 2, an error naming root or CAP_PERFMON.
 # Needs root, nginx, curl, iptables, python3; tcplife (libbpf-tools) for the comparison, which
 # is skipped with the reason printed when it cannot run here. Usage: tests/e2e/top.sh TCPDOCTOR
 set -euo pipefail
@@ -28,6 +29,20 @@ fail() { echo "top e2e FAIL: $*" >&2; exit 1; }
 PORT=8086
 
 e2e_netns "$P" 10.86.0
+# 0. As nobody, without capabilities: exit 2, and the error says what is missing.
+if command -v setpriv >/dev/null; then
+  rc=0
+  cp "$TD" "$WORK/tcpdoctor-nobody"
+  chmod 755 "$WORK/tcpdoctor-nobody"
+  setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
+    "$WORK/tcpdoctor-nobody" top --duration 1 > /dev/null 2> "$WORK/nobody.err" || rc=$?
+  msg=$(cat "$WORK/nobody.err")
+  [ "$rc" -eq 2 ] || fail "top as nobody exited $rc (want 2): $msg"
+  case "$msg" in
+    *"permission denied"*root*|*CAP_PERFMON*) echo "top e2e ok: as nobody, exit 2: $msg" ;;
+    *) fail "top as nobody: the error names no privilege: $msg" ;;
+  esac
+fi
 head -c 300000 /dev/urandom > "$WORK/html/big.bin"
 head -c 1000000 /dev/urandom > "$WORK/html/huge.bin"
 mkdir -p "$WORK/small"

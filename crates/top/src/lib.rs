@@ -181,8 +181,26 @@ fn err(kind: io::ErrorKind, msg: String) -> io::Error {
 /// Where tracefs is, mounting it if it is not.
 fn tracefs() -> io::Result<PathBuf> {
     for dir in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
-        if Path::new(dir).join("events/tcp").is_dir() {
-            return Ok(PathBuf::from(dir));
+        let events = Path::new(dir).join("events/tcp");
+        match std::fs::metadata(&events) {
+            Ok(m) if m.is_dir() => return Ok(PathBuf::from(dir)),
+            // Mounted, and readable by root only (its usual mode, 0700).
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+                    .map(|s| s.trim().to_string())
+                    .unwrap_or_else(|_| "?".into());
+                return Err(err(
+                    e.kind(),
+                    format!(
+                        "{}: permission denied: the tracepoints' formats are read from \
+                         tracefs, which only root may read here; run as root (sudo), or give \
+                         this user read access to tracefs and CAP_PERFMON with \
+                         kernel.perf_event_paranoid at 1 or below (now {paranoid})",
+                        events.display()
+                    ),
+                ));
+            }
+            _ => {}
         }
     }
     sys::mount_tracefs().map_err(|e| {
