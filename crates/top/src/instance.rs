@@ -3,8 +3,9 @@
 //! tracepoints read through ftrace rather than perf. Its clock is perf's
 //! (`trace_clock` `perf`), so its events merge with perf's samples by time;
 //! full, it drops its oldest unread events and the next page read says how
-//! many, counted as perf's lost samples are. The instance is removed when `top` ends; one left by a `top` that
-//! was killed is removed by the next (its process is gone).
+//! many, counted as perf's lost samples are. The instance is removed when
+//! `top` ends; one left by a `top` that was killed is removed by the next
+//! (its process is gone).
 //!
 //! Why: on some machines a tracepoint that fires in a CPU's idle task (a
 //! retransmission timer, a segment's softirq while the CPU idles) reaches

@@ -634,13 +634,17 @@ impl Session {
             let (a, b, head) = ring.unread();
             ends.push(head);
             let mut src = Source::Perf(Runs::new(record::rejoin(a, b, joint)));
-            let first = src.next_sample(&mut tracker.stats, lost_now);
-            heads.push((src, first));
+            // A source with nothing to give is left out: the merge below
+            // looks at every source for every sample.
+            if let Some(first) = src.next_sample(&mut tracker.stats, lost_now) {
+                heads.push((src, Some(first)));
+            }
         }
         for (cpu, bytes) in pages.iter().enumerate() {
             let mut src = Source::Ftrace(FtracePages::new(bytes, cpu as u32));
-            let first = src.next_sample(&mut tracker.stats, lost_now);
-            heads.push((src, first));
+            if let Some(first) = src.next_sample(&mut tracker.stats, lost_now) {
+                heads.push((src, Some(first)));
+            }
         }
         loop {
             // The earliest next sample; on a tie, the first source's. Samples
