@@ -6,17 +6,23 @@
 #   e2e_nginx SERVERS          writes $WORK/nginx.conf (keep-alive, sendfile on, one worker,
 #                              root $WORK/html) with the server blocks given, starts nginx
 #   e2e_wait_port PORT...      waits until each port accepts from the client namespace
+#   e2e_delay_path PREFIX NET MS
+#                              a sender namespace PREFIX-a (NET.1.1), a router PREFIX-r running
+#                              delayline.py (each packet MS late: a round trip of 2 MS) and a
+#                              receiver PREFIX-b (NET.2.2); sets A, B, A_IP, B_IP
 # Background processes added to PIDS are stopped on exit, and tracefs instances (directories
 # under /sys/kernel/tracing/instances) added to TRACEFS_INSTANCES removed.
 
 PIDS=()
 TRACEFS_INSTANCES=()
+EXTRA_NETNS=()
 
 e2e_cleanup() {
   local pid
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
   for pid in "${TRACEFS_INSTANCES[@]}"; do rmdir "$pid" 2>/dev/null || true; done
+  for pid in "${EXTRA_NETNS[@]}"; do ip netns del "$pid" 2>/dev/null || true; done
   [ -n "${C:-}" ] && ip netns del "$C" 2>/dev/null
   [ -n "${S:-}" ] && ip netns del "$S" 2>/dev/null
   [ -n "${WORK:-}" ] && rm -rf "$WORK"
@@ -69,4 +75,40 @@ e2e_wait_port() {
       sleep 0.1
     done
   done
+}
+
+e2e_delay_path() {
+  local p=$1 net=$2 delay=$3 n
+  A=$p-a B=$p-b A_IP=$net.1.1 B_IP=$net.2.2
+  for n in "$p-a" "$p-r" "$p-b"; do
+    EXTRA_NETNS+=("$n")
+    ip netns add "$n"
+    ip -n "$n" link set lo up
+  done
+  ip link add "$p-a0" type veth peer name "$p-r0"
+  ip link set "$p-a0" netns "$p-a"
+  ip link set "$p-r0" netns "$p-r"
+  ip link add "$p-r1" type veth peer name "$p-b0"
+  ip link set "$p-r1" netns "$p-r"
+  ip link set "$p-b0" netns "$p-b"
+  ip -n "$p-a" addr add "$A_IP/24" dev "$p-a0"
+  ip -n "$p-r" addr add "$net.1.254/24" dev "$p-r0"
+  ip -n "$p-r" addr add "$net.2.254/24" dev "$p-r1"
+  ip -n "$p-b" addr add "$B_IP/24" dev "$p-b0"
+  ip -n "$p-a" link set "$p-a0" up
+  ip -n "$p-r" link set "$p-r0" up
+  ip -n "$p-r" link set "$p-r1" up
+  ip -n "$p-b" link set "$p-b0" up
+  ip -n "$p-a" route add default via "$net.1.254"
+  ip -n "$p-b" route add default via "$net.2.254"
+  ip netns exec "$p-r" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0
+  ip netns exec "$p-r" python3 "$(dirname "${BASH_SOURCE[0]}")/delayline.py" "$p-t" "$delay" > "$WORK/delay.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 50); do grep -q ready "$WORK/delay.log" 2>/dev/null && break; sleep 0.1; done
+  grep -q ready "$WORK/delay.log" || { echo "the delay line did not start: $(cat "$WORK/delay.log")" >&2; return 1; }
+  ip -n "$p-r" link set "$p-t" up
+  ip netns exec "$p-r" sysctl -qw "net.ipv4.conf.$p-t.rp_filter=0"
+  ip -n "$p-r" route add default dev "$p-t" table 100
+  ip -n "$p-r" rule add iif "$p-r0" lookup 100
+  ip -n "$p-r" rule add iif "$p-r1" lookup 100
 }

@@ -30,14 +30,6 @@ trap 'exit 143' TERM
 NOBODY=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
 
 e2e_netns "$P" 10.83.0
-# The delay-line topology of part 2: sender a - router r (delay line) - receiver b.
-EXTRA=("$P-a" "$P-r" "$P-b")
-cleanup_all() {
-  e2e_cleanup
-  local n
-  for n in "${EXTRA[@]}"; do ip netns del "$n" 2>/dev/null || true; done
-}
-trap cleanup_all EXIT
 
 # 4 (first: fast). Bad input is a usage error.
 rc=0
@@ -157,34 +149,8 @@ print("e2e ok: as nobody in the nginx namespace: %d sockets listed, could_not_re
 PY
 
 # 2. A small receive buffer behind a delay line.
-DELAY=15
-for n in "${EXTRA[@]}"; do ip netns add "$n"; ip -n "$n" link set lo up; done
-ip link add "$P-a0" type veth peer name "$P-r0"
-ip link set "$P-a0" netns "$P-a"
-ip link set "$P-r0" netns "$P-r"
-ip link add "$P-r1" type veth peer name "$P-b0"
-ip link set "$P-r1" netns "$P-r"
-ip link set "$P-b0" netns "$P-b"
-ip -n "$P-a" addr add 10.83.1.1/24 dev "$P-a0"
-ip -n "$P-r" addr add 10.83.1.254/24 dev "$P-r0"
-ip -n "$P-r" addr add 10.83.2.254/24 dev "$P-r1"
-ip -n "$P-b" addr add 10.83.2.2/24 dev "$P-b0"
-ip -n "$P-a" link set "$P-a0" up
-ip -n "$P-r" link set "$P-r0" up
-ip -n "$P-r" link set "$P-r1" up
-ip -n "$P-b" link set "$P-b0" up
-ip -n "$P-a" route add default via 10.83.1.254
-ip -n "$P-b" route add default via 10.83.2.254
-ip netns exec "$P-r" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0
-ip netns exec "$P-r" python3 "$HERE/delayline.py" "$P-t" "$DELAY" > "$WORK/delay.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 50); do grep -q ready "$WORK/delay.log" 2>/dev/null && break; sleep 0.1; done
-grep -q ready "$WORK/delay.log" || fail "the delay line did not start: $(cat "$WORK/delay.log")"
-ip -n "$P-r" link set "$P-t" up
-ip netns exec "$P-r" sysctl -qw "net.ipv4.conf.$P-t.rp_filter=0"
-ip -n "$P-r" route add default dev "$P-t" table 100
-ip -n "$P-r" rule add iif "$P-r0" lookup 100
-ip -n "$P-r" rule add iif "$P-r1" lookup 100
+# The topology: sender a - router r (the delay line, 15 ms each way) - receiver b.
+e2e_delay_path "$P" 10.83 15 || fail "the delay line did not start"
 
 cat > "$WORK/receiver.py" <<'PY'
 import socket, sys
@@ -203,10 +169,10 @@ import socket, sys
 s = socket.create_connection((sys.argv[1], 5001))
 s.sendall(b"\0" * (4 << 20))
 PY
-ip netns exec "$P-b" python3 "$WORK/receiver.py" 10.83.2.2 > "$WORK/receiver.log" 2>&1 &
+ip netns exec "$B" python3 "$WORK/receiver.py" 10.83.2.2 > "$WORK/receiver.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 50); do grep -q listening "$WORK/receiver.log" 2>/dev/null && break; sleep 0.1; done
-ip netns exec "$P-a" python3 "$WORK/sender.py" 10.83.2.2 > "$WORK/sender.log" 2>&1 &
+ip netns exec "$A" python3 "$WORK/sender.py" 10.83.2.2 > "$WORK/sender.log" 2>&1 &
 PIDS+=($!)
 sleep 3
 

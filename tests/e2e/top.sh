@@ -17,6 +17,10 @@
 #      within 5 s of wrk's start names nagle_delayed_ack on 10.86.0.2:8087, the worker's pid,
 #      the server's role, ~40 ms holds of the 600 bytes; nothing names :8088 (thousands of
 #      requests a second, its ACKs on the next request) and nothing names Nagle elsewhere.
+#   4. A corked server (TCP_CORK left on) is not named Nagle.
+#   5. Behind a delay line (30 ms round trip): a reader of 1 KB every 100 ms named zero_window
+#      and a 4 KB SO_RCVBUF receiver named receive_window_limited, each with its own process
+#      and the server's role; a 4 MB receiver reading at once named nothing.
 #   0. As nobody without capabilities (setpriv): exit 2, an error naming root or CAP_PERFMON.
 # Needs root, nginx, curl, iptables, python3; tcplife (libbpf-tools) for the comparison, which
 # is skipped with the reason printed when it cannot run here. Usage: tests/e2e/top.sh TCPDOCTOR
@@ -386,4 +390,93 @@ named = [f for f in doc["findings"] if f["kind"] == "nagle_delayed_ack"]
 assert not named, ("a corked server named Nagle", named)
 print("top e2e ok: a corked server's 552-byte tails on the cork timer are not named Nagle (%d findings: %s)"
       % (len(doc["findings"]), [f["kind"] for f in doc["findings"]]))
+PY
+
+# 5. Receivers behind a delay line (15 ms each way), three at once, one top without a port:
+#    :5002 reads 1 KB every 100 ms (default buffers): the sender meets a zero window, named
+#          zero_window on the reader's endpoint with the reader's process;
+#    :5003 has a 4 KB SO_RCVBUF and reads at once: receive_window_limited on the receiver's
+#          endpoint with its process;
+#    :5004 has a 4 MB SO_RCVBUF and reads at once: neither named.
+e2e_delay_path "$P" 10.86 15 || fail "the delay line did not start"
+cat > "$WORK/reader.py" <<'PYS'
+import socket, sys, time
+ip, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+ls = socket.socket()
+ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+if mode != "slow":  # before listen: the handshake's window too
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096 if mode == "small" else 4 << 20)
+ls.bind((ip, port))
+ls.listen(1)
+print("listening", flush=True)
+c, _ = ls.accept()
+if mode == "slow":
+    while c.recv(1024):
+        time.sleep(0.1)
+else:
+    while c.recv(65536):
+        pass
+PYS
+cat > "$WORK/writer.py" <<'PYS'
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+s.settimeout(float(sys.argv[4]))
+try:
+    s.sendall(b"\0" * int(sys.argv[3]))
+except socket.timeout:
+    pass  # the slow reader's writer stops here, its buffers full
+PYS
+declare -A READER
+for pm in 5002:slow 5003:small 5004:big; do
+  port=${pm%%:*}
+  ip netns exec "$B" python3 "$WORK/reader.py" "$B_IP" "$port" "${pm#*:}" > "$WORK/reader-$port.log" 2>&1 &
+  READER[$port]=$!
+  PIDS+=($!)
+done
+for port in 5002 5003 5004; do
+  for _ in $(seq 50); do grep -q listening "$WORK/reader-$port.log" 2>/dev/null && break; sleep 0.1; done
+  grep -q listening "$WORK/reader-$port.log" || fail "reader :$port did not start: $(cat "$WORK/reader-$port.log")"
+done
+"$TD" top --duration 7 --format json > "$WORK/readers.jsonl" 2> "$WORK/readers.err" &
+TOP=$!
+PIDS+=("$TOP")
+for _ in $(seq 50); do grep -q tracing "$WORK/readers.err" && break; sleep 0.1; done
+grep -q tracing "$WORK/readers.err" || fail "top did not start: $(cat "$WORK/readers.err")"
+W=()
+# 160 KB through a 4 KB buffer at a 30 ms round trip: ~2.5 s.
+for spec in "5002 4000000 4" "5003 160000 6" "5004 4000000 6"; do
+  # shellcheck disable=SC2086
+  ip netns exec "$A" python3 "$WORK/writer.py" "$B_IP" $spec &
+  W+=($!)
+  PIDS+=($!)
+done
+wait "${W[@]}" || fail "a writer failed"
+wait "$TOP" || { cat "$WORK/readers.err" >&2; fail "top exited with $?"; }
+python3 - "$WORK/readers.jsonl" "$B_IP" "${READER[5002]}" "${READER[5003]}" "${READER[5004]}" <<'PY' || fail "readers"
+import json, sys
+doc = [json.loads(l) for l in open(sys.argv[1])][-1]
+ip, slow, small, big = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+def named(kind, port):
+    return [f for f in doc["findings"] if f["kind"] == kind and f["culprit"]["endpoint"] == "%s:%d" % (ip, port)]
+z = named("zero_window", 5002)
+assert len(z) == 1, ("no zero_window on the slow reader", [(f["kind"], f["culprit"]) for f in doc["findings"]])
+z = z[0]
+assert z["process"] and z["process"]["pid"] == slow and z["process"]["command"].startswith("python"), (z["process"], slow)
+# The readers accepted their connections: the culprit is the server's end.
+assert z["culprit"]["role"] == "server", z["culprit"]
+assert z["details"]["stalled_us"] >= 10000, z["details"]
+r = named("receive_window_limited", 5003)
+assert len(r) == 1, ("no receive_window_limited on the 4 KB receiver", [(f["kind"], f["culprit"]) for f in doc["findings"]])
+r = r[0]
+assert r["process"] and r["process"]["pid"] == small, (r["process"], small)
+assert r["culprit"]["role"] == "server", r["culprit"]
+assert r["details"]["min_window_bytes"] <= 8192, r["details"]
+quiet = [f for f in doc["findings"] if f["culprit"]["endpoint"] == "%s:5004" % ip]
+assert not quiet, ("the 4 MB receiver that reads at once was named", quiet)
+print("top e2e ok: slow reader :5002 named zero_window (python3 pid %d, stalled %.0f ms); 4 KB SO_RCVBUF "
+      ":5003 named receive_window_limited (python3 pid %d, %d of %d segments at a window of at least %d bytes); "
+      "the 4 MB receiver :5004: nothing; all findings: %s"
+      % (slow, z["details"]["stalled_us"] / 1000, small, r["details"]["window_bound_segments"],
+         r["details"]["in_flight_segments"], r["details"]["min_window_bytes"],
+         ", ".join("%s %s" % (f["kind"], f["culprit"]["endpoint"]) for f in doc["findings"])))
 PY
