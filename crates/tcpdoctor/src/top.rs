@@ -49,8 +49,10 @@ tcp:tcp_probe fires on every received segment; with --probe-every auto (the defa
 taken on every one until they arrive faster than 20,000 a second, then on one in 8 while the
 peer's window is open (RTT, cwnd and windows are the last sample's; segment counts
 are scaled estimates) and on every segment at a zero window (an ftrace filter on snd_wnd
-splits the two); --probe-every 1 takes every segment. Every other tracepoint is taken on
-every hit.
+splits the two). sock:sock_recv_length (every read of every TCP socket on the host, whatever
+the port) is taken as often: bytes and reads received are then scaled estimates too.
+--probe-every 1 takes every segment and every read. Every other tracepoint is taken on every
+hit.
 
 --port N is filtered in the kernel (sport == N || dport == N) where the tracepoint has ports,
 and here otherwise. Samples the kernel drops because the reader fell behind are counted

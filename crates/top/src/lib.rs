@@ -20,7 +20,9 @@
 //!
 //! `tcp:tcp_probe` (every received segment) is sampled: one in
 //! `probe_every` with the peer's window open, every one at a zero window
-//! (two perf events split by an ftrace filter); every other tracepoint is
+//! (two perf events split by an ftrace filter); so is
+//! `sock:sock_recv_length` (every read of every TCP socket, one in
+//! `probe_every`: bytes read are estimates then); every other tracepoint is
 //! taken on every hit.
 //!
 //! Samples the kernel drops because a ring is full are counted and shown
@@ -69,6 +71,7 @@ pub struct Config {
     /// segment in this many with the peer's window open, every segment
     /// showing it closed (1: every segment; 0: auto, every segment until
     /// they come faster than [`AUTO_RATE`] a second, then one in [`AUTO_EVERY`]).
+    /// `sock:sock_recv_length` (a record per read) is taken one in as many.
     pub probe_every: u32,
 }
 
@@ -143,8 +146,9 @@ pub struct Session {
     rings: Vec<sys::Ring>,
     /// Events writing into another event's ring (kept open).
     others: Vec<sys::Event>,
-    /// The sampled `tcp_probe` streams (window open), as (is a ring's own
-    /// event, index in `rings` or `others`): their period changes in auto mode.
+    /// The sampled streams (`tcp_probe` with the window open, reads), as
+    /// (is a ring's own event, index in `rings` or `others`): their period
+    /// changes in auto mode.
     sampled: Vec<(bool, usize)>,
     /// Their period now, and their samples this interval.
     probe_period: u32,
@@ -280,13 +284,26 @@ pub struct Stream {
 }
 
 /// The perf events one tracepoint is read through. Every tracepoint but
-/// `tcp_probe` is one stream with every hit; with `probe_every` > 1,
-/// `tcp_probe` is two disjoint streams: segments showing the peer's window
-/// open, one in `probe_every` (the numbers of a connection, sampled), and
-/// every segment showing it closed (zero windows, counted and timed).
-/// `probe_every` 0 (auto) splits them too, the first starting at every segment.
+/// `tcp_probe` and `sock_recv_length` is one stream with every hit; with
+/// `probe_every` > 1, `tcp_probe` is two disjoint streams: segments showing
+/// the peer's window open, one in `probe_every` (the numbers of a
+/// connection, sampled), and every segment showing it closed (zero windows,
+/// counted and timed); `sock_recv_length` one stream, one read in
+/// `probe_every`. `probe_every` 0 (auto) samples them too, starting at
+/// every segment and every read.
 pub fn streams(kind: Kind, layout: &Layout, port: Option<u16>, probe_every: u32) -> Vec<Stream> {
     let base = kernel_filter(kind, layout, port);
+    // Reads are sampled with the segments (one per received segment or
+    // two, on every socket of the host, whatever the port): bytes and
+    // reads are then scaled estimates, the reading process still known.
+    if kind == Kind::RecvLength && probe_every != 1 {
+        return vec![Stream {
+            period: u64::from(probe_every.max(1)),
+            filter: base,
+            needs_filter: false,
+            sampled: true,
+        }];
+    }
     let split =
         kind == Kind::Probe && probe_every != 1 && layout.field(decode::Slot::SndWnd).is_some();
     if !split {

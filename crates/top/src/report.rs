@@ -127,7 +127,8 @@ pub struct Setup {
     pub cpus: u32,
     pub ring_bytes_per_cpu: usize,
     /// `tcp:tcp_probe` taken on one received segment in this many (window
-    /// open) when sampled; every segment at a zero window.
+    /// open) when sampled, every segment at a zero window; and
+    /// `sock:sock_recv_length` on one read in this many.
     pub probe_every: u32,
     /// Sampled only while segments come fast (`--probe-every auto`).
     pub probe_auto: bool,

@@ -1512,3 +1512,57 @@ fn the_kernels_own_context_is_read_through_ftrace_socket_calls_and_samples_throu
         &crate::streams(Kind::SendLength, &send, None, 8)[0]
     ));
 }
+
+#[test]
+fn reads_are_sampled_with_the_segments_and_weighed_by_the_period() {
+    // The stream: one, perf (a period that changes), sampled unless every
+    // read is asked for.
+    let recv = layout(Kind::RecvLength, SEND_LENGTH);
+    let s = crate::streams(Kind::RecvLength, &recv, Some(80), 8);
+    assert_eq!(s.len(), 1);
+    assert_eq!(
+        (s[0].period, s[0].sampled, s[0].needs_filter),
+        (8, true, false)
+    );
+    assert_eq!(s[0].filter.as_deref(), Some("protocol == 6"));
+    assert!(!crate::by_ftrace(Kind::RecvLength, &s[0]));
+    let auto = crate::streams(Kind::RecvLength, &recv, None, 0);
+    assert_eq!((auto[0].period, auto[0].sampled), (1, true));
+    let every = crate::streams(Kind::RecvLength, &recv, None, 1);
+    assert_eq!((every[0].period, every[0].sampled), (1, false));
+    // Writes never are: Nagle's rule needs each write's time.
+    let send = layout(Kind::SendLength, SEND_LENGTH);
+    assert!(!crate::streams(Kind::SendLength, &send, None, 8)[0].sampled);
+
+    // A read sampled one in 4 stands for 4 reads of its size; the process
+    // is still the reader's.
+    let read = |t: &mut Tracker, now: u64, n: i32| {
+        t.handle(
+            now,
+            7,
+            &ev(
+                Kind::RecvLength,
+                SK,
+                None,
+                0,
+                Detail::Recv(Io {
+                    ret: n,
+                    flags: 0,
+                    family: Some(2),
+                    protocol: Some(6),
+                }),
+            ),
+        )
+    };
+    let mut t = Tracker::new(Filter::default());
+    accepted(&mut t, 1);
+    read(&mut t, 2, 100);
+    t.probe_every = 4;
+    read(&mut t, 3, 1000);
+    read(&mut t, 4, 0);
+    let f = t.finish();
+    let c = &f.connections[0];
+    assert_eq!(c.totals.received, 100 + 4 * 1000);
+    assert_eq!(c.totals.reads, 1 + 4);
+    assert_eq!(c.pid, Some(7));
+}

@@ -329,9 +329,10 @@ impl Stats {
         }
         if self.probe_sampled_intervals > 0 {
             n.push(format!(
-                "tcp:tcp_probe was sampled in {} interval(s) (segments arrived fast): segment \
-                 counts are estimates, SRTT, CWND and windows those of the last sample, and a \
-                 connection with few segments may have none (--probe-every 1 takes every one)",
+                "tcp:tcp_probe and sock:sock_recv_length were sampled in {} interval(s) \
+                 (segments arrived fast): segment counts and bytes read are estimates, SRTT, \
+                 CWND and windows those of the last sample, and a connection with few segments \
+                 may have none (--probe-every 1 takes every segment and read)",
                 self.probe_sampled_intervals
             ));
         }
@@ -355,7 +356,7 @@ pub struct Filter {
 
 pub struct Tracker {
     filter: Filter,
-    live: FxHashMap<u64, Conn>,
+    live: FxHashMap<u64, Box<Conn>>,
     next_id: u64,
     pub stats: Stats,
     pub names: FxHashMap<u32, ProcName>,
@@ -375,7 +376,8 @@ pub struct Tracker {
     /// The latest event time when the last interval ended.
     interval_mark_ns: u64,
     /// Received segments one `tcp_probe` sample with the window open stands
-    /// for (1: every segment is traced); zero-window samples stand for one.
+    /// for (1: every segment is traced), and reads one `sock_recv_length`
+    /// sample stands for; zero-window samples stand for one.
     pub probe_every: u32,
 }
 
@@ -646,9 +648,11 @@ impl Tracker {
                 }
             }
             Detail::Recv(io) => {
+                // Reads are sampled with the segments: one stands for
+                // probe_every.
                 if io.bytes() > 0 {
-                    c.totals.received += io.bytes();
-                    c.totals.reads += 1;
+                    c.totals.received += io.bytes() * probe_every;
+                    c.totals.reads += probe_every;
                 }
             }
             Detail::RcvqueueFull { .. } | Detail::ExceedBufLimit { .. } => {}
@@ -669,8 +673,8 @@ impl Tracker {
     /// A connection at `sk` from `now` on: the one there retires to
     /// `closing` when `reborn` says the socket started a new life.
     fn start(&mut self, sk: u64, now: u64, reborn: impl Fn(&Conn) -> bool) {
-        if self.live.get(&sk).is_some_and(reborn) {
-            if let Some(mut old) = self.live.remove(&sk) {
+        if self.live.get(&sk).is_some_and(|c| reborn(c)) {
+            if let Some(mut old) = self.live.remove(&sk).map(|b| *b) {
                 old.closed_ns.get_or_insert(old.last_ns);
                 if self.closing.len() < MAX_LIVE {
                     self.closing.push(old);
@@ -685,7 +689,7 @@ impl Tracker {
             }
             let id = self.next_id;
             self.next_id += 1;
-            self.live.insert(sk, Conn::new(id, sk, now));
+            self.live.insert(sk, Box::new(Conn::new(id, sk, now)));
         }
     }
 
@@ -719,7 +723,7 @@ impl Tracker {
             closed.sort_unstable();
             for (_, sk) in closed.into_iter().take(MAX_LIVE / 8) {
                 if let Some(c) = self.live.remove(&sk) {
-                    self.retire(c);
+                    self.retire(*c);
                 }
             }
         }
@@ -816,7 +820,7 @@ impl Tracker {
     }
 
     fn register_owners(&mut self) {
-        for c in self.live.values().chain(self.closing.iter()) {
+        for c in self.live.values().map(|c| &**c).chain(self.closing.iter()) {
             if let (Some(pid), Some(t), Some(role)) = (c.pid, c.tuple(), c.role) {
                 if self.owners.len() >= MAX_LIVE {
                     self.owners.clear();
@@ -838,7 +842,7 @@ impl Tracker {
     pub fn interval(&mut self, top: usize) -> Interval {
         let mut procs: FxHashMap<Option<u32>, ProcRow> = FxHashMap::default();
         let mut rows = Vec::new();
-        for c in self.live.values().chain(self.closing.iter()) {
+        for c in self.live.values().map(|c| &**c).chain(self.closing.iter()) {
             if !self.visible(c) {
                 continue;
             }
@@ -862,7 +866,7 @@ impl Tracker {
         rows.sort_by_key(|r| std::cmp::Reverse(r.delta.sent + r.delta.received + r.delta.acked));
         rows.truncate(top);
         let mut now = Findings::default();
-        for c in self.live.values().chain(self.closing.iter()) {
+        for c in self.live.values().map(|c| &**c).chain(self.closing.iter()) {
             let (n, (holds, ns, bytes)) = (&c.nagle, c.nagle_shown);
             if self.visible(c) && n.holds > holds {
                 now.add_nagle(c, n.holds - holds, n.hold_ns - ns, n.held_bytes - bytes);
@@ -885,7 +889,7 @@ impl Tracker {
         }
         for sk in closed {
             if let Some(c) = self.live.remove(&sk) {
-                self.retire(c);
+                self.retire(*c);
             }
         }
         for c in std::mem::take(&mut self.closing) {
@@ -910,7 +914,7 @@ impl Tracker {
         let open: Vec<u64> = self.live.keys().copied().collect();
         for sk in open {
             if let Some(c) = self.live.remove(&sk) {
-                self.retire(c);
+                self.retire(*c);
             }
         }
         let mut procs: FxHashMap<u32, ProcTotal> = FxHashMap::default();
