@@ -9,7 +9,7 @@
 #   2. 5% random loss of the server's segments (iptables -m statistic in the client
 #      namespace): retransmissions > 0 and a packet_loss or retransmission_timeout finding
 #      naming the nginx worker, its retransmissions and the listener's SYN-ACKs exactly those
-#      a tracefs instance of the test's recorded (at most the namespace's TcpRetransSegs, the
+#      a tracefs instance of the test's recorded (the namespace's TcpRetransSegs, the
 #      server's eth0 at gso_max_segs 1 so that each buffer re-sent is one segment), those fired
 #      in a CPU's idle task too; /metrics (--prometheus) counts the worker's bytes.
 #   3. Nagle: the same worker serves a 600-byte page on :8087 with tcp_nodelay off and on
@@ -260,12 +260,13 @@ server = [c for c in doc["connections"] if (c["local"] or "").endswith(":%d" % p
 synacks = sum(c.get("synack_retransmissions") or 0 for c in server)
 rtx_all = sum(c["retransmissions"] for c in server) + synacks
 # The server's namespace re-sent nothing but the worker's segments and the listener's
-# SYN-ACKs, one segment a buffer (gso_max_segs 1 above): ftrace can hold no more than the
-# kernel counted (TcpRetransSegs), and top read those tracepoints through ftrace, every one.
+# SYN-ACKs, one segment a buffer (gso_max_segs 1 above), each counted by the kernel once
+# (TcpRetransSegs) when its tracepoint fires with err 0: ftrace holds what the kernel counted,
+# and top read those tracepoints through ftrace, every one.
 why = "top counts %d retransmissions on :%d (%d by the worker, %d SYN-ACKs); ftrace %d (%d in the idle task); " \
     "the server's TcpRetransSegs %d; trace %s" % (rtx_all, port, rtx, synacks, len(events), len(idle), nstat,
     {k: v for k, v in doc["trace"].items() if k in ("lost", "anomalies", "connections", "connections_unlisted", "unmatched_sockets", "notes")})
-assert len(events) <= nstat, why
+assert len(events) == nstat, why
 assert "tcp:tcp_retransmit_skb" in doc["trace"]["ftrace"], doc["trace"]["ftrace"]
 assert rtx_all == len(events), why
 f = [f for f in doc["findings"] if f["kind"] in ("packet_loss", "retransmission_timeout")]
