@@ -20,7 +20,8 @@
 #   4. A corked server (TCP_CORK left on) is not named Nagle.
 #   5. Behind a delay line (30 ms round trip): a reader of 1 KB every 100 ms named zero_window
 #      and a 4 KB SO_RCVBUF receiver named receive_window_limited, each with its own process
-#      and the server's role; a 4 MB receiver reading at once named nothing.
+#      and the server's role; a 4 MB receiver reading at once named nothing. Each receiver's
+#      connection carries the socket cookie `sockets` (sock_diag) reports for it.
 #   0. As nobody without capabilities (setpriv): exit 2, an error naming root or CAP_PERFMON.
 # Needs root, nginx, curl, iptables, python3; tcplife (libbpf-tools) for the comparison, which
 # is skipped with the reason printed when it cannot run here. Usage: tests/e2e/top.sh TCPDOCTOR
@@ -417,6 +418,7 @@ if mode == "slow":
 else:
     while c.recv(65536):
         pass
+time.sleep(60)  # the socket stays (CLOSE-WAIT) for `sockets` to see; stopped by the test
 PYS
 cat > "$WORK/writer.py" <<'PYS'
 import socket, sys
@@ -453,10 +455,25 @@ for spec in "5002 4000000 4" "5003 160000 6" "5004 4000000 6"; do
 done
 wait "${W[@]}" || fail "a writer failed"
 wait "$TOP" || { cat "$WORK/readers.err" >&2; fail "top exited with $?"; }
-python3 - "$WORK/readers.jsonl" "$B_IP" "${READER[5002]}" "${READER[5003]}" "${READER[5004]}" <<'PY' || fail "readers"
+# The receivers' sockets are still open: `sockets` (sock_diag) names them by the same cookie.
+ip netns exec "$B" "$TD" sockets --state connected --format json > "$WORK/readers-sockets.json" \
+  || fail "sockets in the receivers' namespace"
+python3 - "$WORK/readers.jsonl" "$B_IP" "${READER[5002]}" "${READER[5003]}" "${READER[5004]}" "$WORK/readers-sockets.json" <<'PY' || fail "readers"
 import json, sys
 doc = [json.loads(l) for l in open(sys.argv[1])][-1]
 ip, slow, small, big = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+# Each receiver's connection: the same socket cookie in top (tcp_probe) and in sock_diag.
+diag = {(s["local"], s["remote"]): s for s in json.load(open(sys.argv[6]))["sockets"]}
+for port, pid in ((5002, slow), (5003, small), (5004, big)):
+    mine = [c for c in doc["connections"] if c["local"] == "%s:%d" % (ip, port)]
+    assert len(mine) == 1, ("top's connections on :%d" % port, mine)
+    c = mine[0]
+    s = diag.get((c["local"], c["remote"]))
+    assert s, ("sockets has no %s -> %s" % (c["local"], c["remote"]), sorted(diag))
+    assert c["cookie"] and c["cookie"] == s["cookie"], (port, c["cookie"], s["cookie"])
+    assert c["pid"] == pid, (port, c["pid"], pid)
+procs = {p["pid"]: p for p in doc["processes"]}
+assert all(procs[p]["cgroup"] for p in (slow, small, big)), [procs[p] for p in (slow, small, big)]
 def named(kind, port):
     return [f for f in doc["findings"] if f["kind"] == kind and f["culprit"]["endpoint"] == "%s:%d" % (ip, port)]
 z = named("zero_window", 5002)

@@ -175,6 +175,9 @@ pub struct Socket {
     /// The socket's inode (0 for TIME_WAIT and connection requests, which no
     /// descriptor refers to).
     pub inode: u32,
+    /// The kernel's id of the socket for its whole life (`sock_gen_cookie`),
+    /// the one `tcpdoctor top` reports for a connection.
+    pub cookie: u64,
     pub uid: u32,
     /// Bytes not yet read by the application / sent and not acknowledged;
     /// for a listener, connections waiting for `accept()` / the backlog.
@@ -205,6 +208,7 @@ impl Socket {
             remote: msg.remote(),
             state: State::from_kernel(msg.state()),
             inode: msg.inode(),
+            cookie: msg.cookie(),
             uid: msg.uid(),
             recv_q: msg.rqueue(),
             send_q: msg.wqueue(),

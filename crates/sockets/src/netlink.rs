@@ -229,6 +229,12 @@ impl<'a> DiagMsg<'a> {
     pub fn inode(&self) -> u32 {
         u32_ne(self.fixed, 68)
     }
+    /// The socket's cookie (`idiag_cookie`: two 32-bit halves, the low one
+    /// first), the kernel's unique id of a socket for its whole life: the
+    /// `sock_cookie` of the TCP tracepoints (`tcpdoctor top`) names the same.
+    pub fn cookie(&self) -> u64 {
+        u64::from(u32_ne(self.fixed, 44)) | (u64::from(u32_ne(self.fixed, 48)) << 32)
+    }
     /// The attributes (`INET_DIAG_*`) that follow the fixed part.
     pub fn attrs(&self) -> Attrs<'a> {
         Attrs {

@@ -85,7 +85,7 @@ impl Kind {
         match self {
             Kind::Probe => &[
                 Sk, Sport, Dport, Family, Saddr, Daddr, SndNxt, SndUna, Cwnd, Ssthresh, SndWnd,
-                Srtt, RcvWnd, DataLen,
+                Srtt, RcvWnd, DataLen, Cookie,
             ],
             Kind::Retransmit => &[
                 Sk, Sport, Dport, Family, Saddr, Daddr, Saddr6, Daddr6, State, Err,
@@ -143,9 +143,10 @@ pub enum Slot {
     Truesize,
     Rcvbuf,
     MemKind,
+    Cookie,
 }
 
-const SLOTS: usize = 28;
+const SLOTS: usize = 29;
 
 impl Slot {
     fn names(self) -> &'static [&'static str] {
@@ -178,6 +179,7 @@ impl Slot {
             Slot::Truesize => &["truesize"],
             Slot::Rcvbuf => &["sk_rcvbuf"],
             Slot::MemKind => &["kind"],
+            Slot::Cookie => &["sock_cookie"],
         }
     }
 }
@@ -202,7 +204,8 @@ impl Layout {
             let f = format.any_field(slot.names()).cloned();
             // The IPv6 arrays are only wanted where the addresses are
             // 4-byte arrays; a sockaddr (`saddr[28]`) holds either.
-            if f.is_none() && !matches!(slot, Slot::Saddr6 | Slot::Daddr6) {
+            // The cookie is an extra (kernels before 5.x have none).
+            if f.is_none() && !matches!(slot, Slot::Saddr6 | Slot::Daddr6 | Slot::Cookie) {
                 missing.push(slot.names()[0]);
             }
             if f.is_none() && matches!(slot, Slot::Saddr6 | Slot::Daddr6) {
@@ -267,6 +270,7 @@ impl Layout {
                 srtt_us: self.u32(raw, Srtt)?,
                 rcv_wnd: self.u32(raw, RcvWnd)?,
                 data_len: self.u32(raw, DataLen)?,
+                cookie: self.uint(raw, Cookie)?,
             }),
             Kind::Retransmit => Detail::Retransmit {
                 state: self.int(raw, State)?.map(|v| v as i32),
@@ -436,6 +440,8 @@ pub struct Probe {
     pub rcv_wnd: Option<u32>,
     /// Payload of the received segment.
     pub data_len: Option<u32>,
+    /// The socket's cookie (`sock_cookie`), where the kernel has it.
+    pub cookie: Option<u64>,
 }
 
 /// A socket call's return (`sock_send_length` / `sock_recv_length`).

@@ -1064,7 +1064,7 @@ fn tgid(cache: &mut FxHashMap<u32, u32>, tid: u32) -> u32 {
     p
 }
 
-/// `/proc/PID/comm` and `cmdline` (empty once the process has exited).
+/// `/proc/PID/comm`, `cmdline` and `cgroup` (empty once the process has exited).
 fn proc_name(pid: u32) -> ProcName {
     let command = std::fs::read_to_string(format!("/proc/{pid}/comm"))
         .map(|s| s.trim_end().to_string())
@@ -1079,5 +1079,24 @@ fn proc_name(pid: u32) -> ProcName {
             s.join(" ")
         })
         .unwrap_or_default();
-    ProcName { command, cmdline }
+    let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .map(|s| cgroup_path(&s))
+        .unwrap_or_default();
+    ProcName {
+        command,
+        cmdline,
+        cgroup,
+    }
+}
+
+/// The cgroup of a `/proc/PID/cgroup` text: the unified hierarchy's path
+/// (`0::/system.slice/nginx.service`) where there is one, else the first
+/// line's.
+pub fn cgroup_path(text: &str) -> String {
+    let path = |l: &str| l.splitn(3, ':').nth(2).map(str::to_string);
+    text.lines()
+        .find(|l| l.starts_with("0::"))
+        .and_then(path)
+        .or_else(|| text.lines().next().and_then(path))
+        .unwrap_or_default()
 }

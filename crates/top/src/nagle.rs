@@ -178,6 +178,7 @@ mod tests {
             srtt_us: Some(50),
             rcv_wnd: Some(65_535),
             data_len: Some(data_len),
+            cookie: None,
         }
     }
 

@@ -84,6 +84,7 @@ fn conn(c: &Conn, f: &Final) -> Value {
         "pid": c.pid,
         "command": c.pid.and_then(|p| f.names.get(&p)).map(|n| n.command.clone()).filter(|n| !n.is_empty()),
         "owner_from": c.owner_source,
+        "cookie": c.cookie,
         "state": c.state,
         "closed": c.closed_ns.is_some(),
         "duration_ms": end.saturating_sub(c.first_ns) as f64 / 1e6,

@@ -161,12 +161,15 @@ fn tcp_probe_decodes_sockaddr_addresses_ports_and_windows() {
         3896,
         65536,
     );
+    let mut raw = raw;
+    put(&mut raw, &l, "sock_cookie", 0x1_0000_2a2b, TCP_PROBE);
     let ev = l.decode(&raw).expect("decodes");
     assert_eq!(ev.sk, 0xffff_8880_1234_5678);
     assert_eq!(ev.tuple, Some((sa("10.0.0.1:80"), sa("10.0.0.2:40000"))));
     let Detail::Probe(p) = ev.detail else {
         panic!("a probe")
     };
+    assert_eq!(p.cookie, Some(0x1_0000_2a2b));
     assert_eq!(p.snd_una, Some(1000));
     assert_eq!(p.snd_nxt, Some(3896));
     assert_eq!(p.snd_wnd, Some(65536));
@@ -399,6 +402,7 @@ fn probe(una: u32, nxt: u32, wnd: u32) -> Detail {
         rcv_wnd: Some(65535),
         ssthresh: None,
         data_len: Some(0),
+        cookie: None,
     })
 }
 
@@ -451,6 +455,7 @@ fn softirq_events_are_charged_to_the_process_that_wrote() {
         ProcName {
             command: "nginx".into(),
             cmdline: "nginx: worker process".into(),
+            cgroup: "/system.slice/nginx.service".into(),
         },
     );
     let f = t.finish();
@@ -1565,4 +1570,47 @@ fn reads_are_sampled_with_the_segments_and_weighed_by_the_period() {
     assert_eq!(c.totals.received, 100 + 4 * 1000);
     assert_eq!(c.totals.reads, 1 + 4);
     assert_eq!(c.pid, Some(7));
+}
+
+#[test]
+fn a_process_cgroup_is_the_unified_hierarchy_path() {
+    assert_eq!(
+        crate::cgroup_path("0::/system.slice/nginx.service\n"),
+        "/system.slice/nginx.service"
+    );
+    // Hybrid: the unified line, wherever it is.
+    assert_eq!(
+        crate::cgroup_path("4:memory:/docker/abc\n0::/docker/abc\n"),
+        "/docker/abc"
+    );
+    // cgroup v1 only: the first hierarchy's path.
+    assert_eq!(
+        crate::cgroup_path("9:name=systemd:/user.slice\n"),
+        "/user.slice"
+    );
+    assert_eq!(crate::cgroup_path(""), "");
+}
+
+#[test]
+fn a_connection_keeps_its_sockets_cookie() {
+    let mut t = Tracker::new(Filter::default());
+    accepted(&mut t, 1);
+    let mut p = match probe(1000, 2000, 65535) {
+        Detail::Probe(p) => p,
+        _ => unreachable!(),
+    };
+    p.cookie = Some(77);
+    t.handle(
+        2,
+        0,
+        &ev(Kind::Probe, SK, Some(SERVER), 0x10, Detail::Probe(p)),
+    );
+    p.cookie = Some(0);
+    t.handle(
+        3,
+        0,
+        &ev(Kind::Probe, SK, Some(SERVER), 0x10, Detail::Probe(p)),
+    );
+    let f = t.finish();
+    assert_eq!(f.connections[0].cookie, Some(77));
 }

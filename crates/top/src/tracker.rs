@@ -121,6 +121,9 @@ pub struct Conn {
     pub id: u64,
     #[serde(skip)]
     pub sk: u64,
+    /// The socket's cookie (`sock_cookie` of `tcp_probe`): the kernel's id
+    /// of it for its whole life, as `sockets` (sock_diag) reports it too.
+    pub cookie: Option<u64>,
     pub local: Option<SocketAddr>,
     pub remote: Option<SocketAddr>,
     pub role: Option<Role>,
@@ -199,6 +202,7 @@ impl Conn {
         Conn {
             id,
             sk,
+            cookie: None,
             local: None,
             remote: None,
             role: None,
@@ -270,6 +274,9 @@ impl Conn {
 pub struct ProcName {
     pub command: String,
     pub cmdline: String,
+    /// Its cgroup (v2: the path of `0::`; else the first hierarchy's),
+    /// empty when unknown: the service or container it runs in.
+    pub cgroup: String,
 }
 
 /// Counts of the whole trace.
@@ -528,6 +535,9 @@ impl Tracker {
         let probe_every = u64::from(self.probe_every.max(1));
         match ev.detail {
             Detail::Probe(p) => {
+                if let Some(k) = p.cookie.filter(|&k| k != 0) {
+                    c.cookie.get_or_insert(k);
+                }
                 c.nagle
                     .segment(time_ns, &p, c.ca_state, !ev.in_process_context());
                 // A sample with the window open stands for probe_every
@@ -926,6 +936,7 @@ impl Tracker {
                     pid,
                     command: name.command,
                     cmdline: name.cmdline,
+                    cgroup: (!name.cgroup.is_empty()).then_some(name.cgroup),
                     connections: a.connections,
                     totals: a.totals,
                     rto_episodes: a.rto_episodes,
@@ -1029,6 +1040,7 @@ pub struct ProcTotal {
     pub pid: u32,
     pub command: String,
     pub cmdline: String,
+    pub cgroup: Option<String>,
     pub connections: u64,
     #[serde(flatten)]
     pub totals: Counters,
