@@ -23,6 +23,8 @@
 #      and the server's role; a 4 MB receiver reading at once named nothing. Each receiver's
 #      connection carries the socket cookie `sockets` (sock_diag) reports for it.
 #   0. As nobody without capabilities (setpriv): exit 2, an error naming root or CAP_PERFMON.
+#      A kernel without the tracepoints (tracefs' events hidden in a mount namespace): exit 2
+#      and what was looked for; without the sock ones, top traces the tcp ones.
 # Needs root, nginx, curl, iptables, python3; tcplife (libbpf-tools) for the comparison, which
 # is skipped with the reason printed when it cannot run here. Usage: tests/e2e/top.sh TCPDOCTOR
 set -euo pipefail
@@ -47,6 +49,33 @@ if command -v setpriv >/dev/null; then
     *"permission denied"*root*|*CAP_PERFMON*) echo "top e2e ok: as nobody, exit 2: $msg" ;;
     *) fail "top as nobody: the error names no privilege: $msg" ;;
   esac
+fi
+# 0b. A kernel without the tracepoints, as top sees it: in a mount namespace of its own, an
+# empty directory over tracefs' events/tcp and events/sock (the host's tracefs is untouched).
+# Both hidden: exit 2, an error saying what was looked for; the sock ones only: top runs on
+# the tcp ones and lists the others as unavailable.
+if command -v unshare >/dev/null; then
+  mkdir -p "$WORK/empty"
+  rc=0
+  unshare -m sh -c 'mount --make-rprivate / && mount --bind "$1" /sys/kernel/tracing/events/tcp &&
+    mount --bind "$1" /sys/kernel/tracing/events/sock && exec "$2" top --duration 1' sh "$WORK/empty" "$TD" \
+    > /dev/null 2> "$WORK/none.err" || rc=$?
+  msg=$(cat "$WORK/none.err")
+  [ "$rc" -eq 2 ] || fail "top without tracepoints exited $rc (want 2): $msg"
+  case "$msg" in
+    *"none of the TCP tracepoints exist"*tcp:tcp_probe*) echo "top e2e ok: no tracepoints, exit 2: ${msg:0:120}..." ;;
+    *) fail "top without tracepoints: the error does not say what is missing: $msg" ;;
+  esac
+  unshare -m sh -c 'mount --make-rprivate / && mount --bind "$1" /sys/kernel/tracing/events/sock &&
+    exec "$2" top --duration 1 --format json' sh "$WORK/empty" "$TD" > "$WORK/nosock.jsonl" 2> "$WORK/nosock.err" \
+    || fail "top without the sock tracepoints failed: $(cat "$WORK/nosock.err")"
+  python3 - "$WORK/nosock.jsonl" <<'PY' || fail "top without the sock tracepoints"
+import json, sys
+t = json.loads(open(sys.argv[1]).read().splitlines()[-1])["trace"]
+assert "sock:sock_send_length" in t["unavailable"] and "tcp:tcp_probe" in t["tracepoints"], t
+assert not [x for x in t["tracepoints"] if x.startswith("sock:")], t["tracepoints"]
+print("top e2e ok: without the sock tracepoints top traces %d tcp ones, %d unavailable" % (len(t["tracepoints"]), len(t["unavailable"])))
+PY
 fi
 head -c 300000 /dev/urandom > "$WORK/html/big.bin"
 head -c 1000000 /dev/urandom > "$WORK/html/huge.bin"

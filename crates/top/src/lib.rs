@@ -502,7 +502,13 @@ impl Session {
         if order.is_empty() {
             return Err(err(
                 io::ErrorKind::NotFound,
-                "none of the TCP tracepoints exist on this kernel".into(),
+                format!(
+                    "none of the TCP tracepoints exist on this kernel ({} has no {}): \
+                     top needs at least one (kernel 4.16 or newer has tcp:tcp_probe and \
+                     sock:inet_sock_set_state)",
+                    root.join("events").display(),
+                    Kind::ALL.map(|k| k.label()).join(", ")
+                ),
             ));
         }
         let pages = config.ring_pages.max(1).next_power_of_two();
