@@ -21,7 +21,10 @@
 #   5. Behind a delay line (30 ms round trip): a reader of 1 KB every 100 ms named zero_window
 #      and a 4 KB SO_RCVBUF receiver named receive_window_limited, each with its own process
 #      and the server's role; a 4 MB receiver reading at once named nothing. Each receiver's
-#      connection carries the socket cookie `sockets` (sock_diag) reports for it.
+#      connection carries the socket cookie `sockets` (sock_diag) reports for it. A
+#      non-blocking writer with SO_SNDBUF 16 KB named send_buffer_limited with its process;
+#      non-blocking writers with autotuned buffers not (one of them meets EAGAIN behind the
+#      4 KB window). --html writes the report as a complete page with every finding.
 #   0. As nobody without capabilities (setpriv): exit 2, an error naming root or CAP_PERFMON.
 #      A kernel without the tracepoints (tracefs' events hidden in a mount namespace): exit 2
 #      and what was looked for; without the sock ones, top traces the tcp ones.
@@ -449,37 +452,57 @@ else:
         pass
 time.sleep(60)  # the socket stays (CLOSE-WAIT) for `sockets` to see; stopped by the test
 PYS
+# writer.py IP PORT BYTES SECONDS [MODE]: MODE "blocking" (sendall), "nb" (non-blocking writes
+# of 64 KB, select() on EAGAIN), "nb-sndbuf=N" (the same with SO_SNDBUF N before connecting).
 cat > "$WORK/writer.py" <<'PYS'
-import socket, sys
-s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
-s.settimeout(float(sys.argv[4]))
-try:
-    s.sendall(b"\0" * int(sys.argv[3]))
-except socket.timeout:
-    pass  # the slow reader's writer stops here, its buffers full
+import select, socket, sys, time
+ip, port, n, limit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+mode = sys.argv[5] if len(sys.argv) > 5 else "blocking"
+s = socket.socket()
+if mode.startswith("nb-sndbuf="):
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, int(mode.split("=")[1]))
+s.connect((ip, port))
+if mode == "blocking":
+    s.settimeout(limit)
+    try:
+        s.sendall(b"\0" * n)
+    except socket.timeout:
+        pass  # the slow reader's writer stops here, its buffers full
+else:
+    s.setblocking(False)
+    chunk, end = memoryview(b"\0" * 65536), time.time() + limit
+    while n > 0 and time.time() < end:
+        try:
+            n -= s.send(chunk[: min(n, 65536)])
+        except BlockingIOError:
+            select.select([], [s], [], 1.0)
 PYS
 declare -A READER
-for pm in 5002:slow 5003:small 5004:big; do
+for pm in 5002:slow 5003:small 5004:big 5005:big 5006:big; do
   port=${pm%%:*}
   ip netns exec "$B" python3 "$WORK/reader.py" "$B_IP" "$port" "${pm#*:}" > "$WORK/reader-$port.log" 2>&1 &
   READER[$port]=$!
   PIDS+=($!)
 done
-for port in 5002 5003 5004; do
+for port in 5002 5003 5004 5005 5006; do
   for _ in $(seq 50); do grep -q listening "$WORK/reader-$port.log" 2>/dev/null && break; sleep 0.1; done
   grep -q listening "$WORK/reader-$port.log" || fail "reader :$port did not start: $(cat "$WORK/reader-$port.log")"
 done
-"$TD" top --duration 7 --format json > "$WORK/readers.jsonl" 2> "$WORK/readers.err" &
+"$TD" top --duration 7 --format json --html "$WORK/readers.html" > "$WORK/readers.jsonl" 2> "$WORK/readers.err" &
 TOP=$!
 PIDS+=("$TOP")
 for _ in $(seq 50); do grep -q tracing "$WORK/readers.err" && break; sleep 0.1; done
 grep -q tracing "$WORK/readers.err" || fail "top did not start: $(cat "$WORK/readers.err")"
 W=()
-# 160 KB through a 4 KB buffer at a 30 ms round trip: ~2.5 s.
-for spec in "5002 4000000 4" "5003 160000 6" "5004 4000000 6"; do
+declare -A WRITER
+# 160 KB through a 4 KB buffer at a 30 ms round trip: ~2.5 s; 1.5 MB through a 16 KB send
+# buffer: ~2 s.
+for spec in "5002 4000000 4" "5003 160000 6 nb" "5004 4000000 6" "5005 1500000 6 nb-sndbuf=16384" \
+  "5006 4000000 6 nb"; do
   # shellcheck disable=SC2086
   ip netns exec "$A" python3 "$WORK/writer.py" "$B_IP" $spec &
   W+=($!)
+  WRITER[${spec%% *}]=$!
   PIDS+=($!)
 done
 wait "${W[@]}" || fail "a writer failed"
@@ -487,7 +510,8 @@ wait "$TOP" || { cat "$WORK/readers.err" >&2; fail "top exited with $?"; }
 # The receivers' sockets are still open: `sockets` (sock_diag) names them by the same cookie.
 ip netns exec "$B" "$TD" sockets --state connected --format json > "$WORK/readers-sockets.json" \
   || fail "sockets in the receivers' namespace"
-python3 - "$WORK/readers.jsonl" "$B_IP" "${READER[5002]}" "${READER[5003]}" "${READER[5004]}" "$WORK/readers-sockets.json" <<'PY' || fail "readers"
+python3 - "$WORK/readers.jsonl" "$B_IP" "${READER[5002]}" "${READER[5003]}" "${READER[5004]}" "$WORK/readers-sockets.json" \
+  "${WRITER[5005]}" "${WRITER[5003]}" "${WRITER[5006]}" "$A_IP" "$WORK/readers.html" <<'PY' || fail "readers"
 import json, sys
 doc = [json.loads(l) for l in open(sys.argv[1])][-1]
 ip, slow, small, big = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
@@ -520,6 +544,43 @@ assert r["culprit"]["role"] == "server", r["culprit"]
 assert r["details"]["min_window_bytes"] <= 8192, r["details"]
 quiet = [f for f in doc["findings"] if f["culprit"]["endpoint"] == "%s:5004" % ip]
 assert not quiet, ("the 4 MB receiver that reads at once was named", quiet)
+# Send buffers: the non-blocking writer with SO_SNDBUF 16 KB (to :5005) is named, on its own
+# endpoint and process; the non-blocking writers with autotuned buffers are not, the one to the
+# 4 KB receiver (:5003) although its writes meet EAGAIN too (the window holds its data back),
+# nor the one to :5006.
+pinned, windowed, tuned = int(sys.argv[7]), int(sys.argv[8]), int(sys.argv[9])
+sb = [f for f in doc["findings"] if f["kind"] == "send_buffer_limited"]
+assert [f["process"]["pid"] for f in sb] == [pinned], ("send_buffer_limited", [(f["culprit"], f["process"], f["details"]) for f in sb], pinned)
+s = sb[0]
+assert s["culprit"]["role"] == "client" and s["culprit"]["endpoint"].startswith(sys.argv[10] + ":"), s["culprit"]
+ws = {c["pid"]: c for c in doc["connections"] if c["pid"] in (windowed, tuned)}
+assert ws[windowed]["send_errors"] > 0, ("the writer to the 4 KB receiver met no EAGAIN", ws[windowed])
+# --html: the same report as a page, complete, every finding's kind and fix on it, no script.
+from html.parser import HTMLParser
+page = open(sys.argv[11], encoding="utf-8").read()
+class Tags(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.open, self.scripts = [], 0
+    def handle_starttag(self, tag, attrs):
+        self.scripts += tag == "script"
+        if tag not in ("meta", "br", "hr", "link", "img", "col", "wbr"):
+            self.open.append(tag)
+    def handle_endtag(self, tag):
+        assert self.open and self.open[-1] == tag, ("unbalanced", tag, self.open[-3:])
+        self.open.pop()
+t = Tags()
+t.feed(page)
+assert page.lstrip().startswith("<!DOCTYPE html>") and not t.open and t.scripts == 0, (t.open, t.scripts)
+import html as htmllib
+for f in doc["findings"]:
+    assert f["kind"] in page and htmllib.escape(f["fix"], quote=False)[:60] in page, f["kind"]
+print("top e2e ok: --html: a complete page (%d bytes, no script) with the %d findings and their fixes"
+      % (len(page), len(doc["findings"])))
+print("top e2e ok: SO_SNDBUF 16 KB writer (pid %d) named send_buffer_limited on %d of %d segments (%d EAGAIN); "
+      "the autotuned writers not (the one to the 4 KB receiver met %d EAGAIN)"
+      % (pinned, s["details"]["sndbuf_bound_segments"], s["details"]["in_flight_segments"], s["details"]["send_errors"],
+         ws[windowed]["send_errors"]))
 print("top e2e ok: slow reader :5002 named zero_window (python3 pid %d, stalled %.0f ms); 4 KB SO_RCVBUF "
       ":5003 named receive_window_limited (python3 pid %d, %d of %d segments at a window of at least %d bytes); "
       "the 4 MB receiver :5004: nothing; all findings: %s"

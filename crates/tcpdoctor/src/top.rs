@@ -1,11 +1,15 @@
 //! `tcpdoctor top`: the kernel's own view of TCP per process, from its
 //! tracepoints (the work is in `tcpdoctor-top`).
 
+use std::ffi::OsString;
+use std::fs::{self, File};
 use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context;
 use tcpdoctor_top::{Config, Session};
 
 use crate::load::parse_duration;
@@ -16,6 +20,7 @@ Examples:
   sudo tcpdoctor top                            every process's TCP, a table every second
   sudo tcpdoctor top --port 8080 --duration 30s what nginx on :8080 is doing, then a report
   sudo tcpdoctor top --pid 4242 --format json | tail -1 | jq '.findings[] | {kind, process}'
+  sudo tcpdoctor top --duration 1m --html top.html  then the report as a web page too
 
 Every interval: per process, bytes written and read per second, writes, retransmissions,
 retransmission timeouts (RTO) and resets; then the busiest connections with their smoothed
@@ -82,8 +87,16 @@ tcpdoctor_top_lost_samples_total, tcpdoctor_top_open_connections, and per comman
 tcpdoctor_top_written_bytes_total, tcpdoctor_top_read_bytes_total, tcpdoctor_top_writes_total,
 tcpdoctor_top_retransmits_total (labelled by command, not pid: pids come and go).
 
+--html FILE also writes the report as one self-contained HTML page (no script, nothing
+loaded from the network; commands and command lines shown as text): the trace, the
+findings with their explanation and fix, the processes and the connections, from the same
+document as the JSON report. It is written at the end, under a temporary name next to FILE,
+then renamed; a directory that does not exist or cannot be written is refused before the
+trace starts.
+
 Exit status: 0 done; 1 --fail-on-finding was given and a finding was reported; 2 usage error,
-no tracepoints, an address for --prometheus that cannot be bound, or missing privileges.";
+no tracepoints, an address for --prometheus that cannot be bound, an --html file that cannot
+be written, or missing privileges.";
 
 #[derive(clap::Args)]
 pub struct TopArgs {
@@ -119,6 +132,11 @@ pub struct TopArgs {
     /// Exit with status 1 when the report has a finding (for scripts).
     #[arg(long)]
     fail_on_finding: bool,
+    /// Also write the final report as a self-contained HTML page (findings with their
+    /// explanation and fix, processes, connections: what the JSON report holds), at the end
+    /// of the trace. Refused before tracing starts if its directory cannot be written.
+    #[arg(long, value_name = "REPORT.html")]
+    html: Option<PathBuf>,
 }
 
 /// `auto` → 0, else N in 1..=2^20.
@@ -132,6 +150,48 @@ fn parse_every(s: &str) -> Result<u32, String> {
     }
 }
 
+/// The temporary name the page is written under, next to `path`.
+fn staging(path: &Path) -> anyhow::Result<PathBuf> {
+    let name = path
+        .file_name()
+        .with_context(|| format!("--html {}: not a file name", path.display()))?;
+    let mut tmp = OsString::from(".");
+    tmp.push(name);
+    tmp.push(format!(".tmp.{}", std::process::id()));
+    Ok(path.with_file_name(tmp))
+}
+
+/// Refuses, before the trace, a page that could not be written: `path` a
+/// directory, or its directory missing or not writable (a file is created
+/// there and removed).
+fn check_writable(path: &Path) -> anyhow::Result<()> {
+    if path.is_dir() {
+        anyhow::bail!("--html {}: is a directory", path.display());
+    }
+    let tmp = staging(path)?;
+    File::create(&tmp)
+        .with_context(|| format!("--html {}: cannot write the page there", path.display()))?;
+    let _ = fs::remove_file(&tmp);
+    Ok(())
+}
+
+/// Writes `page` under a temporary name next to `path`, renamed once
+/// complete: a full disk leaves no half-written page under the name asked for.
+fn write_page(path: &Path, page: &str) -> anyhow::Result<()> {
+    let tmp = staging(path)?;
+    let written = File::create(&tmp)
+        .and_then(|mut f| {
+            f.write_all(page.as_bytes())?;
+            f.sync_all()
+        })
+        .and_then(|()| fs::rename(&tmp, path));
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(e).with_context(|| format!("--html {}", path.display()));
+    }
+    Ok(())
+}
+
 pub fn run(args: &TopArgs) -> anyhow::Result<u8> {
     if args.interval < Duration::from_millis(100) {
         anyhow::bail!("--interval must be at least 100ms");
@@ -143,6 +203,9 @@ pub fn run(args: &TopArgs) -> anyhow::Result<u8> {
         if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
             anyhow::bail!("--pid {pid}: no such process");
         }
+    }
+    if let Some(path) = &args.html {
+        check_writable(path)?;
     }
     let mut metrics = args
         .prometheus
@@ -206,16 +269,22 @@ pub fn run(args: &TopArgs) -> anyhow::Result<u8> {
         }
         out.flush()
     })?;
+    let mut doc = outcome.json();
+    tcpdoctor_report::stamp(&mut doc, "top", input);
+    // A page that cannot be written (a full disk) fails the command after
+    // the report: the trace is not lost with it.
+    let written = args.html.as_deref().map_or(Ok(()), |path| {
+        write_page(path, &tcpdoctor_top::html::render(&doc))
+    });
     match format {
         Format::Json => {
-            let mut doc = outcome.json();
-            tcpdoctor_report::stamp(&mut doc, "top", input);
             serde_json::to_writer(&mut out, &doc)?;
             out.write_all(b"\n")?;
         }
         Format::Text => out.write_all(outcome.text().as_bytes())?,
     }
     out.flush()?;
+    written?;
     if args.fail_on_finding && !outcome.report.findings.is_empty() {
         return Ok(EXIT_FINDING);
     }

@@ -18,6 +18,13 @@
 //!   and >= 20% of those with data in flight, the bytes in flight were at
 //!   >= 90% of the peer's advertised window.
 //!
+//! - `send_buffer_limited`: on at least 10 received segments (3 samples)
+//!   and a fifth of those with data in flight, a non-blocking writer waited
+//!   for buffer space (its last write returned `EAGAIN`) with everything it
+//!   wrote already sent, the peer's window open for another segment and no
+//!   loss recovery: the flight was the send buffer. (A blocking writer's
+//!   wait shows no event until its write returns: not seen.)
+//!
 //! - `nagle_delayed_ack`: on >= [`MIN_NAGLE_HOLDS`] pure ACKs, the socket
 //!   held a write's tail unsent with data in flight and room in both
 //!   windows, since its last write at least 20 ms and two round trips
@@ -65,6 +72,7 @@ pub enum FindingKind {
     SynRetransmit,
     ZeroWindow,
     ReceiveWindowLimited,
+    SendBufferLimited,
     PacketLoss,
 }
 
@@ -302,6 +310,24 @@ impl Findings {
                 ],
             );
         }
+        let bound = c.sndbuf_bound_segments;
+        if bound >= 10
+            && c.sndbuf_bound_samples >= MIN_BOUND_SAMPLES
+            && bound * 5 >= c.in_flight_segments
+        {
+            hit(
+                FindingKind::SendBufferLimited,
+                c.local,
+                role.name(),
+                c.pid,
+                1,
+                &[
+                    ("sndbuf_bound_segments", bound),
+                    ("in_flight_segments", c.in_flight_segments),
+                    ("send_errors", c.send_errors),
+                ],
+            );
+        }
         self.add_nagle(c, c.nagle.holds, c.nagle.hold_ns, c.nagle.held_bytes);
     }
 
@@ -464,6 +490,22 @@ fn words(kind: FindingKind, endpoint: &str, who: &str, a: &Acc) -> (String, Stri
             ),
             "read the socket faster (or from a dedicated thread); a bigger receive buffer \
              (do not pin SO_RCVBUF small; net.ipv4.tcp_rmem) only buys time"
+                .into(),
+        ),
+        FindingKind::SendBufferLimited => (
+            format!(
+                "{endpoint} ({who}) was held back by its own send buffer on {conns}: on {} of {} \
+                 received segments with data in flight, its last write had found the buffer \
+                 full (EAGAIN, {} in all) while everything written was already in flight, the \
+                 peer's window had room and no loss was being recovered: the flight was all \
+                 SO_SNDBUF holds, so throughput was send buffer / round trip",
+                d(a, "sndbuf_bound_segments"),
+                d(a, "in_flight_segments"),
+                d(a, "send_errors")
+            ),
+            "let the send buffer autotune (remove a small SO_SNDBUF; nginx: `sndbuf=` in \
+             `listen`), or set it to at least the bandwidth-delay product; raise \
+             net.ipv4.tcp_wmem's maximum if autotuning stops there"
                 .into(),
         ),
         FindingKind::ReceiveWindowLimited => (

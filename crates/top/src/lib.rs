@@ -40,6 +40,7 @@ pub mod decode;
 pub mod findings;
 pub mod format;
 pub mod ftrace;
+pub mod html;
 mod instance;
 pub mod metrics;
 pub mod nagle;

@@ -88,6 +88,12 @@ pub struct Nagle {
 }
 
 impl Nagle {
+    /// Bytes written and not yet sent, as of the last received segment
+    /// (its least value over the connection counts as none).
+    pub fn unsent(&self) -> i64 {
+        self.backlog - self.floor
+    }
+
     /// The process wrote `n` bytes at `t`.
     pub fn write(&mut self, t: u64, n: u64) {
         if self.last_nxt.is_some() {

@@ -99,6 +99,7 @@ fn conn(c: &Conn, f: &Final) -> Value {
         "rcv_wnd": c.rcv_wnd, "rcv_wnd_min": c.rcv_wnd_min,
         "retransmissions": c.totals.retransmits,
         "rto_retransmissions": c.rto_retransmits,
+        "sndbuf_bound_segments": c.sndbuf_bound_segments,
         "syn_retransmissions": c.syn_retransmits,
         "synack_retransmissions": c.synack_retransmits,
         "retransmit_errors": c.retransmit_errors,

@@ -1614,3 +1614,70 @@ fn a_connection_keeps_its_sockets_cookie() {
     let f = t.finish();
     assert_eq!(f.connections[0].cookie, Some(77));
 }
+
+/// A non-blocking writer that met EAGAIN, then ACKs of a flight that is
+/// everything it wrote (`sent_all`), or with 48 KB more still waiting.
+fn sndbuf_run(sent_all: bool) -> Vec<crate::findings::Finding> {
+    let mut t = Tracker::new(Filter::default());
+    accepted(&mut t, 1);
+    let io = |ret| {
+        Detail::Send(Io {
+            ret,
+            flags: 0,
+            family: Some(2),
+            protocol: Some(6),
+        })
+    };
+    // The first segment sets where `snd_nxt` starts.
+    t.handle(
+        3,
+        0,
+        &ev(
+            Kind::Probe,
+            SK,
+            Some(SERVER),
+            SOFTIRQ,
+            probe(1000, 1000, 65535),
+        ),
+    );
+    let written = if sent_all { 16_000 } else { 64_000 };
+    t.handle(4, 42, &ev(Kind::SendLength, SK, None, 0, io(written)));
+    t.handle(5, 42, &ev(Kind::SendLength, SK, None, 0, io(-11)));
+    // 16 KB left: each ACK acknowledges 1 KB of it, the rest still in flight.
+    for i in 0..12u32 {
+        let una = 1000 + 1000 * i;
+        t.handle(
+            10 + u64::from(i),
+            0,
+            &ev(
+                Kind::Probe,
+                SK,
+                Some(SERVER),
+                SOFTIRQ,
+                probe(una, 17_000, 65535),
+            ),
+        );
+    }
+    t.finish().findings
+}
+
+#[test]
+fn a_writer_waiting_for_space_with_everything_in_flight_is_send_buffer_limited() {
+    let f = sndbuf_run(true);
+    let s: Vec<_> = f
+        .iter()
+        .filter(|x| x.kind == FindingKind::SendBufferLimited)
+        .collect();
+    assert_eq!(s.len(), 1, "{f:?}");
+    assert_eq!(s[0].culprit.endpoint, "10.0.0.1:80");
+    assert_eq!(s[0].culprit.role, "server");
+    assert_eq!(s[0].process.as_ref().map(|p| p.pid), Some(42));
+    assert_eq!(s[0].details["sndbuf_bound_segments"], 12);
+    // Data still waiting to be sent: the window or the congestion window
+    // holds it back, not the buffer.
+    let f = sndbuf_run(false);
+    assert!(
+        !f.iter().any(|x| x.kind == FindingKind::SendBufferLimited),
+        "{f:?}"
+    );
+}

@@ -176,6 +176,18 @@ pub struct Conn {
     /// `probe_every` segments).
     #[serde(skip)]
     pub window_bound_samples: u64,
+    /// The last write found the send buffer full (`EAGAIN`) and none
+    /// succeeded since: a non-blocking writer waiting for space.
+    #[serde(skip)]
+    pub waits_for_space: bool,
+    /// Segments received with data in flight while the writer waited for
+    /// space, everything written already sent, the peer's window open for
+    /// another segment and no loss recovery: what was in flight was all the
+    /// send buffer held.
+    pub sndbuf_bound_segments: u64,
+    /// The samples behind `sndbuf_bound_segments`.
+    #[serde(skip)]
+    pub sndbuf_bound_samples: u64,
     /// Retransmissions while in the Loss state (after an RTO).
     pub rto_retransmits: u64,
     pub syn_retransmits: u64,
@@ -236,6 +248,9 @@ impl Conn {
             in_flight_segments: 0,
             window_bound_segments: 0,
             window_bound_samples: 0,
+            waits_for_space: false,
+            sndbuf_bound_segments: 0,
+            sndbuf_bound_samples: 0,
             rto_retransmits: 0,
             syn_retransmits: 0,
             synack_retransmits: 0,
@@ -360,6 +375,14 @@ pub struct Filter {
     pub port: Option<u16>,
     pub pid: Option<u32>,
 }
+
+/// `-EAGAIN` from a write: the send buffer was full (Linux's value).
+const EAGAIN: i32 = 11;
+
+/// Unsent bytes below one smallest segment (536) count as none, and the
+/// peer's window must have room for one more: a send-buffer bound
+/// connection's buffer holds nothing but the flight.
+const SNDBUF_SLACK: i64 = 536;
 
 pub struct Tracker {
     filter: Filter,
@@ -587,6 +610,15 @@ impl Tracker {
                             c.window_bound_segments += weight;
                             c.window_bound_samples += 1;
                         }
+                        if c.waits_for_space
+                            && !ev.in_process_context()
+                            && c.ca_state == ca::OPEN
+                            && c.nagle.unsent() <= SNDBUF_SLACK
+                            && u64::from(flight) + SNDBUF_SLACK as u64 <= u64::from(wnd)
+                        {
+                            c.sndbuf_bound_segments += weight;
+                            c.sndbuf_bound_samples += 1;
+                        }
                     }
                 }
             }
@@ -647,7 +679,9 @@ impl Tracker {
             Detail::Send(io) => {
                 if io.ret < 0 {
                     c.send_errors += 1;
+                    c.waits_for_space |= io.ret == -EAGAIN;
                 } else if io.bytes() > 0 {
+                    c.waits_for_space = false;
                     let n = io.bytes();
                     c.totals.sent += n;
                     c.totals.writes += 1;
