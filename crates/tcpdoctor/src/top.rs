@@ -1,8 +1,6 @@
 //! `tcpdoctor top`: the kernel's own view of TCP per process, from its
 //! tracepoints (the work is in `tcpdoctor-top`).
 
-use std::ffi::OsString;
-use std::fs::{self, File};
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use tcpdoctor_capture::write::Staged;
 use tcpdoctor_top::{Config, Session};
 
 use crate::load::parse_duration;
@@ -150,46 +149,24 @@ fn parse_every(s: &str) -> Result<u32, String> {
     }
 }
 
-/// The temporary name the page is written under, next to `path`.
-fn staging(path: &Path) -> anyhow::Result<PathBuf> {
-    let name = path
-        .file_name()
-        .with_context(|| format!("--html {}: not a file name", path.display()))?;
-    let mut tmp = OsString::from(".");
-    tmp.push(name);
-    tmp.push(format!(".tmp.{}", std::process::id()));
-    Ok(path.with_file_name(tmp))
-}
-
 /// Refuses, before the trace, a page that could not be written: `path` a
-/// directory, or its directory missing or not writable (a file is created
-/// there and removed).
+/// directory, or its directory missing or not writable (the staged file is
+/// created there and dropped, which removes it).
 fn check_writable(path: &Path) -> anyhow::Result<()> {
     if path.is_dir() {
         anyhow::bail!("--html {}: is a directory", path.display());
     }
-    let tmp = staging(path)?;
-    File::create(&tmp)
-        .with_context(|| format!("--html {}: cannot write the page there", path.display()))?;
-    let _ = fs::remove_file(&tmp);
+    Staged::create(path).with_context(|| "--html: cannot write the page there")?;
     Ok(())
 }
 
 /// Writes `page` under a temporary name next to `path`, renamed once
-/// complete: a full disk leaves no half-written page under the name asked for.
+/// complete and synced: a full disk leaves no half-written page under the
+/// name asked for.
 fn write_page(path: &Path, page: &str) -> anyhow::Result<()> {
-    let tmp = staging(path)?;
-    let written = File::create(&tmp)
-        .and_then(|mut f| {
-            f.write_all(page.as_bytes())?;
-            f.sync_all()
-        })
-        .and_then(|()| fs::rename(&tmp, path));
-    if let Err(e) = written {
-        let _ = fs::remove_file(&tmp);
-        return Err(e).with_context(|| format!("--html {}", path.display()));
-    }
-    Ok(())
+    let staged = Staged::create(path)?;
+    staged.writer()?.write_all(page.as_bytes())?;
+    staged.commit().context("--html")
 }
 
 pub fn run(args: &TopArgs) -> anyhow::Result<u8> {
