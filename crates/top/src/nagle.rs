@@ -25,8 +25,10 @@
 //!   write's full segments was held by something else: `TCP_CORK` or
 //!   `MSG_MORE` (the kernel's 200 ms cork timer), not Nagle,
 //! - is not window-bound (the peer's window has room for the flight and
-//!   the tail; the congestion window has room for a segment of 536 bytes
-//!   more, and no loss recovery is under way),
+//!   the tail, and had on every segment since the write: a window that
+//!   reopens releases what it held, with no small segment involved; the
+//!   congestion window has room for a segment of 536 bytes more, and no
+//!   loss recovery is under way),
 //!
 //! and the ACK came at least [`MIN_HOLD_NS`] and twice the smoothed round
 //! trip after the last write: the tail waited on the peer's ACK timer, not
@@ -77,6 +79,11 @@ pub struct Nagle {
     /// The write whose hold was counted (its time): one hold per write.
     #[serde(skip)]
     counted_ns: u64,
+    /// A segment since the last write showed the peer's window too small
+    /// for the flight and what was unsent: the window held the data then,
+    /// whatever released it later.
+    #[serde(skip)]
+    window_short: bool,
     /// Holds seen, their waits summed, the bytes they held summed.
     pub holds: u64,
     pub hold_ns: u64,
@@ -100,6 +107,7 @@ impl Nagle {
             self.backlog += n as i64;
         }
         self.last_write_ns = t;
+        self.window_short = false;
         self.prev_write = std::mem::replace(&mut self.last_write, n);
     }
 
@@ -147,9 +155,13 @@ impl Nagle {
             && small_in_flight
             && flight < 1 << 30
             && u64::from(wnd) >= flight + unsent as u64
+            && !self.window_short
             && room
             && hold >= MIN_HOLD_NS.max(2 * srtt_ns)
             && self.counted_ns != self.last_write_ns;
+        if flight < 1 << 30 && u64::from(wnd) < flight + unsent.max(0) as u64 {
+            self.window_short = true;
+        }
         if held {
             self.counted_ns = self.last_write_ns;
             self.holds += 1;
@@ -318,5 +330,24 @@ mod tests {
         // Everything sent at once: no hold, even 40 ms later.
         assert!(!n.segment(41 * MS, &seg(base, base - 840, 0), CA_OPEN, true));
         assert_eq!(n.holds, 0);
+    }
+
+    #[test]
+    fn a_tail_the_window_held_is_not_nagles() {
+        // The peer's window closed after the header (a reader that fell
+        // behind), then reopened: the ACK 40 ms after the write finds room,
+        // but the window, not Nagle, held the tail.
+        let mut n = Nagle::default();
+        assert!(!n.segment(0, &seg(0, 0, 100), CA_OPEN, true));
+        n.write(10_000, 240);
+        n.write(20_000, 600);
+        let mut shut = seg(240, 0, 0);
+        shut.snd_wnd = Some(0);
+        assert!(!n.segment(5 * MS, &shut, CA_OPEN, true));
+        assert!(!n.segment(40 * MS, &seg(240, 0, 0), CA_OPEN, true));
+        assert_eq!(n.holds, 0);
+        // The next response, the window open throughout: Nagle's again.
+        assert!(response(&mut n, 100 * MS, 840, 240, true));
+        assert_eq!(n.holds, 1);
     }
 }
