@@ -12,13 +12,13 @@
 //! can come from packets goes through [`esc`].
 #![forbid(unsafe_code)]
 
-use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use sha2::{Digest, Sha256};
 use tcpdoctor_engine::model::{Analysis, ConnectionSummary, Finding, LatencyBin};
 use tcpdoctor_report::fmt_ms;
+pub use tcpdoctor_units::esc;
 
 mod charts;
 pub mod ladder;
@@ -39,32 +39,6 @@ pub struct Extras<'a> {
     pub latency: &'a [LatencyBin],
     /// Time-sequence data of the findings' connections ([`Recorder`]).
     pub traces: &'a [Trace],
-}
-
-/// HTML-escapes `s`; control characters (terminal escapes) are shown as
-/// `\xNN` text instead of passed through.
-pub fn esc(s: &str) -> Cow<'_, str> {
-    if !s
-        .chars()
-        .any(|c| matches!(c, '&' | '<' | '>' | '"' | '\'') || (c.is_control() && c != '\n'))
-    {
-        return Cow::Borrowed(s);
-    }
-    let mut o = String::with_capacity(s.len() + 16);
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c if c.is_control() && c != '\n' => {
-                let _ = write!(o, "\\x{:02x}", c as u32);
-            }
-            c => o.push(c),
-        }
-    }
-    Cow::Owned(o)
 }
 
 const STYLE: &str = r#"
@@ -369,16 +343,6 @@ fn connections(a: &Analysis, s: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn escapes_markup_and_terminal_escapes() {
-        assert_eq!(
-            esc("<script>alert(1)</script>"),
-            "&lt;script&gt;alert(1)&lt;/script&gt;"
-        );
-        assert_eq!(esc("a\x1b[31m\"'&"), "a\\x1b[31m&quot;&#39;&amp;");
-        assert!(matches!(esc("plain 10.0.0.1:80"), Cow::Borrowed(_)));
-    }
 
     #[test]
     fn base64_of_known_values() {

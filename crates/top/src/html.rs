@@ -13,32 +13,7 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use crate::text::{bytes, plural};
-
-/// HTML-escapes `s`; control characters (terminal escapes) are shown as
-/// `\xNN` text instead of passed through.
-pub fn esc(s: &str) -> Cow<'_, str> {
-    if !s
-        .chars()
-        .any(|c| matches!(c, '&' | '<' | '>' | '"' | '\'') || (c.is_control() && c != '\n'))
-    {
-        return Cow::Borrowed(s);
-    }
-    let mut o = String::with_capacity(s.len() + 16);
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c if c.is_control() && c != '\n' => {
-                let _ = write!(o, "\\x{:02x}", c as u32);
-            }
-            c => o.push(c),
-        }
-    }
-    Cow::Owned(o)
-}
+pub use tcpdoctor_units::esc;
 
 const STYLE: &str = r#"
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:960px;padding:16px;color:#222;background:#fff}
@@ -337,16 +312,6 @@ mod tests {
                           "explanation": "the retransmission timer fired",
                           "fix": "look for loss on the path"}]
         })
-    }
-
-    #[test]
-    fn escapes_markup_and_terminal_escapes() {
-        assert_eq!(
-            esc("<script>alert(1)</script>"),
-            "&lt;script&gt;alert(1)&lt;/script&gt;"
-        );
-        assert_eq!(esc("a\x1b[31m\"'&"), "a\\x1b[31m&quot;&#39;&amp;");
-        assert!(matches!(esc("plain 10.0.0.1:80"), Cow::Borrowed(_)));
     }
 
     #[test]

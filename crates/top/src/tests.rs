@@ -1620,14 +1620,6 @@ fn a_connection_keeps_its_sockets_cookie() {
 fn sndbuf_run(sent_all: bool) -> Vec<crate::findings::Finding> {
     let mut t = Tracker::new(Filter::default());
     accepted(&mut t, 1);
-    let io = |ret| {
-        Detail::Send(Io {
-            ret,
-            flags: 0,
-            family: Some(2),
-            protocol: Some(6),
-        })
-    };
     // The first segment sets where `snd_nxt` starts.
     t.handle(
         3,
@@ -1641,8 +1633,8 @@ fn sndbuf_run(sent_all: bool) -> Vec<crate::findings::Finding> {
         ),
     );
     let written = if sent_all { 16_000 } else { 64_000 };
-    t.handle(4, 42, &ev(Kind::SendLength, SK, None, 0, io(written)));
-    t.handle(5, 42, &ev(Kind::SendLength, SK, None, 0, io(-11)));
+    t.handle(4, 42, &ev(Kind::SendLength, SK, None, 0, send(written)));
+    t.handle(5, 42, &ev(Kind::SendLength, SK, None, 0, send(-11)));
     // 16 KB left: each ACK acknowledges 1 KB of it, the rest still in flight.
     for i in 0..12u32 {
         let una = 1000 + 1000 * i;

@@ -8,6 +8,9 @@
 //! rounded by [`round3`] (milliseconds to the microsecond).
 #![forbid(unsafe_code)]
 
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
 /// `65535` → "64 KB", `6291456` → "6 MB", `87380` → "85.3 KB", `900` → "900 B".
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["KB", "MB", "GB", "TB"];
@@ -86,9 +89,45 @@ pub fn round3(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
 }
 
+/// HTML-escapes `s` (the HTML reports of `analyze` and `top`); control characters (terminal escapes) are shown as
+/// `\xNN` text instead of passed through.
+pub fn esc(s: &str) -> Cow<'_, str> {
+    if !s
+        .chars()
+        .any(|c| matches!(c, '&' | '<' | '>' | '"' | '\'') || (c.is_control() && c != '\n'))
+    {
+        return Cow::Borrowed(s);
+    }
+    let mut o = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c if c.is_control() && c != '\n' => {
+                let _ = write!(o, "\\x{:02x}", c as u32);
+            }
+            c => o.push(c),
+        }
+    }
+    Cow::Owned(o)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn escapes_markup_and_terminal_escapes() {
+        assert_eq!(
+            esc("<script>alert(1)</script>"),
+            "&lt;script&gt;alert(1)&lt;/script&gt;"
+        );
+        assert_eq!(esc("a\x1b[31m\"'&"), "a\\x1b[31m&quot;&#39;&amp;");
+        assert!(matches!(esc("plain 10.0.0.1:80"), Cow::Borrowed(_)));
+    }
 
     #[test]
     fn sizes() {
