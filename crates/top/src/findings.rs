@@ -291,12 +291,7 @@ impl Findings {
             );
         }
         let bound = c.window_bound_segments;
-        // Sampled segments are scaled up: at least MIN_BOUND_SAMPLES of them
-        // saw the window bound, so one sample is never a finding.
-        if bound >= 10
-            && c.window_bound_samples >= MIN_BOUND_SAMPLES
-            && bound * 5 >= c.in_flight_segments
-        {
+        if bound_enough(bound, c.window_bound_samples, c.in_flight_segments) {
             hit(
                 FindingKind::ReceiveWindowLimited,
                 c.remote,
@@ -311,10 +306,7 @@ impl Findings {
             );
         }
         let bound = c.sndbuf_bound_segments;
-        if bound >= 10
-            && c.sndbuf_bound_samples >= MIN_BOUND_SAMPLES
-            && bound * 5 >= c.in_flight_segments
-        {
+        if bound_enough(bound, c.sndbuf_bound_samples, c.in_flight_segments) {
             hit(
                 FindingKind::SendBufferLimited,
                 c.local,
@@ -373,6 +365,14 @@ impl Findings {
         });
         out
     }
+}
+
+/// A connection bound by a window or a buffer: on at least 10 segments and
+/// a fifth of those with data in flight. Sampled segments are scaled up, so
+/// at least [`MIN_BOUND_SAMPLES`] samples must have seen it: one sample is
+/// never a finding.
+fn bound_enough(segments: u64, samples: u64, in_flight: u64) -> bool {
+    segments >= 10 && samples >= MIN_BOUND_SAMPLES && segments * 5 >= in_flight
 }
 
 fn d(a: &Acc, k: &str) -> u64 {

@@ -505,8 +505,7 @@ impl Session {
                 io::ErrorKind::NotFound,
                 format!(
                     "none of the TCP tracepoints exist on this kernel ({} has no {}): \
-                     top needs at least one (kernel 4.16 or newer has tcp:tcp_probe and \
-                     sock:inet_sock_set_state)",
+                     top needs at least one of them",
                     root.join("events").display(),
                     Kind::ALL.map(|k| k.label()).join(", ")
                 ),
