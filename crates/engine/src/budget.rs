@@ -106,6 +106,11 @@ const MAX_CLAIMS: usize = 8192;
 pub struct Claims {
     list: Vec<(Part, i64, i64)>,
     clipped: Vec<(Part, i64, i64)>,
+    /// When another connection between the same two hosts last closed (ns;
+    /// 0: none): set before each segment's rules run. A sender that resumes
+    /// right after it was waiting on that connection (FTP's "226" after its
+    /// data connection), not thinking.
+    pub closed_elsewhere_ns: i64,
 }
 
 impl Claims {
@@ -167,7 +172,10 @@ impl Claims {
         if end < start {
             return None;
         }
-        let to_server = conn.distance_for(ex).unwrap_or(0);
+        // Without a round trip of its own (no handshake captured, no ACK
+        // that cannot have been delayed), the connection's path is no
+        // shorter than the least round trip its other connections showed.
+        let to_server = conn.distance_for(ex).or(base.to_server).unwrap_or(0);
         let excess = base.excess(conn, to_server);
         if self.list.is_empty() && ex.setup.is_none() {
             return Some(Self::plain(

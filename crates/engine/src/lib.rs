@@ -965,6 +965,10 @@ impl Analyzer for Diagnoser {
             // The handshake's round trips are known: the path's base.
             self.bases.learn(&mut h.path, conn);
         }
+        if seg.flags.fin() || seg.flags.rst() {
+            self.bases.closed(&mut h.path, conn, seg.ts.nanos());
+        }
+        h.claims.closed_elsewhere_ns = self.bases.closed_elsewhere(h.path, conn);
         h.ring.push(seg);
         let Heavy {
             ring,

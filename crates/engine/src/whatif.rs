@@ -52,6 +52,9 @@ pub(crate) struct Bases {
     /// Each path's place in `bases`.
     map: FxHashMap<Path, usize>,
     bases: Vec<Base>,
+    /// Per path, the last connection on it to close (its FIN or RST seen):
+    /// when (ns), and which connection.
+    closes: Vec<(i64, u64)>,
     /// The path last asked about, and its place: connections come in runs
     /// on one path.
     last: Option<(Path, usize)>,
@@ -77,6 +80,26 @@ impl Bases {
         *b
     }
 
+    /// Notes that `conn` sent a FIN or an RST at `ns`.
+    pub(crate) fn closed(&mut self, at: &mut Option<usize>, conn: &Connection, ns: i64) {
+        if at.is_none() {
+            *at = self.place(conn);
+        }
+        if let Some(i) = *at {
+            self.closes[i] = (ns, conn.id);
+        }
+    }
+
+    /// When another connection between `conn`'s hosts last closed (0: none
+    /// seen, or the last to close was `conn` itself).
+    #[inline]
+    pub(crate) fn closed_elsewhere(&self, at: Option<usize>, conn: &Connection) -> i64 {
+        match at.map(|i| self.closes[i]) {
+            Some((ns, id)) if id != conn.id => ns,
+            _ => 0,
+        }
+    }
+
     /// The place of `conn`'s path in `bases`, made if new (`None` when
     /// [`MAX_PATHS`] are kept and it is not one of them).
     fn place(&mut self, conn: &Connection) -> Option<usize> {
@@ -89,9 +112,10 @@ impl Bases {
         if self.map.len() >= MAX_PATHS && !self.map.contains_key(&key) {
             return None;
         }
-        let bases = &mut self.bases;
+        let (bases, closes) = (&mut self.bases, &mut self.closes);
         let i = *self.map.entry(key).or_insert_with(|| {
             bases.push(Base::default());
+            closes.push((0, 0));
             bases.len() - 1
         });
         self.last = Some((key, i));

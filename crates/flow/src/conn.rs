@@ -92,6 +92,8 @@ impl Handshake {
 
 /// A sender's largest segment seen this many times, a little below the
 /// segment size its handshake allows ([`FULL_SLACK`]), is its full size.
+/// The largest window scale (RFC 7323 §2.3).
+const MAX_WINDOW_SHIFT: u32 = 14;
 const FULL_SEEN: u32 = 4;
 const FULL_SLACK: u32 = 64;
 
@@ -177,6 +179,12 @@ pub struct Half {
     /// between the capture point and the peer, without delayed-ACK waits.
     pub rtt_to_peer_ns: Option<i64>,
     pub rtt_samples: u32,
+    /// Minimum time from this side's data (sent once) to the peer's first
+    /// ACK of it, from any ACK, delayed or not: no ACK passes the capture
+    /// point before the data it covers reached the peer, so this is never
+    /// shorter than the round trip to the peer. An upper bound on it where
+    /// [`Half::rtt_to_peer_ns`] has no sample ([`Connection::distance_bound`]).
+    pub rtt_bound_ns: Option<i64>,
     /// The IP TTL (hop limit) of this endpoint's first segment seen.
     pub ttl: u8,
     /// Data segments (and SYNs) seen twice within [`DUPLICATE_NS`]: a mirror
@@ -228,6 +236,7 @@ impl Half {
             rst_ttl: 0,
             rtt_to_peer_ns: None,
             rtt_samples: 0,
+            rtt_bound_ns: None,
             ttl: 0,
             duplicates: 0,
             last_data_sig: 0,
@@ -273,6 +282,7 @@ impl Half {
             rst_ttl,
             rtt_to_peer_ns,
             rtt_samples,
+            rtt_bound_ns,
             ttl,
             duplicates,
             last_data_sig,
@@ -312,6 +322,7 @@ impl Half {
         *rst_ttl = 0;
         *rtt_to_peer_ns = None;
         *rtt_samples = 0;
+        *rtt_bound_ns = None;
         *ttl = 0;
         *duplicates = 0;
         *last_data_sig = 0;
@@ -956,6 +967,17 @@ impl Connection {
         Some((sample + longer).max(0))
     }
 
+    /// At most how long capture point → the endpoint that sends in `side` →
+    /// capture point takes: [`Self::distance_to`] where known, else the
+    /// quickest ACK (delayed or not) of the data sent to it
+    /// ([`Half::rtt_bound_ns`]). Enough to tell that an ACK did *not*
+    /// release data that left much later; never a measure of the path.
+    #[inline]
+    pub fn distance_bound(&self, side: Dir) -> Option<i64> {
+        self.distance_to(side)
+            .or(self.half(side.reverse()).rtt_bound_ns)
+    }
+
     fn compute_distance(&self, side: Dir) -> Option<i64> {
         match side {
             Dir::ClientToServer => self
@@ -1307,18 +1329,27 @@ impl Half {
 
     /// The window `seg` advertises, scaled (RFC 7323 §2.2: never on SYNs);
     /// the smallest and largest after the handshake are kept.
+    ///
+    /// Without the handshake the scale is unknown (a capture started after
+    /// it): the window is then at most the field shifted by 14, the largest
+    /// scale, and that bound is what the rules see — a field of 66 may be
+    /// 66 bytes or 66 KB, so no window is taken for full that may not be.
+    /// A zero window is zero at any scale (and an RST's window is no
+    /// window). The smallest and largest kept are the fields as sent, as
+    /// Wireshark shows them then.
     #[inline]
     fn advertise(&mut self, seg: &TcpSegment<'_>) -> u32 {
         let flags = seg.flags;
-        let window = if flags.syn() {
-            u32::from(seg.window)
-        } else {
-            u32::from(seg.window) << self.window_shift.unwrap_or(0)
+        let raw = u32::from(seg.window);
+        let (window, shown) = match self.window_shift {
+            _ if flags.syn() || flags.rst() => (raw, raw),
+            Some(shift) => (raw << shift, raw << shift),
+            None => (raw << MAX_WINDOW_SHIFT, raw),
         };
         self.window = window;
         if !flags.syn() && !flags.rst() {
-            self.window_min = Some(self.window_min.map_or(window, |w| w.min(window)));
-            self.window_max = self.window_max.max(window);
+            self.window_min = Some(self.window_min.map_or(shown, |w| w.min(shown)));
+            self.window_max = self.window_max.max(shown);
         }
         window
     }
@@ -1481,8 +1512,9 @@ impl Half {
         };
         self.rate.on_ack(sample);
         if let Some(sent_at) = sent.filter(|&t| t <= ts) {
+            let sample = ts.since(sent_at);
+            self.rtt_bound_ns = Some(self.rtt_bound_ns.map_or(sample, |m| m.min(sample)));
             if immediate {
-                let sample = ts.since(sent_at);
                 self.rtt_samples += 1;
                 sampled = true;
                 self.rtt_to_peer_ns = Some(self.rtt_to_peer_ns.map_or(sample, |m| m.min(sample)));

@@ -537,3 +537,71 @@ fn resends_in_slow_start_after_a_timeout_wait_on_the_congestion_window() {
     );
     assert!(share("transfer") < 0.05, "{}", share("transfer"));
 }
+
+fn analyze_args(args: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
+        .arg("analyze")
+        .args(["--format", "json"])
+        .args(args)
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// A capture that starts after the handshake: no window scale, no clean
+/// round trip. A window field of 66 may be 66 KB (a scale of 10 here), so
+/// nothing waits on a full window; the quickest ACK bounds the round trip
+/// from above, so a 300 ms pause inside each response, everything
+/// acknowledged, is still the server's. With the handshake, the same.
+#[test]
+fn a_capture_started_after_the_handshake_still_finds_the_servers_pause() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let file = root.join("server-delay-inside.client.pcap");
+    let file = file.to_str().unwrap();
+    for args in [vec![file], vec!["--from", "0.036", file]] {
+        let v = analyze_args(&args);
+        let c = &v["connections"][0];
+        assert_eq!(
+            c["handshake_rtt_ms"].is_null(),
+            args.len() > 1,
+            "{args:?}: {c}"
+        );
+        assert_eq!(v["findings"][0]["kind"], "server_delay", "{args:?}");
+        for ex in c["slowest_exchanges"].as_array().unwrap() {
+            let b = &ex["budget_ms"];
+            assert!(b["window_wait"].is_null(), "{args:?}: {ex}");
+            assert!(b["server"].as_f64().unwrap() >= 299.0, "{args:?}: {ex}");
+        }
+    }
+}
+
+/// An FTP control connection with no handshake in the capture, 45 ms from
+/// the server, which ACKs at once: the 45 ms is the round trip (its data
+/// connections' handshakes show it), not a delayed-ACK timer, and the
+/// "226" that follows each data connection's close by 0.2 ms waited on
+/// that connection, not on the server thinking.
+#[test]
+fn a_control_connection_waits_on_its_data_connection_not_on_the_server() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let v = analyze(&root.join("corpus/zeek-ftp-numbers-in-filename.pcap"));
+    let acks = v["capture"]["delayed_ack"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(acks.is_empty(), "{acks:?}");
+    let server: f64 = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == "server_delay")
+        .map(|f| f["total_delay_ms"].as_f64().unwrap())
+        .sum();
+    assert!(server < 200.0, "server_delay {server} ms");
+    // The median exchange (a command and its answer, 46 ms) is mostly the
+    // path's round trip.
+    let median = &v["capture"]["latency_budget"]["median"]["parts_ms"];
+    assert!(
+        median["network"].as_f64().unwrap_or(0.0) >= 25.0,
+        "{median}"
+    );
+}

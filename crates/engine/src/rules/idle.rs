@@ -273,13 +273,29 @@ impl IdleState {
         if claims.ends_at(seg.ts) {
             return false;
         }
-        let Some(to_sender) = conn.distance_to(d).or(conn.path_rtt_ns()) else {
+        // Without a clean round trip, the quickest ACK of anything sent to
+        // the sender bounds it from above: a pause longer than that after
+        // the ACK of everything was not the ACK's doing either.
+        let Some(to_sender) = conn
+            .distance_to(d)
+            .or(conn.path_rtt_ns())
+            .or(conn.distance_bound(d))
+        else {
             return false;
         };
         // Data released by the ACK of everything leaves as it reaches the sender.
         let released_by = prev.acked_ns + to_sender + REACT_SLACK_NS + to_sender / 4;
         let now = seg.ts.nanos();
         if now <= released_by {
+            return false;
+        }
+        // Another connection between the same hosts closed during the
+        // pause, and the data followed as soon as that could have reached
+        // the sender: it waited on that connection (FTP's "226 Transfer
+        // complete" after the data connection), whose own analysis tells
+        // why it took the time. Nobody's think time here.
+        let closed = claims.closed_elsewhere_ns;
+        if closed > prev.last_ns && now <= closed + to_sender + REACT_SLACK_NS + to_sender / 4 {
             return false;
         }
         self.claim_app(seg, prev, claims);

@@ -73,9 +73,13 @@ impl NagleState {
                 });
                 // A pure ACK of one small segment, from a receiver with nothing
                 // to send: how long it waited is its delayed-ACK timer.
-                if seg.len == 0 && !p.peer_sent_data && p.len < 2 * conn.smss(r) {
-                    let wait = seg.ts.since(p.at.ts) - conn.distance_to(d).unwrap_or(0);
-                    if wait >= MIN_ACK_WAIT_NS {
+                // Only with the round trip to it known: without, the wait
+                // and the round trip are one figure (a 45 ms path would read
+                // as Linux's 40 ms timer).
+                let distance = conn.distance_to(d);
+                if let (0, false, Some(distance)) = (seg.len, p.peer_sent_data, distance) {
+                    let wait = seg.ts.since(p.at.ts) - distance;
+                    if p.len < 2 * conn.smss(r) && wait >= MIN_ACK_WAIT_NS {
                         delayed_ack = Some((d, wait));
                     }
                 }
