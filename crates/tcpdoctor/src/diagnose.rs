@@ -11,41 +11,7 @@ use tcpdoctor_load::Target;
 use crate::load::{parse_duration, RequestArgs};
 use crate::Format;
 
-pub const HELP: &str = "\
-Examples:
-  tcpdoctor diagnose http://10.0.0.2:8080/
-  tcpdoctor diagnose --write self.pcap http://10.0.0.2:8080/    keep the capture for Wireshark
-  tcpdoctor diagnose --html report.html http://10.0.0.2:8080/   the analysis as a page to share
-  tcpdoctor diagnose --format json http://10.0.0.2:8080/ | jq '.verdict.sentence'
-
-What it does, in about 4 seconds by default (3.6 s against a local nginx):
-  1. the round trip: 5 TCP SYN probes (as hping3 -S; connect() timing without root);
-  2. up to 20 requests one after another on one keep-alive connection;
-  3. a 2 s load on 10 connections (as wrk);
-while capturing its own traffic to the server (AF_PACKET on the interface the route to the
-server uses) and analysing it as `tcpdoctor analyze` would. The verdict puts the latency next to
-the round trip and names the mechanism that cost the time, the endpoint responsible and the fix:
-  requests take 44.0 ms at p50 while the round trip is 0.05 ms (TCP SYN); 98% of exchanges wait
-  ~40 ms for a delayed ACK because 10.0.0.2:8080 (server) sends each response in two segments
-  with Nagle on ... — fix: ...
-
-A server that refuses the connection (closed port) or resets it is named first: \"connection
-refused by 10.0.0.2:8080: 930 connection attempt(s) answered by an RST …\". Ctrl-C ends the step in
-progress and prints the report of what was measured (a second Ctrl-C quits at once). --write is
-checked before anything is measured; a name ending in .pcapng writes pcapng, any other pcap. On
-loopback each packet is captured once (the kernel's outgoing copy is skipped).
-
-Without root it still runs, without a capture: it reports the timings and what the kernel says
-about its own connection (TCP_INFO: smoothed RTT, delayed-ACK timeout, retransmissions, time
-limited by the receive window), and says what it could not see.
-
-https:// URLs: the first connection's setup is timed in its parts (TCP connect, TLS handshake,
-first byte of the first response); the certificate is checked against the system's trust store
-(--cacert FILE to trust another CA, -k/--insecure to skip the check), and a certificate that is
-not trusted stops it before anything is measured (exit 2).
-
-Exit status: 0 diagnosed; 1 --fail-on-finding was given and a finding was reported, or no
-request got a response; 2 usage error (bad URL, option), or a TLS certificate not trusted.";
+pub const HELP: &str = include_str!("../help/diagnose.txt");
 
 #[derive(clap::Args)]
 pub struct DiagnoseArgs {

@@ -52,32 +52,9 @@ pub enum LabCommand {
     Clean,
 }
 
-const RUN_HELP: &str = "\
-Examples:
-  sudo tcpdoctor lab run nagle-delayed-ack --compare
-  sudo tcpdoctor lab run small-receive-window --compare --vantage server --write upload.pcap
-  sudo tcpdoctor lab run network-latency --rtt 200 --format json | jq .before.findings[0].kind
-  sudo tcpdoctor lab run nagle-delayed-ack --peer nginx --compare     # real nginx, wrk as the client
+const RUN_HELP: &str = include_str!("../help/lab-run.txt");
 
-Builds client, router and server network namespaces (tdlab<PID>-c/-r/-s), emulates the
-path in the router (delay line for --rtt, iptables for --loss, TBF for --rate), runs the
-case's server and client, captures at the vantage point (no tcpdump needed) and diagnoses
-the capture. With --compare the case runs again with its fix applied.
-
-Exit status: 0 the case's expected finding came first (and, with --compare, is gone after
-the fix; `healthy`: nothing found); 1 it did not; 2 usage error, not root, or setup failed.";
-
-const FIXTURES_HELP: &str = "\
-Examples:
-  sudo tcpdoctor lab fixtures /tmp/captures
-  sudo tcpdoctor lab fixtures fixtures/ upload-rcvbuf4k.server nginx-nodelay-off.server
-
-Makes the project's test captures again (fixtures/ACCURACY.md lists them): one lab run per
-file, at the vantage point the file is named after, with real nginx / JDK HttpServer and wrk
-where the file was made with them (the built-in peers stand in when they are not
-installed). Each capture is checked against its label (the cause reported first, or
-nothing costing 5% of the time). Exit status 1 if any is not diagnosed as labelled or the
-kernel dropped packets.";
+const FIXTURES_HELP: &str = include_str!("../help/lab-fixtures.txt");
 
 /// A case's name: any text (an unknown one is reported with the list of
 /// cases), with the cases' names for shell completion.

@@ -10,38 +10,7 @@ use tcpdoctor_load::{report, Config, Live, RequestSpec, Target};
 
 use crate::Format;
 
-pub const HELP: &str = "\
-Examples:
-  tcpdoctor load http://10.0.0.2:8080/                 10 connections, 2 threads, 10 s
-  tcpdoctor load -c 100 -t 2 -d 30s http://10.0.0.2/   as wrk -c 100 -t 2 -d 30s --latency
-  tcpdoctor load --rate 2000 -c 50 http://10.0.0.2/    open model: 2000 req/s on a schedule
-  tcpdoctor load -X POST --body @order.json -H 'Content-Type: application/json' http://h/api
-  tcpdoctor load --format json http://10.0.0.2/ | jq .latency_ms.p99
-  tcpdoctor load -k https://10.0.0.2/                  HTTPS, self-signed certificate accepted
-
-Each connection sends the next request as soon as the previous response is complete (keep-alive),
-like wrk. With --rate, requests leave on a fixed schedule and each latency is measured from the
-time its request was due, not from when it could be sent: a stalled server then shows in the
-percentiles instead of silently slowing the load (coordinated omission, as wrk2 corrects it).
-Sends that left more than 2 ms after their schedule are counted as late.
-
-A p50 near 40 ms against a fast server is the signature of Nagle's algorithm meeting a delayed ACK
-(capture it and run `tcpdoctor analyze` to see which side).
-
-Errors: connect (refused, unreachable), read (reset by the peer, closed mid-response, unparsable
-response), write (reset, broken pipe), timeout (no response within --timeout; the connection is
-replaced), status (responses with status 400 or above; the response still counts as a request).
-Each is also counted by what happened, in words (\"connection refused by 10.0.0.2:8080\",
-\"connection reset by 10.0.0.2:8080\"; JSON errors.causes); a run with no response says why
-instead of printing a latency table. wrk's command lines work as they are (-c -t -d, --latency).
-
-HTTPS: the certificate is checked against the system's trust store (or --cacert FILE; -k/--insecure
-skips the check); SNI carries the URL's host name, ALPN offers http/1.1. Each connection's TLS
-handshake is timed apart from the requests and reported as its own distribution.
-
-Exit status: 0 the load ran and at least one response came back; 1 no response at all;
-2 usage error (bad URL, option or body file), or no TLS handshake succeeded (e.g. a certificate
-that is not trusted).";
+pub const HELP: &str = include_str!("../help/load.txt");
 
 #[derive(clap::Args)]
 pub struct LoadArgs {

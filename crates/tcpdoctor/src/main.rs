@@ -114,85 +114,11 @@ enum Shell {
     Fish,
 }
 
-const COMPLETIONS_HELP: &str = "\
-Install:
-  bash  tcpdoctor completions bash > /etc/bash_completion.d/tcpdoctor
-        (or, for one user: tcpdoctor completions bash > ~/.local/share/bash-completion/completions/tcpdoctor)
-  zsh   tcpdoctor completions zsh > \"${fpath[1]}/_tcpdoctor\"   (then start a new shell)
-  fish  tcpdoctor completions fish > ~/.config/fish/completions/tcpdoctor.fish
-Try it in the current bash: source <(tcpdoctor completions bash)";
+const COMPLETIONS_HELP: &str = include_str!("../help/completions.txt");
 
-const MAN_HELP: &str = "\
-Install:
-  tcpdoctor man --dir /usr/local/share/man/man1 && mandb -q
-  man tcpdoctor-analyze
-  tcpdoctor man lab run | man -l -       read one page without installing
+const MAN_HELP: &str = include_str!("../help/man.txt");
 
-One page per command (tcpdoctor-analyze, tcpdoctor-lab-run…), each with NAME, SYNOPSIS,
-DESCRIPTION, OPTIONS, EXIT STATUS, EXAMPLES and SEE ALSO.";
-
-const ANALYZE_HELP: &str = "\
-Examples:
-  tcpdoctor analyze examples/nginx-nagle.pcap
-  tcpdoctor analyze --format json upload.pcapng | jq '.findings[0]'
-  tcpdump -i any -w - port 8080 | tcpdoctor analyze -
-  tcpdoctor analyze captures/ --parquet tables/    one folder per host; tables for DuckDB, Spark
-  tcpdoctor analyze rotated/                      a directory of tcpdump -C/-G -z gzip files
-  tcpdoctor analyze client.pcap server.pcap       one incident seen at both ends
-  tcpdoctor analyze --filter 'port 443 and host 10.0.0.2' --from 30 --to 45 big.pcap.zst
-  tcpdoctor analyze --connection 17 big.pcap      the full report of connection 17
-
-Input: pcap (µs or ns, either byte order) and pcapng (several interfaces), on Ethernet
-(VLAN, QinQ), Linux cooked SLL/SLL2 (tcpdump -i any), raw IP and BSD loopback; IPv4 and
-IPv6. Captures taken at the client, the server or in between all work; snaplen-truncated
-and TSO/GRO captures are fine. gzip and zstd compressed captures (tcpdump -z gzip, rotated
-.pcap.gz files) are read as they are, told by their content rather than their name, from
-files and from standard input. Several files (or a directory) are merged by time as mergecap
-does; a connection captured in two files (client side and server side) is analysed once and
-listed under INPUTS with where each file was taken. --filter/--from/--to/--connection leave the
-other packets out as `tcpdump -r IN -w OUT EXPR` would: frame numbers count what is kept.
-
-What it reports (largest cost first; causes under 1% of the time are listed as minor):
-  nagle_delayed_ack        a small segment held the rest of a message until the peer's delayed ACK
-  receive_window_limited   bytes in flight pinned at the receiver's advertised window
-  zero_window              the receiver closed its window; the sender stopped and probed
-  retransmission_timeout   loss recovered only by the retransmission timer (incl. backoff)
-  packet_loss              loss recovered by fast retransmit / SACK (incl. before the capture point)
-  syn_retransmit           connection setup waited for a SYN or SYN-ACK retry (1 s, 3 s…)
-  server_delay             request complete, response late: the server thinking
-  client_delay             the client idle after the handshake before its request
-  network_latency          the round trip itself is most of the time
-  queueing_delay           round trips far above the path's base: a queue on the path (bufferbloat)
-  congestion_limited       transfers waiting on the congestion window (slow start, regrowth)
-  send_buffer_limited      flights of one size round after round: the sender's SO_SNDBUF, not TCP
-  slow_start_after_idle    a sender restarting from its initial window after an idle spell
-  path_mtu_blackhole       full-size packets vanish on the path (ICMP 'frag needed' filtered)
-  listen_queue_overflow    the server's accept queue full: SYNs and handshake ACKs dropped
-  syn_flood                half-open handshakes to one endpoint, single SYNs never retried
-  tls_handshake            TLS handshakes: the server's key exchange, the client, round trips
-  connection_refused       a SYN answered by an RST: nothing listens there, or a firewall rejects
-  connection_reset         an RST while the client waits for its response (TTL tells the path's)
-  connection_unanswered    SYNs retried and never answered (no SYN-ACK, no RST): host down, dropped
-  policer                  losses at one delivery rate with no queue before them: a token bucket
-
-With --parquet DIR, every capture (files, directories searched for *.pcap, *.pcapng, *.cap,
-globs) is analysed on its own into DIR/connections.parquet, exchanges.parquet,
-findings.parquet and files.parquet, with columns file, host (--host, or the capture's
-folder) and capture_start; the schema is in docs/parquet.md and only ever grows (table schema 2).
-findings.share_of_time is a fraction (0 to 1); in exchanges, setup_ms + request_ms + wait_ms +
-response_ms = duration_ms (request_ack_ms is part of wait_ms).
-
-Output files (--html, --annotate, --parquet) are written under a temporary name next to
-the final one and renamed when complete: an error (a full disk) names the file and leaves
-no half-written file behind. Standard output closed early (`| head`) ends the command
-quietly with status 0.
-
-Exit status: 0 analysed (a truncated or partly corrupt capture is analysed up to where it
-breaks, with a warning); 1 --fail-on-finding was given and a finding was reported;
-2 usage error, unreadable input or an output file that could not be written (with --parquet:
-a capture that could not be read was skipped, the tables hold the rest); 130 (SIGINT) or
-143 (SIGTERM): reading standard input was stopped before its end (what still arrived within
-1 s of the signal was read), the report covers what was read and says so (JSON `interrupted`).";
+const ANALYZE_HELP: &str = include_str!("../help/analyze.txt");
 
 #[derive(clap::Args)]
 struct AnalyzeArgs {

@@ -13,51 +13,9 @@ use tcpdoctor_probe::{Family, PingConfig, PingEvent, ProbeError, TraceConfig, Tr
 use crate::load::parse_duration;
 use crate::Format;
 
-pub const PING_HELP: &str = "\
-Examples:
-  tcpdoctor ping 10.0.0.2:80                one SYN a second until Ctrl-C (hping3 -S -p 80)
-  tcpdoctor ping -c 10 -i 200ms example.com:443
-  tcpdoctor ping -c 5 [2001:db8::2]:8080    IPv6
-  tcpdoctor ping -c 10 --format json 10.0.0.2:80 | jq .rtt_ms
-  tcpdoctor ping -c 3 http://10.0.0.2:8080/     a URL: its host and port
-  tcpdoctor ping -S -p 80 -c 3 10.0.0.2          hping3's own spelling
+pub const PING_HELP: &str = include_str!("../help/ping.txt");
 
-Each probe is a TCP SYN from one reserved source port, sent over a raw socket; the round trip runs
-from the SYN to the SYN-ACK (port open) or RST (port closed) that acknowledges it. A SYN-ACK is
-answered with an RST, so the server keeps no half-open connection. Works where ICMP ping is blocked
-and measures what a connection setup costs. The round trip of a SYN is the network's (plus the
-server kernel's): a fast SYN round trip with slow requests points away from the network.
-
-Needs root or CAP_NET_RAW; without them it times connect() instead and says so.
-
-Exit status: 0 at least one probe answered; 1 none answered; 2 usage error.";
-
-pub const TRACE_HELP: &str = "\
-Examples:
-  tcpdoctor trace 10.0.4.2:80
-  tcpdoctor trace -q 1 -w 500ms example.com:443
-  tcpdoctor trace [2001:db8::2]:8080
-  tcpdoctor trace http://10.0.4.2:8080/            a URL: its host and port
-  tcpdoctor trace -c 20 -i 200ms 10.0.4.2:80       20 rounds: loss and jitter per hop (as mtr)
-  tcpdoctor trace -c 60 --report --format json 10.0.4.2:80 | jq '.hops[] | [.ttl, .loss]'
-
-Sends TCP SYNs with TTL (hop limit) 1, 2, 3…, three per hop, up to 16 in flight at once (-N),
-nearest hops first, as traceroute and mtr do: a hop that answers nothing costs one wait (-w),
-shared with the hops probed beside it, and once a farther hop has answered, a silent one is given
-up after 10 times that answer's round trip. Hops are printed in order as they complete. Each router where the TTL runs out
-answers with ICMP time exceeded, matched to its probe by the TCP header it quotes; the target
-itself answers with SYN-ACK (open) or RST (closed), which ends the trace. All probes belong to one
-flow (same addresses, ports and header fields; only the sequence number differs), so routers that
-balance load by flow (ECMP) send them all the same way, and the path shown is the one a
-connection to that port takes. `*`: no answer within the wait (a router that does not send ICMP, a
-firewall, or ICMP rate limiting). !N !H !P !X: unreachable (network, host, protocol, prohibited).
-
-Needs root or CAP_NET_RAW.
-
-Ctrl-C stops at once: the hops done so far stay printed, then one line says it was interrupted.
-
-Exit status: 0 the target answered; 1 it did not (or interrupted first); 2 usage error or no
-permission.";
+pub const TRACE_HELP: &str = include_str!("../help/trace.txt");
 
 /// `-4`, `-6`: the address family the target is resolved in.
 #[derive(clap::Args)]

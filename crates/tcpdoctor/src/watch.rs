@@ -15,55 +15,7 @@ use crate::{Format, EXIT_FINDING, EXIT_OK};
 /// report covers what was captured before.
 pub const EXIT_CAPTURE_ENDED: u8 = 3;
 
-pub const HELP: &str = "\
-Examples:
-  sudo tcpdoctor watch -i eth0 --filter 'port 8080'
-  sudo tcpdoctor watch --duration 30s --format json | jq -c '.findings? // .exchange_latency_ms'
-  sudo tcpdoctor watch -i eth0 --prometheus :9464          metrics at http://HOST:9464/metrics
-  sudo ip netns exec web tcpdoctor watch -i eth0 --write live.pcap --duration 1m
-  sudo tcpdoctor watch -i eth0 --duration 30s --write live.pcap --html live.html   the report as a page
-
-It captures on the interface (AF_PACKET with a TPACKET_V3 ring; the filter runs in the kernel),
-feeds every frame to the same engine as `tcpdoctor analyze`, and every --interval shows:
-  tcpdoctor watch on eth0 (port 8080): 6 s, 5210 packets/s, 4 open connections, no kernel drops
-    exchanges in the last interval: 1302   p50 0.21 ms   p90 40.3 ms   p99 41.1 ms   max 42.0 ms
-    findings so far (time lost, largest first):
-      nagle_delayed_ack  server  10.0.0.2:8080    512 times in 4 connections, typically 40.1 ms, 20.5 s lost
-    busiest servers in the last interval: ...
-Findings that conclude when a connection closes (receive window, loss, latency) appear once
-their connection has closed. On Ctrl-C, or at the end of --duration, the full `analyze` report
-follows (a second Ctrl-C quits at once). Frames the kernel dropped because the reader fell behind
-are counted and reported in every interval: a capture with drops has holes.
-
---format json: one JSON object per line and interval
-  {\"interval\":3,\"t_s\":3.0,\"packets\":…,\"packets_per_sec\":…,\"kernel_drops\":0,\"kernel_drops_total\":0,
-   \"exchanges\":…,\"exchange_latency_ms\":{\"p50\",\"p90\",\"p99\",\"max\"}|null,\"findings\":[…],
-   \"minor_findings\":[…],\"open_connections\":…,\"top_servers\":[…]}
-then the analysis document (schema 1, as `analyze --format json`) as the last line.
-
---prometheus ADDR serves /metrics (OpenMetrics text): tcpdoctor_packets_total,
-tcpdoctor_sysctl_drops_total, tcpdoctor_exchanges_total, tcpdoctor_exchange_duration_seconds
-(histogram per server), tcpdoctor_time_lost_seconds_total and
-tcpdoctor_finding_occurrences_total (per kind, culprit, role), tcpdoctor_open_connections.
-
-Filter, as in tcpdump: host A, src host A, dst host A (IPv4 or IPv6), net 10.0.0.0/8 (and src/dst
-net), port N, src port N, dst port N, portrange N-M, tcp port N, udp, sctp, icmp, icmp6, ip, ip6,
-joined with and (&&), or (||), not (!) and parentheses. As in tcpdump, `and` and `or` bind equally,
-left to right, and a bare value repeats the previous qualifiers (`port 80 or 443`). Addresses and
-ports are numbers (no name lookups); VLAN tags are looked through.
-Interface `any` captures on every interface of the network namespace (each packet once per
-interface it crosses, as tcpdump -i any); its frames, and those of interfaces without an Ethernet
-header (tun, WireGuard), are raw IP (--write then writes a raw-IP pcap).
-
-SIGINT (Ctrl-C) and SIGTERM both stop the capture and print the full report; --write's pcap is
-complete up to the last frame. A second signal quits at once.
-
-Needs root or CAP_NET_RAW. Exit status: 0 done (at the end of --duration, or stopped by SIGINT
-or SIGTERM); 1 --fail-on-finding was given and a finding was reported; 2 usage error: no such
-interface, a filter that does not parse, an address for --prometheus that cannot be bound,
-missing privileges, or --write failed (a full disk: the watch goes on, the report follows, the
-file keeps what was written); 3 the interface went down or was deleted during the watch: the report
-covers what was captured before.";
+pub const HELP: &str = include_str!("../help/watch.txt");
 
 #[derive(clap::Args)]
 pub struct WatchArgs {
