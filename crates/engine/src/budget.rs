@@ -53,9 +53,14 @@ pub enum Part {
     /// them ([`tcpdoctor_flow::DeliveryRate`]), or back to back with no
     /// pause between segments: the bottleneck's bandwidth.
     Bandwidth,
+    /// A message waiting on another connection between the same two hosts:
+    /// it resumed as soon as that connection closed (FTP's "226 Transfer
+    /// complete" after its data connection). That connection's own budget
+    /// and findings tell where its time went.
+    OtherConnection,
 }
 
-pub const PARTS: usize = 14;
+pub const PARTS: usize = 15;
 
 impl Part {
     pub const ALL: [Part; PARTS] = [
@@ -73,6 +78,7 @@ impl Part {
         Part::TlsKeyExchange,
         Part::Queueing,
         Part::Bandwidth,
+        Part::OtherConnection,
     ];
 
     pub fn name(self) -> &'static str {
@@ -91,6 +97,7 @@ impl Part {
             Part::TlsKeyExchange => "tls_key_exchange",
             Part::Queueing => "queueing",
             Part::Bandwidth => "bandwidth",
+            Part::OtherConnection => "other_connection",
         }
     }
 }

@@ -28,6 +28,7 @@ pub fn color(part: &str) -> &'static str {
         "tls_key_exchange" => "#393b79",
         "queueing" => "#ff9896",
         "bandwidth" => "#98df8a",
+        "other_connection" => "#c5b0d5",
         _ => "#aaaaaa",
     }
 }

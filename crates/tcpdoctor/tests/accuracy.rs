@@ -597,6 +597,21 @@ fn a_control_connection_waits_on_its_data_connection_not_on_the_server() {
         .map(|f| f["total_delay_ms"].as_f64().unwrap())
         .sum();
     assert!(server < 200.0, "server_delay {server} ms");
+    // The LIST whose listing took 1.2 s on the data connection: that wait
+    // is the other connection's.
+    let control = v["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["server"].as_str().unwrap().ends_with(":21"))
+        .unwrap();
+    let waited: f64 = control["slowest_exchanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["budget_ms"]["other_connection"].as_f64())
+        .fold(0.0, f64::max);
+    assert!(waited >= 1000.0, "{control}");
     // The median exchange (a command and its answer, 46 ms) is mostly the
     // path's round trip.
     let median = &v["capture"]["latency_budget"]["median"]["parts_ms"];

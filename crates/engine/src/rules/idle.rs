@@ -182,8 +182,8 @@ impl IdleState {
         }
         if prev.acked_ns != 0 && (prev.last_partial || gap >= MIN_FULL_PAUSE_NS) {
             let corked = !prev.last_partial && st.last_partial && CORK_HOLD_NS.contains(&gap);
-            if self.pause(conn, seg, &prev, claims) {
-                self.cork_holds[d.index()] += u32::from(corked);
+            if let Some(part) = self.pause(conn, seg, &prev, claims) {
+                self.cork_holds[d.index()] += u32::from(corked && part != Part::OtherConnection);
                 return;
             }
         }
@@ -255,7 +255,8 @@ impl IdleState {
     }
 
     /// A pause after which the sender's data had all been acknowledged:
-    /// whether it was the application's.
+    /// whether it was the application's, or another connection's; the part
+    /// claimed, if any.
     #[cold]
     #[inline(never)]
     fn pause(
@@ -264,30 +265,24 @@ impl IdleState {
         seg: &Segment<'_>,
         prev: &DirState,
         claims: &mut Claims,
-    ) -> bool {
+    ) -> Option<Part> {
         let d = seg.dir;
-        if !inside_message(conn, d, prev.last_frame) {
-            return false;
-        }
         // Another rule explained this very pause (Nagle, a window, loss).
-        if claims.ends_at(seg.ts) {
-            return false;
+        if !inside_message(conn, d, prev.last_frame) || claims.ends_at(seg.ts) {
+            return None;
         }
         // Without a clean round trip, the quickest ACK of anything sent to
         // the sender bounds it from above: a pause longer than that after
         // the ACK of everything was not the ACK's doing either.
-        let Some(to_sender) = conn
+        let to_sender = conn
             .distance_to(d)
             .or(conn.path_rtt_ns())
-            .or(conn.distance_bound(d))
-        else {
-            return false;
-        };
+            .or(conn.distance_bound(d))?;
         // Data released by the ACK of everything leaves as it reaches the sender.
         let released_by = prev.acked_ns + to_sender + REACT_SLACK_NS + to_sender / 4;
         let now = seg.ts.nanos();
         if now <= released_by {
-            return false;
+            return None;
         }
         // Another connection between the same hosts closed during the
         // pause, and the data followed as soon as that could have reached
@@ -296,14 +291,15 @@ impl IdleState {
         // why it took the time. Nobody's think time here.
         let closed = claims.closed_elsewhere_ns;
         if closed > prev.last_ns && now <= closed + to_sender + REACT_SLACK_NS + to_sender / 4 {
-            return false;
+            let from = Timestamp::from_nanos(prev.last_ns);
+            claims.claim(Part::OtherConnection, from, seg.ts);
+            return Some(Part::OtherConnection);
         }
-        self.claim_app(seg, prev, claims);
-        true
+        Some(self.claim_app(seg, prev, claims))
     }
 
     /// Claims the pause from `prev` to `seg` for the sending application.
-    fn claim_app(&mut self, seg: &Segment<'_>, prev: &DirState, claims: &mut Claims) {
+    fn claim_app(&mut self, seg: &Segment<'_>, prev: &DirState, claims: &mut Claims) -> Part {
         let d = seg.dir;
         let part = match d {
             Dir::ServerToClient => Part::Server,
@@ -315,6 +311,7 @@ impl IdleState {
         if pause > self.longest[d.index()].0 {
             self.longest[d.index()] = (pause, prev.last_frame, seg.frame);
         }
+        part
     }
 
     /// The application time found inside the exchange that just ended, per
