@@ -633,6 +633,9 @@ pub(crate) struct Heavy {
     limits: budget::Limits,
     /// The place of the connection's path among the bases ([`whatif::Bases`]).
     path: Option<usize>,
+    /// Counted among its path's open connections; and its close noted.
+    opened: bool,
+    close_noted: bool,
     /// The row of the connection's server among the what-if counts
     /// ([`whatif::WhatIfs`]), noted when first counted.
     row: Option<usize>,
@@ -663,6 +666,8 @@ impl Heavy {
             claims,
             limits,
             path,
+            opened,
+            close_noted,
             row,
         } = self;
         // The ring's packets are read only below `pushed`: not cleared.
@@ -678,6 +683,8 @@ impl Heavy {
         claims.clear();
         *limits = budget::Limits::default();
         *path = None;
+        *opened = false;
+        *close_noted = false;
         *row = None;
     }
 }
@@ -965,8 +972,13 @@ impl Analyzer for Diagnoser {
             // The handshake's round trips are known: the path's base.
             self.bases.learn(&mut h.path, conn);
         }
-        if seg.flags.fin() || seg.flags.rst() {
-            self.bases.closed(&mut h.path, conn, seg.ts.nanos());
+        if !h.opened {
+            h.opened = true;
+            self.bases.opened(&mut h.path, conn);
+        }
+        if (seg.flags.fin() || seg.flags.rst()) && !h.close_noted {
+            h.close_noted = true;
+            self.bases.closed(h.path, conn, seg.ts.nanos());
         }
         h.claims.closed_elsewhere_ns = self.bases.closed_elsewhere(h.path, conn);
         h.ring.push(seg);

@@ -52,9 +52,11 @@ pub(crate) struct Bases {
     /// Each path's place in `bases`.
     map: FxHashMap<Path, usize>,
     bases: Vec<Base>,
-    /// Per path, the last connection on it to close (its FIN or RST seen):
-    /// when (ns), and which connection.
-    closes: Vec<(i64, u64)>,
+    /// Per path, the last connection on it to close (its first FIN or RST
+    /// seen): when (ns), which connection, and how many were open then.
+    closes: Vec<(i64, u64, u32)>,
+    /// Per path, its connections seen and not yet closed.
+    open: Vec<u32>,
     /// The path last asked about, and its place: connections come in runs
     /// on one path.
     last: Option<(Path, usize)>,
@@ -80,24 +82,34 @@ impl Bases {
         *b
     }
 
-    /// Notes that `conn` sent a FIN or an RST at `ns`.
-    pub(crate) fn closed(&mut self, at: &mut Option<usize>, conn: &Connection, ns: i64) {
+    /// Counts `conn` among its path's open connections (once, on its first
+    /// segment), noting its path's place.
+    pub(crate) fn opened(&mut self, at: &mut Option<usize>, conn: &Connection) {
         if at.is_none() {
             *at = self.place(conn);
         }
         if let Some(i) = *at {
-            self.closes[i] = (ns, conn.id);
+            self.open[i] += 1;
         }
     }
 
-    /// When another connection between `conn`'s hosts last closed (0: none
-    /// seen, or the last to close was `conn` itself).
+    /// Notes that `conn` (counted by [`Self::opened`]) closed at `ns`: its
+    /// first FIN or RST.
+    pub(crate) fn closed(&mut self, at: Option<usize>, conn: &Connection, ns: i64) {
+        if let Some(i) = at {
+            self.closes[i] = (ns, conn.id, self.open[i]);
+            self.open[i] = self.open[i].saturating_sub(1);
+        }
+    }
+
+    /// When another connection between `conn`'s hosts last closed, if it
+    /// and `conn` were the only ones open between them then (0: none such).
+    /// One of many connections closing (a proxy's pool) says nothing of
+    /// what `conn` waited on; the second of two (FTP's data connection)
+    /// may be it.
     #[inline]
     pub(crate) fn closed_elsewhere(&self, at: Option<usize>, conn: &Connection) -> i64 {
-        match at.map(|i| self.closes[i]) {
-            Some((ns, id)) if id != conn.id => ns,
-            _ => 0,
-        }
+        at.map_or(0, |i| other_close(self.closes[i], conn.id))
     }
 
     /// The place of `conn`'s path in `bases`, made if new (`None` when
@@ -112,14 +124,26 @@ impl Bases {
         if self.map.len() >= MAX_PATHS && !self.map.contains_key(&key) {
             return None;
         }
-        let (bases, closes) = (&mut self.bases, &mut self.closes);
+        let (bases, closes, open) = (&mut self.bases, &mut self.closes, &mut self.open);
         let i = *self.map.entry(key).or_insert_with(|| {
             bases.push(Base::default());
-            closes.push((0, 0));
+            closes.push((0, 0, 0));
+            open.push(0);
             bases.len() - 1
         });
         self.last = Some((key, i));
         Some(i)
+    }
+}
+
+/// A path's last close, `(ns, connection, open then)`, as seen by
+/// connection `id`: its time if it was another connection's and at most two
+/// were open, else 0.
+fn other_close((ns, closer, open): (i64, u64, u32), id: u64) -> i64 {
+    if closer != id && open <= 2 {
+        ns
+    } else {
+        0
     }
 }
 
@@ -451,6 +475,16 @@ mod tests {
     use super::*;
 
     const MS: i64 = 1_000_000;
+
+    #[test]
+    fn only_the_other_of_two_open_connections_closing_counts() {
+        // FTP: the control connection (1) sees its data connection (2) close.
+        assert_eq!(other_close((5_000, 2, 2), 1), 5_000);
+        // Its own close says nothing; nor does one of a pool of three or more.
+        assert_eq!(other_close((5_000, 1, 2), 1), 0);
+        assert_eq!(other_close((5_000, 2, 3), 1), 0);
+        assert_eq!(other_close((5_000, 7, 40), 1), 0);
+    }
 
     /// One exchange of 270 ms whose transfer waited 130 ms on a loss, with
     /// `slow_start` for what its message takes on a new connection's window;
