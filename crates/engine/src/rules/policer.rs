@@ -24,11 +24,10 @@
 //! Policed: at least [`MIN_EVENTS`] loss events, at most a quarter of them
 //! after a rise of the round trip; the delivery rate in the round trip before
 //! each loss within ±20% of their median (a fixed ceiling) for three
-//! quarters of them (those after slow start's first episode of losses, when
-//! at least [`MIN_EVENTS`] came later: its overshoot is the bucket's depth);
-//! that ceiling at or above the 90th percentile of all the round trips'
-//! rates since the first loss (losses come at the ceiling) and the rate
-//! below 3/4 of it in some of them (the sender backed off and came back). The loss occurrences of a policed transfer are folded into one
+//! quarters of them; that ceiling at or above the 90th percentile of all the
+//! round trips' rates since the first loss (losses come at the ceiling) and
+//! the rate below 3/4 of it in some of them (the sender backed off and came
+//! back). The loss occurrences of a policed transfer are folded into one
 //! `policer` occurrence.
 
 use tcpdoctor_flow::{Connection, Dir, Exchange, SegKind, Segment, Seq};
@@ -49,8 +48,6 @@ const MAX_RISEN_SHARE: f64 = 0.25;
 const CEILING_SPREAD: f64 = 0.2;
 /// …for at least this share of the loss events.
 const MIN_AT_CEILING: f64 = 0.75;
-/// Loss events at most this many round trips apart are one episode.
-const EPISODE_ROUNDS: usize = 2;
 /// Round trips kept per transfer after its first loss, and loss events.
 const MAX_BINS: usize = 4096;
 const MAX_EVENTS: usize = 256;
@@ -424,21 +421,7 @@ fn judge(l: &mut Lossy, rtt: i64) -> Option<Policed> {
     if risen as f64 > MAX_RISEN_SHARE * ev.len() as f64 {
         return None;
     }
-    // Slow start ends in an overshoot: the bucket's depth lets the first
-    // flights through above the token rate, and the rounds right after the
-    // first loss lose again while the sender backs off (0.6 to 2 times the
-    // rate). The ceiling is read from the episodes after that one — each a
-    // loss as the sender climbed back to the rate — when there are enough.
-    let later = ev
-        .windows(2)
-        .position(|w| w[1].bins > w[0].bins + EPISODE_ROUNDS)
-        .map_or(ev.len(), |i| i + 1);
-    let judged = if ev.len() - later >= MIN_EVENTS {
-        &ev[later..]
-    } else {
-        &ev[..]
-    };
-    let mut rates: Vec<f64> = judged.iter().map(|e| e.rate).filter(|&r| r > 0.0).collect();
+    let mut rates: Vec<f64> = ev.iter().map(|e| e.rate).filter(|&r| r > 0.0).collect();
     if rates.len() < MIN_EVENTS {
         return None;
     }
@@ -447,7 +430,7 @@ fn judge(l: &mut Lossy, rtt: i64) -> Option<Policed> {
         .iter()
         .filter(|&&r| (r - ceiling).abs() <= CEILING_SPREAD * ceiling)
         .count();
-    if (near as f64) < MIN_AT_CEILING * judged.len() as f64 {
+    if (near as f64) < MIN_AT_CEILING * ev.len() as f64 {
         return None;
     }
     let (first, last) = (ev[0], ev[ev.len() - 1]);
@@ -667,42 +650,6 @@ mod tests {
     #[test]
     fn a_round_trip_rising_before_the_losses_is_a_queue() {
         assert!(judge(&mut sawtooth(30_000_000, |_| 950_000.0), 40_000_000).is_none());
-    }
-
-    /// Slow start's exit through a bucket's depth: one loss at twice the
-    /// rate, two more in the next round trips as the sender backs off
-    /// (0.6 and 0.7 of it), then the sawtooth's four at the ceiling. Judged
-    /// on all seven, three quarters are not at one rate; the episode is the
-    /// bucket's, the ceiling is the later losses'.
-    #[test]
-    fn slow_starts_overshoot_does_not_hide_the_ceiling() {
-        let mut l = Lossy::default();
-        for (bins, rate) in [(1, 2_000_000.0), (2, 600_000.0), (3, 700_000.0)] {
-            l.bins.push(rate);
-            l.events.push(Event {
-                ts: bins as i64 * 40_000_000,
-                rate,
-                rise: 0,
-                acked: bins as u64 * 100_000,
-                bins,
-            });
-        }
-        let tail = sawtooth(0, |_| 950_000.0);
-        let n = l.bins.len();
-        l.bins.extend(&tail.bins);
-        for e in tail.events.iter().skip(2) {
-            l.events.push(Event {
-                bins: e.bins + n,
-                ..*e
-            });
-        }
-        let p = judge(&mut l, 40_000_000).expect("policed");
-        assert!((p.rate - 950_000.0).abs() < 1.0, "{}", p.rate);
-        assert_eq!(p.events, 7);
-        // The same overshoot with only two losses after it: too few to
-        // read a ceiling from, and all seven together are not at one.
-        l.events.truncate(5);
-        assert!(judge(&mut l, 40_000_000).is_none());
     }
 
     #[test]
