@@ -980,7 +980,10 @@ impl Analyzer for Diagnoser {
             h.close_noted = true;
             self.bases.closed(h.path, conn, seg.ts.nanos());
         }
-        h.claims.closed_elsewhere_ns = self.bases.closed_elsewhere(h.path, conn);
+        if seg.len > 0 {
+            // Read by the idle rule, on data only.
+            h.claims.closed_elsewhere_ns = self.bases.closed_elsewhere(h.path, conn);
+        }
         h.ring.push(seg);
         let Heavy {
             ring,

@@ -90,10 +90,10 @@ impl Handshake {
     }
 }
 
-/// A sender's largest segment seen this many times, a little below the
-/// segment size its handshake allows ([`FULL_SLACK`]), is its full size.
 /// The largest window scale (RFC 7323 §2.3).
 const MAX_WINDOW_SHIFT: u32 = 14;
+/// A sender's largest segment seen this many times, a little below the
+/// segment size its handshake allows ([`FULL_SLACK`]), is its full size.
 const FULL_SEEN: u32 = 4;
 const FULL_SLACK: u32 = 64;
 

@@ -60,11 +60,18 @@ fn published_accuracy_table_is_current_and_every_cause_comes_first() {
 }
 
 fn analyze(path: &Path) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
-        .args(["analyze", "--format", "json", path.to_str().unwrap()])
-        .output()
-        .unwrap();
-    serde_json::from_slice(&out.stdout).unwrap()
+    analyze_args(&[path.to_str().unwrap()])
+}
+
+/// The time the findings of `kind` lost, in all (ms).
+fn lost_to(v: &Value, kind: &str) -> f64 {
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == kind)
+        .map(|f| f["total_delay_ms"].as_f64().unwrap())
+        .sum()
 }
 
 /// A fixture's analysis, and each budget part's share of its mean exchange.
@@ -311,13 +318,7 @@ fn a_probed_tail_waits_from_the_last_new_segment() {
     // 92 holes re-sent after a retransmission timeout, captured at the
     // receiver: the timeout's, not 92 probes'.
     let v = analyze(&root.join("rto.client.pcap"));
-    let loss: f64 = v["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["kind"] == "packet_loss")
-        .map(|f| f["total_delay_ms"].as_f64().unwrap())
-        .sum();
+    let loss = lost_to(&v, "packet_loss");
     assert!(loss < 1.0, "packet_loss {loss} ms");
     assert_eq!(v["findings"][0]["kind"], "retransmission_timeout");
 }
@@ -589,13 +590,7 @@ fn a_control_connection_waits_on_its_data_connection_not_on_the_server() {
         .cloned()
         .unwrap_or_default();
     assert!(acks.is_empty(), "{acks:?}");
-    let server: f64 = v["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["kind"] == "server_delay")
-        .map(|f| f["total_delay_ms"].as_f64().unwrap())
-        .sum();
+    let server = lost_to(&v, "server_delay");
     assert!(server < 200.0, "server_delay {server} ms");
     // The LIST whose listing took 1.2 s on the data connection: that wait
     // is the other connection's.
