@@ -368,59 +368,12 @@ pub fn run_with(
     // 1. Round trip, before the capture starts: the probes are not part of
     //    the traffic to explain.
     step(Step::RoundTrip);
-    let stop = interrupt.stop_flag();
-    let mut method = None;
-    let ping = tcpdoctor_probe::ping(
-        &PingConfig {
-            target: server,
-            count: Some(plan.pings),
-            interval: Duration::from_millis(100),
-            timeout: Duration::from_secs(1),
-            connect_only: false,
-        },
-        stop,
-        |e| {
-            if let tcpdoctor_probe::PingEvent::Started(m) = e {
-                method = Some(m.clone());
-            }
-        },
-    );
-    let (round_trip, round_trip_error) = match ping {
-        Ok(stats) => {
-            let (name, reason) = match method {
-                Some(Method::Connect { reason }) => ("connect()", Some(reason)),
-                _ => ("TCP SYN", None),
-            };
-            (
-                Some(RoundTrip {
-                    method: name,
-                    fallback_reason: reason,
-                    stats,
-                }),
-                None,
-            )
-        }
-        Err(e) => (None, Some(e.to_string())),
-    };
+    let (round_trip, round_trip_error) = measure_round_trip(plan, server, interrupt.stop_flag());
     note_stop(Step::RoundTrip, &mut interrupted);
 
     // 2. Capture from here on.
     let capture = if plan.capture && interrupted.is_none() {
-        let path = output.as_ref().map(|o| o.path.clone());
-        match start_capture(plan, server, output) {
-            Ok(c) => Some(c),
-            Err(e) => {
-                if let Some(p) = path {
-                    // Nothing will be written to it.
-                    let _ = std::fs::remove_file(p);
-                }
-                could_not_see.push(format!(
-                    "no capture ({e}): which packets waited, and why, cannot be seen; \
-                     run as root (or with CAP_NET_RAW) for the diagnosis"
-                ));
-                None
-            }
-        }
+        open_capture(plan, server, output, &mut could_not_see)
     } else if plan.capture {
         None
     } else {
@@ -443,18 +396,7 @@ pub fn run_with(
         step(Step::Load);
     }
     let (load, load_error) = if run_load {
-        let config = tcpdoctor_load::Config {
-            connections: plan.connections,
-            threads: plan.threads.clamp(1, plan.connections),
-            duration: plan.load_duration,
-            timeout: plan.timeout,
-            tls: plan.tls.clone(),
-            ..tcpdoctor_load::Config::new(plan.target.clone(), plan.request.clone())
-        };
-        match tcpdoctor_load::run(&config, interrupt) {
-            Ok(r) => (Some(r), None),
-            Err(e) => (None, Some(e.to_string())),
-        }
+        measure_load(plan, interrupt)
     } else {
         (None, None)
     };
@@ -464,50 +406,12 @@ pub fn run_with(
 
     step(Step::Analysis);
     let (captured, analysis, latency_bins) = match capture {
-        Some(c) => {
-            // Let the last ACKs and FINs of the load's connections arrive.
-            std::thread::sleep(Duration::from_millis(300));
-            match c.finish() {
-                Ok((captured, analysis, bins)) => (Some(captured), Some(analysis), bins),
-                Err(e) => {
-                    could_not_see.push(format!("the capture failed: {e}"));
-                    (None, None, Vec::new())
-                }
-            }
-        }
+        Some(c) => close_capture(c, &mut could_not_see),
         None => (None, None, Vec::new()),
     };
 
     let rtt_ms = round_trip.as_ref().and_then(|r| r.stats.median_ms());
-    let failure = match &load {
-        Some(l) if l.requests == 0 => l.main_error().map(|(what, _)| what.to_string()),
-        _ => None,
-    }
-    .or_else(|| {
-        sequential
-            .latencies_ms
-            .is_empty()
-            .then(|| sequential.error.clone())
-            .flatten()
-    });
-    let (p50, p99) = match &load {
-        Some(l) if l.requests > 0 => (Some(l.latency_at(0.5)), Some(l.latency_at(0.99))),
-        _ => (
-            median(&sequential.latencies_ms),
-            sequential
-                .latencies_ms
-                .iter()
-                .copied()
-                .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x)))),
-        ),
-    };
-    let symptom = Symptom {
-        rtt_ms,
-        rtt_method: round_trip.as_ref().map_or("", |r| r.method),
-        p50_ms: p50,
-        p99_ms: p99,
-        failure,
-    };
+    let symptom = symptom(rtt_ms, round_trip.as_ref(), load.as_ref(), &sequential);
     let verdict = verdict(&symptom, analysis.as_ref());
     let hints = if analysis.is_none() {
         hints(rtt_ms, &sequential)
@@ -531,6 +435,144 @@ pub fn run_with(
         interrupted,
         elapsed: started.elapsed(),
     })
+}
+
+/// Times the round trip to the server with `plan.pings` probes: what was
+/// measured, or why nothing could be.
+fn measure_round_trip(
+    plan: &Plan,
+    server: SocketAddr,
+    stop: &AtomicBool,
+) -> (Option<RoundTrip>, Option<String>) {
+    let mut method = None;
+    let ping = tcpdoctor_probe::ping(
+        &PingConfig {
+            target: server,
+            count: Some(plan.pings),
+            interval: Duration::from_millis(100),
+            timeout: Duration::from_secs(1),
+            connect_only: false,
+        },
+        stop,
+        |e| {
+            if let tcpdoctor_probe::PingEvent::Started(m) = e {
+                method = Some(m.clone());
+            }
+        },
+    );
+    match ping {
+        Ok(stats) => {
+            let (name, reason) = match method {
+                Some(Method::Connect { reason }) => ("connect()", Some(reason)),
+                _ => ("TCP SYN", None),
+            };
+            (
+                Some(RoundTrip {
+                    method: name,
+                    fallback_reason: reason,
+                    stats,
+                }),
+                None,
+            )
+        }
+        Err(e) => (None, Some(e.to_string())),
+    }
+}
+
+/// Starts the capture; when it cannot start, says so in `could_not_see` and
+/// removes the file it would have written.
+fn open_capture(
+    plan: &Plan,
+    server: SocketAddr,
+    output: Option<Output>,
+    could_not_see: &mut Vec<String>,
+) -> Option<Running> {
+    let path = output.as_ref().map(|o| o.path.clone());
+    match start_capture(plan, server, output) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            if let Some(p) = path {
+                // Nothing will be written to it.
+                let _ = std::fs::remove_file(p);
+            }
+            could_not_see.push(format!(
+                "no capture ({e}): which packets waited, and why, cannot be seen; \
+                 run as root (or with CAP_NET_RAW) for the diagnosis"
+            ));
+            None
+        }
+    }
+}
+
+/// Runs the load of the plan: its report, or why it failed.
+fn measure_load(plan: &Plan, interrupt: &Live) -> (Option<tcpdoctor_load::Report>, Option<String>) {
+    let config = tcpdoctor_load::Config {
+        connections: plan.connections,
+        threads: plan.threads.clamp(1, plan.connections),
+        duration: plan.load_duration,
+        timeout: plan.timeout,
+        tls: plan.tls.clone(),
+        ..tcpdoctor_load::Config::new(plan.target.clone(), plan.request.clone())
+    };
+    match tcpdoctor_load::run(&config, interrupt) {
+        Ok(r) => (Some(r), None),
+        Err(e) => (None, Some(e.to_string())),
+    }
+}
+
+/// Ends the capture and analyses it; a failure is told in `could_not_see`.
+fn close_capture(
+    capture: Running,
+    could_not_see: &mut Vec<String>,
+) -> (Option<Captured>, Option<Analysis>, Vec<LatencyBin>) {
+    // Let the last ACKs and FINs of the load's connections arrive.
+    std::thread::sleep(Duration::from_millis(300));
+    match capture.finish() {
+        Ok((captured, analysis, bins)) => (Some(captured), Some(analysis), bins),
+        Err(e) => {
+            could_not_see.push(format!("the capture failed: {e}"));
+            (None, None, Vec::new())
+        }
+    }
+}
+
+/// The symptom: the round trip, the latencies (of the load when it answered,
+/// else of the one-by-one requests), and why nothing was answered.
+fn symptom(
+    rtt_ms: Option<f64>,
+    round_trip: Option<&RoundTrip>,
+    load: Option<&tcpdoctor_load::Report>,
+    sequential: &Sequential,
+) -> Symptom {
+    let failure = match load {
+        Some(l) if l.requests == 0 => l.main_error().map(|(what, _)| what.to_string()),
+        _ => None,
+    }
+    .or_else(|| {
+        sequential
+            .latencies_ms
+            .is_empty()
+            .then(|| sequential.error.clone())
+            .flatten()
+    });
+    let (p50, p99) = match load {
+        Some(l) if l.requests > 0 => (Some(l.latency_at(0.5)), Some(l.latency_at(0.99))),
+        _ => (
+            median(&sequential.latencies_ms),
+            sequential
+                .latencies_ms
+                .iter()
+                .copied()
+                .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x)))),
+        ),
+    };
+    Symptom {
+        rtt_ms,
+        rtt_method: round_trip.map_or("", |r| r.method),
+        p50_ms: p50,
+        p99_ms: p99,
+        failure,
+    }
 }
 
 /// Requests one after another on one keep-alive connection, each timed.

@@ -11,6 +11,17 @@ use crate::Outcome;
 /// The text report: measurements, the verdict, then the analysis.
 pub fn text(o: &Outcome, out: &mut impl Write) -> io::Result<()> {
     writeln!(out, "tcpdoctor diagnose {} ({})", o.url, o.server)?;
+    round_trip(o, out)?;
+    one_by_one(o, out)?;
+    load(o, out)?;
+    capture(o, out)?;
+    error_causes(o, out)?;
+    verdict(o, out)?;
+    analysis(o, out)
+}
+
+/// The round trip measured by the probes, or why it was not.
+fn round_trip(o: &Outcome, out: &mut impl Write) -> io::Result<()> {
     match (&o.round_trip, &o.round_trip_error) {
         (Some(r), _) => match r.stats.summary_ms() {
             Some((min, avg, max, mdev)) => writeln!(
@@ -42,6 +53,11 @@ pub fn text(o: &Outcome, out: &mut impl Write) -> io::Result<()> {
         (None, Some(e)) => writeln!(out, "round trip  not measured: {e}")?,
         (None, None) => {}
     }
+    Ok(())
+}
+
+/// The requests made one by one: connection setup, latencies, why they stopped.
+fn one_by_one(o: &Outcome, out: &mut impl Write) -> io::Result<()> {
     let s = &o.sequential;
     if let Some(setup) = &s.setup {
         write!(out, "setup       TCP connect {}", ms(setup.connect_ms))?;
@@ -79,6 +95,11 @@ pub fn text(o: &Outcome, out: &mut impl Write) -> io::Result<()> {
     if let Some(e) = &s.error {
         writeln!(out, "one by one  stopped: {e}")?;
     }
+    Ok(())
+}
+
+/// The load's throughput and latencies, or why it failed.
+fn load(o: &Outcome, out: &mut impl Write) -> io::Result<()> {
     if let Some(l) = o.load.as_ref().filter(|l| l.requests == 0) {
         writeln!(
             out,
@@ -109,6 +130,11 @@ pub fn text(o: &Outcome, out: &mut impl Write) -> io::Result<()> {
     if let Some(e) = &o.load_error {
         writeln!(out, "load        failed: {e}")?;
     }
+    Ok(())
+}
+
+/// What was captured, and the step an interrupt ended.
+fn capture(o: &Outcome, out: &mut impl Write) -> io::Result<()> {
     if let Some(c) = &o.captured {
         writeln!(
             out,
@@ -139,6 +165,11 @@ pub fn text(o: &Outcome, out: &mut impl Write) -> io::Result<()> {
             }
         )?;
     }
+    Ok(())
+}
+
+/// The load's most frequent error causes.
+fn error_causes(o: &Outcome, out: &mut impl Write) -> io::Result<()> {
     if let Some(l) = &o.load {
         let mut causes: Vec<(&String, &u64)> = l.error_causes.iter().collect();
         causes.sort_by(|a, b| b.1.cmp(a.1));
@@ -146,6 +177,11 @@ pub fn text(o: &Outcome, out: &mut impl Write) -> io::Result<()> {
             writeln!(out, "errors      {what}: {n}")?;
         }
     }
+    Ok(())
+}
+
+/// The verdict, the hints, and what could not be seen.
+fn verdict(o: &Outcome, out: &mut impl Write) -> io::Result<()> {
     writeln!(out)?;
     writeln!(out, "VERDICT  {}", o.verdict.sentence())?;
     for h in &o.hints {
@@ -154,6 +190,11 @@ pub fn text(o: &Outcome, out: &mut impl Write) -> io::Result<()> {
     for c in &o.could_not_see {
         writeln!(out, "unseen   {c}")?;
     }
+    Ok(())
+}
+
+/// The analysis of the captured traffic, when it found anything.
+fn analysis(o: &Outcome, out: &mut impl Write) -> io::Result<()> {
     if let Some(a) = &o.analysis {
         if !a.findings.is_empty() || !a.minor_findings.is_empty() {
             writeln!(out)?;

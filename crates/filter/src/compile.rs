@@ -34,7 +34,7 @@ use std::net::IpAddr;
 
 use tcpdoctor_wire::LinkType;
 
-use crate::ast::{Cmp, Dir, Expr, Net, Prim, Proto};
+use crate::ast::{Cmp, Dir, Expr, Net, Prim, Proto, Transport};
 use crate::bpf::{self, Insn};
 use crate::eval::{
     AF_INET, AF_INET6, ETHERTYPE_IPV4, ETHERTYPE_IPV6, IPV6_FRAGMENT, MAX_VLAN_TAGS, VLAN_TPIDS,
@@ -506,38 +506,7 @@ fn prim(a: &mut Asm, p: &Prim, t: Label, f: Label) {
             address(a, dir, &Net::containing(addr, full), t, f);
         }
         Prim::Net(dir, net) => address(a, dir, &net, t, f),
-        Prim::Port { proto, dir, lo, hi } => {
-            a.ld_mem(M_PROTO);
-            let ok = a.label();
-            match proto {
-                Some(tr) => a.jump(bpf::JEQ, tr.number().into(), ok, f),
-                None => {
-                    let n = a_next(a);
-                    a.jump(bpf::JEQ, 6, ok, n);
-                    let n = a_next(a);
-                    a.jump(bpf::JEQ, 17, ok, n);
-                    a.jump(bpf::JEQ, 132, ok, f);
-                }
-            }
-            a.bind(ok);
-            a.ld_mem(M_L4);
-            let n = a_next(a);
-            a.jump(bpf::JEQ, 0, f, n);
-            a.op(Insn::new(bpf::MISC | bpf::TAX, 0));
-            let test = |a: &mut Asm, at: u32, yes: Label, no: Label| {
-                a.op(Insn::new(bpf::LD | bpf::H | bpf::IND, at));
-                if lo == hi {
-                    a.jump(bpf::JEQ, lo.into(), yes, no);
-                } else {
-                    let n = a_next(a);
-                    a.jump(bpf::JGE, lo.into(), n, no);
-                    a.jump(bpf::JGT, hi.into(), no, yes);
-                }
-            };
-            sides(a, dir, t, f, |a, side, yes, no| {
-                test(a, if side { 0 } else { 2 }, yes, no)
-            });
-        }
+        Prim::Port { proto, dir, lo, hi } => port(a, proto, dir, (lo, hi), t, f),
         Prim::Bytes {
             base,
             offset,
@@ -545,64 +514,110 @@ fn prim(a: &mut Asm, p: &Prim, t: Label, f: Label) {
             mask,
             op,
             value,
-        } => {
-            // The header: IP's (M_L3) once its fixed part was captured, or
-            // the transport's (M_L4, 0 when not there) of that protocol.
-            let (header, proto) = match base {
-                Proto::Ip => (Some(4), None),
-                Proto::Ip6 => (Some(6), None),
-                Proto::Tcp => (None, Some(6)),
-                Proto::Udp => (None, Some(17)),
-                Proto::Sctp => (None, Some(132)),
-                Proto::Icmp => (Some(4), Some(1)),
-                Proto::Icmp6 => (Some(6), Some(58)),
-            };
-            if let Some(h) = header {
-                a.ld_mem(M_HEADER);
-                let n = a_next(a);
-                a.jump(bpf::JEQ, h, n, f);
-            }
-            let cell = match proto {
-                None => M_L3,
-                Some(p) => {
-                    a.ld_mem(M_PROTO);
-                    let n = a_next(a);
-                    a.jump(bpf::JEQ, p, n, f);
-                    a.ld_mem(M_L4);
-                    let n = a_next(a);
-                    a.jump(bpf::JEQ, 0, f, n);
-                    M_L4
-                }
-            };
-            // The bytes must have been captured: start + offset + size <= len.
-            a.ld_mem(cell);
-            a.op(Insn::new(
-                bpf::ALU | bpf::ADD | bpf::K,
-                u32::from(offset) + u32::from(size),
-            ));
-            a.op(Insn::new(bpf::MISC | bpf::TAX, 0));
-            a.ld_len();
+        } => bytes(a, base, (offset, size), mask, (op, value), t, f),
+    }
+}
+
+/// `[tcp|udp|sctp] [src|dst] port[range] LO[-HI]`: the transport's port(s)
+/// in `lo..=hi`.
+fn port(a: &mut Asm, proto: Option<Transport>, dir: Dir, (lo, hi): (u16, u16), t: Label, f: Label) {
+    a.ld_mem(M_PROTO);
+    let ok = a.label();
+    match proto {
+        Some(tr) => a.jump(bpf::JEQ, tr.number().into(), ok, f),
+        None => {
             let n = a_next(a);
-            a.jump_x(bpf::JGE, n, f);
-            a.op(Insn::new(bpf::LDX | bpf::MEM, cell));
-            let width = match size {
-                1 => bpf::B,
-                2 => bpf::H,
-                _ => bpf::W,
-            };
-            a.op(Insn::new(bpf::LD | width | bpf::IND, offset.into()));
-            if let Some(m) = mask {
-                a.op(Insn::new(bpf::ALU | bpf::AND | bpf::K, m));
-            }
-            match op {
-                Cmp::Eq => a.jump(bpf::JEQ, value, t, f),
-                Cmp::Ne => a.jump(bpf::JEQ, value, f, t),
-                Cmp::Gt => a.jump(bpf::JGT, value, t, f),
-                Cmp::Ge => a.jump(bpf::JGE, value, t, f),
-                Cmp::Lt => a.jump(bpf::JGE, value, f, t),
-                Cmp::Le => a.jump(bpf::JGT, value, f, t),
-            }
+            a.jump(bpf::JEQ, 6, ok, n);
+            let n = a_next(a);
+            a.jump(bpf::JEQ, 17, ok, n);
+            a.jump(bpf::JEQ, 132, ok, f);
         }
+    }
+    a.bind(ok);
+    a.ld_mem(M_L4);
+    let n = a_next(a);
+    a.jump(bpf::JEQ, 0, f, n);
+    a.op(Insn::new(bpf::MISC | bpf::TAX, 0));
+    let test = |a: &mut Asm, at: u32, yes: Label, no: Label| {
+        a.op(Insn::new(bpf::LD | bpf::H | bpf::IND, at));
+        if lo == hi {
+            a.jump(bpf::JEQ, lo.into(), yes, no);
+        } else {
+            let n = a_next(a);
+            a.jump(bpf::JGE, lo.into(), n, no);
+            a.jump(bpf::JGT, hi.into(), no, yes);
+        }
+    };
+    sides(a, dir, t, f, |a, side, yes, no| {
+        test(a, if side { 0 } else { 2 }, yes, no)
+    });
+}
+
+/// `PROTO[OFFSET:SIZE] & MASK OP VALUE`, tcpdump's byte-offset test.
+fn bytes(
+    a: &mut Asm,
+    base: Proto,
+    (offset, size): (u16, u8),
+    mask: Option<u32>,
+    (op, value): (Cmp, u32),
+    t: Label,
+    f: Label,
+) {
+    // The header: IP's (M_L3) once its fixed part was captured, or
+    // the transport's (M_L4, 0 when not there) of that protocol.
+    let (header, proto) = match base {
+        Proto::Ip => (Some(4), None),
+        Proto::Ip6 => (Some(6), None),
+        Proto::Tcp => (None, Some(6)),
+        Proto::Udp => (None, Some(17)),
+        Proto::Sctp => (None, Some(132)),
+        Proto::Icmp => (Some(4), Some(1)),
+        Proto::Icmp6 => (Some(6), Some(58)),
+    };
+    if let Some(h) = header {
+        a.ld_mem(M_HEADER);
+        let n = a_next(a);
+        a.jump(bpf::JEQ, h, n, f);
+    }
+    let cell = match proto {
+        None => M_L3,
+        Some(p) => {
+            a.ld_mem(M_PROTO);
+            let n = a_next(a);
+            a.jump(bpf::JEQ, p, n, f);
+            a.ld_mem(M_L4);
+            let n = a_next(a);
+            a.jump(bpf::JEQ, 0, f, n);
+            M_L4
+        }
+    };
+    // The bytes must have been captured: start + offset + size <= len.
+    a.ld_mem(cell);
+    a.op(Insn::new(
+        bpf::ALU | bpf::ADD | bpf::K,
+        u32::from(offset) + u32::from(size),
+    ));
+    a.op(Insn::new(bpf::MISC | bpf::TAX, 0));
+    a.ld_len();
+    let n = a_next(a);
+    a.jump_x(bpf::JGE, n, f);
+    a.op(Insn::new(bpf::LDX | bpf::MEM, cell));
+    let width = match size {
+        1 => bpf::B,
+        2 => bpf::H,
+        _ => bpf::W,
+    };
+    a.op(Insn::new(bpf::LD | width | bpf::IND, offset.into()));
+    if let Some(m) = mask {
+        a.op(Insn::new(bpf::ALU | bpf::AND | bpf::K, m));
+    }
+    match op {
+        Cmp::Eq => a.jump(bpf::JEQ, value, t, f),
+        Cmp::Ne => a.jump(bpf::JEQ, value, f, t),
+        Cmp::Gt => a.jump(bpf::JGT, value, t, f),
+        Cmp::Ge => a.jump(bpf::JGE, value, t, f),
+        Cmp::Lt => a.jump(bpf::JGE, value, f, t),
+        Cmp::Le => a.jump(bpf::JGT, value, f, t),
     }
 }
 

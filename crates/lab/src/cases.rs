@@ -243,6 +243,27 @@ const MS: fn(u64) -> Duration = Duration::from_millis;
 
 /// Every case, in the order `lab list` shows them.
 pub fn all() -> Vec<Case> {
+    [
+        nagle_cases(),
+        receive_window_cases(),
+        loss_cases(),
+        connection_cases(),
+        endpoint_delay_cases(),
+        round_trip_cases(),
+        sender_limit_cases(),
+        handshake_cost_cases(),
+        server_delay_cause_cases(),
+        bottleneck_cases(),
+        never_answered_cases(),
+        healthy_cases(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// Nagle's algorithm meeting delayed ACKs, at the server or the client.
+fn nagle_cases() -> Vec<Case> {
     vec![
         Case {
             name: "nagle-delayed-ack",
@@ -330,6 +351,12 @@ pub fn all() -> Vec<Case> {
             peers: &[Peer::Builtin, Peer::Jdk],
             wrk_connections: 4,
         },
+    ]
+}
+
+/// Transfers held back by the receiver's window.
+fn receive_window_cases() -> Vec<Case> {
+    vec![
         Case {
             name: "small-receive-window",
             summary: "605 KB upload to a server with a 4 KB SO_RCVBUF across a 35 ms RTT",
@@ -388,6 +415,12 @@ pub fn all() -> Vec<Case> {
             peers: &[Peer::Builtin],
             wrk_connections: 4,
         },
+    ]
+}
+
+/// Packets lost on the path: random loss, an outage, a path MTU black hole.
+fn loss_cases() -> Vec<Case> {
+    vec![
         Case {
             name: "packet-loss",
             summary: "2 MiB download across a 20 ms RTT path that drops 2% of packets",
@@ -463,6 +496,12 @@ pub fn all() -> Vec<Case> {
             peers: &[Peer::Builtin],
             wrk_connections: 4,
         },
+    ]
+}
+
+/// Connections slow to be accepted, refused, or reset.
+fn connection_cases() -> Vec<Case> {
+    vec![
         Case {
             name: "listen-queue-overflow",
             summary: "8 clients connect at once to a server with a backlog of 1 that accepts one \
@@ -575,6 +614,12 @@ pub fn all() -> Vec<Case> {
             peers: &[Peer::Builtin],
             wrk_connections: 4,
         },
+    ]
+}
+
+/// Time spent by the server or the client rather than on the network.
+fn endpoint_delay_cases() -> Vec<Case> {
+    vec![
         Case {
             name: "server-delay",
             summary:
@@ -653,6 +698,12 @@ pub fn all() -> Vec<Case> {
             peers: &[Peer::Builtin],
             wrk_connections: 4,
         },
+    ]
+}
+
+/// Round trips across a long path, per request or per new connection.
+fn round_trip_cases() -> Vec<Case> {
+    vec![
         Case {
             name: "network-latency",
             summary: "5 small requests on one connection across a 100 ms RTT",
@@ -702,6 +753,12 @@ pub fn all() -> Vec<Case> {
             peers: &[Peer::Builtin],
             wrk_connections: 4,
         },
+    ]
+}
+
+/// Transfers held back by the sender's congestion window or send buffer.
+fn sender_limit_cases() -> Vec<Case> {
+    vec![
         Case {
             name: "congestion-limited",
             summary: "1 MiB on a fresh connection across a 100 ms RTT: Reno's slow start",
@@ -780,6 +837,12 @@ pub fn all() -> Vec<Case> {
             peers: &[Peer::Builtin],
             wrk_connections: 4,
         },
+    ]
+}
+
+/// Connections slow to open: a SYN flood, a costly TLS handshake.
+fn handshake_cost_cases() -> Vec<Case> {
+    vec![
         Case {
             name: "syn-flood",
             summary: "20,000 SYNs from spoofed sources in 2 s to a server with \
@@ -833,6 +896,12 @@ pub fn all() -> Vec<Case> {
             peers: &[Peer::Nginx],
             wrk_connections: 1,
         },
+    ]
+}
+
+/// Server delays with a particular cause: TCP_CORK, close-delimited responses.
+fn server_delay_cause_cases() -> Vec<Case> {
+    vec![
         Case {
             name: "cork",
             summary: "the server sets TCP_CORK once and leaves it on: the partial tail of each \
@@ -890,6 +959,12 @@ pub fn all() -> Vec<Case> {
             peers: &[Peer::Builtin],
             wrk_connections: 4,
         },
+    ]
+}
+
+/// Rate-limited links: a deep queue, a policer.
+fn bottleneck_cases() -> Vec<Case> {
+    vec![
         Case {
             name: "bufferbloat",
             summary: "a 5 MB download (Reno) fills a 10 Mbit/s link's 125 KB queue towards the \
@@ -967,6 +1042,12 @@ pub fn all() -> Vec<Case> {
             peers: &[Peer::Builtin],
             wrk_connections: 4,
         },
+    ]
+}
+
+/// Waits for what never comes: a 100 Continue, segments too big for the path.
+fn never_answered_cases() -> Vec<Case> {
+    vec![
         Case {
             name: "expect-100-continue",
             summary: "curl POSTs 20 KB with 'Expect: 100-continue' to a server that never \
@@ -1029,6 +1110,12 @@ pub fn all() -> Vec<Case> {
             peers: &[Peer::Builtin],
             wrk_connections: 4,
         },
+    ]
+}
+
+/// Clean paths with nothing to find.
+fn healthy_cases() -> Vec<Case> {
+    vec![
         Case {
             name: "many-connections",
             summary: "300 connections one after the other, one request each, on a clean path: \

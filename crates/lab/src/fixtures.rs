@@ -53,10 +53,16 @@ const QUEUE: Option<(&str, &str)> = Some(("queueing_delay", "network"));
 const POLICER: Option<(&str, &str)> = Some(("policer", "network"));
 const SNDBUF: Option<(&str, &str)> = Some(("send_buffer_limited", "server"));
 
-/// Every fixture, in the order of fixtures/ACCURACY.md.
-pub fn all() -> Vec<Fixture> {
-    use Vantage::*;
-    let f = |file, case, fixed, vantage, tweak: fn(&mut Setup), expected| Fixture {
+/// A fixture made with the built-in server and client.
+fn fixture(
+    file: &'static str,
+    case: &'static str,
+    fixed: bool,
+    vantage: Vantage,
+    tweak: fn(&mut Setup),
+    expected: Option<(&'static str, &'static str)>,
+) -> Fixture {
+    Fixture {
         file,
         case,
         fixed,
@@ -65,7 +71,29 @@ pub fn all() -> Vec<Fixture> {
         wrk: None,
         tweak,
         expected,
-    };
+    }
+}
+
+/// Every fixture, in the order of fixtures/ACCURACY.md.
+pub fn all() -> Vec<Fixture> {
+    [
+        fixtures_bufferbloat_to_client(),
+        fixtures_close_to_cork(),
+        fixtures_cwnd_to_jdk(),
+        fixtures_listen_to_packet_loss(),
+        fixtures_path_mtu_to_send_buffer(),
+        fixtures_server_to_slow_start(),
+        fixtures_syn(),
+        fixtures_tls_to_zero_window(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// The fixtures from `bufferbloat` to `client-write-write`: queues, the policer, client delays.
+fn fixtures_bufferbloat_to_client() -> Vec<Fixture> {
+    use Vantage::*;
     vec![
         // A 5 MB download fills a 10 Mbit/s link's deep queue while small
         // requests wait behind it; the twin's queue is short: the download's
@@ -73,7 +101,7 @@ pub fn all() -> Vec<Fixture> {
         // 5 MB the loss episodes (about 400 ms) and the small requests' ten
         // round trips (about 370 ms) cost the same, and which comes first is
         // a coin toss from run to run.
-        f(
+        fixture(
             "bufferbloat-short-queue.client.pcap",
             "bufferbloat",
             true,
@@ -81,7 +109,7 @@ pub fn all() -> Vec<Fixture> {
             |s| s.server.bulk_bytes = 10_000_000,
             LOSS,
         ),
-        f(
+        fixture(
             "bufferbloat.client.pcap",
             "bufferbloat",
             false,
@@ -92,7 +120,7 @@ pub fn all() -> Vec<Fixture> {
         // A download through a token-bucket policer: drops at its rate, no
         // queue before them; the twin shapes the same rate with a queue
         // (losses at the queue's tail, after its round trip rose).
-        f(
+        fixture(
             "policer.client.pcap",
             "policer",
             false,
@@ -100,7 +128,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             POLICER,
         ),
-        f(
+        fixture(
             "policer-shaped.client.pcap",
             "policer",
             true,
@@ -108,7 +136,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             LOSS,
         ),
-        f(
+        fixture(
             "bulk-healthy.client.pcap",
             "packet-loss",
             true,
@@ -116,7 +144,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             None,
         ),
-        f(
+        fixture(
             "client-delay.client.pcap",
             "client-delay",
             false,
@@ -124,7 +152,7 @@ pub fn all() -> Vec<Fixture> {
             |s| s.one_way = Duration::from_micros(17_500),
             CLIENT_DELAY,
         ),
-        f(
+        fixture(
             "client-delay.server.pcap",
             "client-delay",
             false,
@@ -132,7 +160,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             CLIENT_DELAY,
         ),
-        f(
+        fixture(
             "client-single-write.router.pcap",
             "client-write-write",
             true,
@@ -140,7 +168,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             None,
         ),
-        f(
+        fixture(
             "client-write-write.router.pcap",
             "client-write-write",
             false,
@@ -148,11 +176,18 @@ pub fn all() -> Vec<Fixture> {
             same,
             NAGLE_CLIENT,
         ),
+    ]
+}
+
+/// The fixtures from `close-delimited` to `cork`: how connections and responses end, TCP_CORK.
+fn fixtures_close_to_cork() -> Vec<Fixture> {
+    use Vantage::*;
+    vec![
         // A port closed to every second connection (a firewall's REJECT in
         // the server), and its twin with every connection accepted.
         // Responses without Content-Length, ended by a close 1.5 s late; the
         // twin sends Content-Length.
-        f(
+        fixture(
             "close-delimited.client.pcap",
             "close-delimited",
             false,
@@ -160,7 +195,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             SERVER_DELAY,
         ),
-        f(
+        fixture(
             "connection-accepted.client.pcap",
             "connection-refused",
             true,
@@ -170,7 +205,7 @@ pub fn all() -> Vec<Fixture> {
         ),
         // A server resetting the third request of each connection, and its
         // twin answering every request.
-        f(
+        fixture(
             "connection-kept.client.pcap",
             "connection-reset",
             true,
@@ -178,7 +213,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             None,
         ),
-        f(
+        fixture(
             "connection-refused.client.pcap",
             "connection-refused",
             false,
@@ -187,7 +222,7 @@ pub fn all() -> Vec<Fixture> {
             REFUSED,
         ),
         // The router resets in the server's name: its RST has the router's TTL.
-        f(
+        fixture(
             "connection-reset-path.client.pcap",
             "connection-reset-by-path",
             false,
@@ -195,7 +230,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             RESET_PATH,
         ),
-        f(
+        fixture(
             "connection-reset.client.pcap",
             "connection-reset",
             false,
@@ -203,7 +238,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             RESET,
         ),
-        f(
+        fixture(
             "connection-reset.server.pcap",
             "connection-reset",
             false,
@@ -211,7 +246,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             RESET,
         ),
-        f(
+        fixture(
             "content-length.client.pcap",
             "close-delimited",
             true,
@@ -221,7 +256,7 @@ pub fn all() -> Vec<Fixture> {
         ),
         // TCP_CORK left on: each response's partial tail waits 200 ms; the
         // twin uncorks after each response.
-        f(
+        fixture(
             "cork-uncorked.server.pcap",
             "cork",
             true,
@@ -229,7 +264,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             None,
         ),
-        f(
+        fixture(
             "cork.client.pcap",
             "cork",
             false,
@@ -237,7 +272,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             SERVER_DELAY,
         ),
-        f(
+        fixture(
             "cork.server.pcap",
             "cork",
             false,
@@ -245,10 +280,17 @@ pub fn all() -> Vec<Fixture> {
             same,
             SERVER_DELAY,
         ),
+    ]
+}
+
+/// The fixtures from `cwnd-collapse` to `jdk-nodelay`: windows, waits, handshakes, the JDK server.
+fn fixtures_cwnd_to_jdk() -> Vec<Fixture> {
+    use Vantage::*;
+    vec![
         // Reno halves its window at each loss and regrows by one segment per
         // round trip (BBR does neither); the client's large receive buffer
         // keeps the receiver's window out of the picture.
-        f(
+        fixture(
             "cwnd-collapse.server.pcap",
             "packet-loss",
             false,
@@ -264,7 +306,7 @@ pub fn all() -> Vec<Fixture> {
         // the round trips; the twin reuses one connection.
         // curl waits 1 s for a 100 Continue the server never sends; the twin
         // sends without Expect.
-        f(
+        fixture(
             "expect-100-continue.client.pcap",
             "expect-100-continue",
             false,
@@ -272,7 +314,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             CLIENT_DELAY,
         ),
-        f(
+        fixture(
             "expect-none.client.pcap",
             "expect-100-continue",
             true,
@@ -280,7 +322,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             LATENCY,
         ),
-        f(
+        fixture(
             "handshake-keepalive.client.pcap",
             "handshake-round-trips",
             true,
@@ -288,7 +330,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             LATENCY,
         ),
-        f(
+        fixture(
             "handshake-round-trips.client.pcap",
             "handshake-round-trips",
             false,
@@ -296,7 +338,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             LATENCY,
         ),
-        f(
+        fixture(
             "handshake-round-trips.server.pcap",
             "handshake-round-trips",
             false,
@@ -304,7 +346,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             LATENCY,
         ),
-        f(
+        fixture(
             "healthy-keepalive.router.pcap",
             "healthy",
             false,
@@ -320,7 +362,7 @@ pub fn all() -> Vec<Fixture> {
         Fixture {
             peer: Peer::Jdk,
             wrk: Some((2, 2)),
-            ..f(
+            ..fixture(
                 "jdk-default.client.pcap",
                 "jdk-httpserver",
                 false,
@@ -332,7 +374,7 @@ pub fn all() -> Vec<Fixture> {
         Fixture {
             peer: Peer::Jdk,
             wrk: Some((2, 2)),
-            ..f(
+            ..fixture(
                 "jdk-nodelay.server.pcapng",
                 "jdk-httpserver",
                 true,
@@ -341,9 +383,16 @@ pub fn all() -> Vec<Fixture> {
                 None,
             )
         },
+    ]
+}
+
+/// The fixtures from `listen-queue` to `packet-loss`: the accept queue, latency, nginx, loss.
+fn fixtures_listen_to_packet_loss() -> Vec<Fixture> {
+    use Vantage::*;
+    vec![
         // Eight clients at once to a backlog of 1 accepted every 300 ms: SYNs
         // dropped, handshake ACKs and requests ignored; the twin accepts at once.
-        f(
+        fixture(
             "listen-queue-accepting.server.pcap",
             "listen-queue-overflow",
             true,
@@ -351,7 +400,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             None,
         ),
-        f(
+        fixture(
             "listen-queue-overflow.client.pcap",
             "listen-queue-overflow",
             false,
@@ -359,7 +408,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             LISTEN,
         ),
-        f(
+        fixture(
             "listen-queue-overflow.server.pcap",
             "listen-queue-overflow",
             false,
@@ -369,7 +418,7 @@ pub fn all() -> Vec<Fixture> {
         ),
         // 300 connections one after the other, one request each: a busy
         // server's SYNs, every one answered and completed.
-        f(
+        fixture(
             "many-connections.server.pcap",
             "many-connections",
             false,
@@ -377,7 +426,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             None,
         ),
-        f(
+        fixture(
             "network-latency.client.pcap",
             "network-latency",
             false,
@@ -385,7 +434,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             LATENCY,
         ),
-        f(
+        fixture(
             "network-latency.router.pcap",
             "network-latency",
             false,
@@ -397,7 +446,7 @@ pub fn all() -> Vec<Fixture> {
         Fixture {
             peer: Peer::Nginx,
             wrk: Some((4, 2)),
-            ..f(
+            ..fixture(
                 "nginx-nodelay-off.server.pcap",
                 "nagle-delayed-ack",
                 false,
@@ -409,7 +458,7 @@ pub fn all() -> Vec<Fixture> {
         Fixture {
             peer: Peer::Nginx,
             wrk: Some((4, 2)),
-            ..f(
+            ..fixture(
                 "nginx-nodelay-on.client.pcap",
                 "nagle-delayed-ack",
                 true,
@@ -418,7 +467,7 @@ pub fn all() -> Vec<Fixture> {
                 None,
             )
         },
-        f(
+        fixture(
             "packet-loss.client.pcap",
             "packet-loss",
             false,
@@ -426,7 +475,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             LOSS,
         ),
-        f(
+        fixture(
             "packet-loss.router.pcap",
             "packet-loss",
             false,
@@ -434,13 +483,20 @@ pub fn all() -> Vec<Fixture> {
             same,
             LOSS,
         ),
+    ]
+}
+
+/// The fixtures from `path-mtu` to `send-buffer-limited`: black holes, timeouts, send buffers.
+fn fixtures_path_mtu_to_send_buffer() -> Vec<Fixture> {
+    use Vantage::*;
+    vec![
         // Full-size segments dropped by a 1400-byte link whose ICMP is
         // filtered: the server (tcp_mtu_probing=1) falls back to 1024-byte
         // segments after its timer backs off; the twin lets the ICMP through.
         // The same with tcp_mtu_probing=0 (the default): no fallback, the
         // full-size segments are sent again until the client gives up; the
         // twin lets the ICMP through.
-        f(
+        fixture(
             "path-mtu-blackhole-nofallback.router.pcap",
             "path-mtu-blackhole-nofallback",
             false,
@@ -448,7 +504,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             MTU,
         ),
-        f(
+        fixture(
             "path-mtu-blackhole-nofallback.server.pcap",
             "path-mtu-blackhole-nofallback",
             false,
@@ -456,7 +512,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             MTU,
         ),
-        f(
+        fixture(
             "path-mtu-blackhole.client.pcap",
             "path-mtu-blackhole",
             false,
@@ -464,7 +520,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             MTU,
         ),
-        f(
+        fixture(
             "path-mtu-blackhole.router.pcap",
             "path-mtu-blackhole",
             false,
@@ -472,7 +528,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             MTU,
         ),
-        f(
+        fixture(
             "path-mtu-blackhole.server.pcap",
             "path-mtu-blackhole",
             false,
@@ -480,7 +536,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             MTU,
         ),
-        f(
+        fixture(
             "path-mtu-icmp.client.pcap",
             "path-mtu-blackhole",
             true,
@@ -488,7 +544,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             None,
         ),
-        f(
+        fixture(
             "path-mtu-nofallback-icmp.server.pcap",
             "path-mtu-blackhole-nofallback",
             true,
@@ -496,7 +552,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             None,
         ),
-        f(
+        fixture(
             "rto.client.pcap",
             "retransmission-timeout",
             false,
@@ -504,7 +560,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             RTO,
         ),
-        f(
+        fixture(
             "rto.router.pcap",
             "retransmission-timeout",
             false,
@@ -514,7 +570,7 @@ pub fn all() -> Vec<Fixture> {
         ),
         // 1 MiB from a server with a 16 KB SO_SNDBUF; the twin leaves the
         // buffer to autotuning.
-        f(
+        fixture(
             "send-buffer-autotuned.client.pcap",
             "send-buffer-limited",
             true,
@@ -522,7 +578,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             None,
         ),
-        f(
+        fixture(
             "send-buffer-limited.client.pcap",
             "send-buffer-limited",
             false,
@@ -530,7 +586,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             SNDBUF,
         ),
-        f(
+        fixture(
             "send-buffer-limited.server.pcap",
             "send-buffer-limited",
             false,
@@ -538,11 +594,18 @@ pub fn all() -> Vec<Fixture> {
             same,
             SNDBUF,
         ),
+    ]
+}
+
+/// The fixtures from `server-body-ready` to `slow-start`: server delays, slow start.
+fn fixtures_server_to_slow_start() -> Vec<Fixture> {
+    use Vantage::*;
+    vec![
         // A Python server flushing chunked headers, then computing the body;
         // the twin has the body ready at once.
         Fixture {
             peer: Peer::Python,
-            ..f(
+            ..fixture(
                 "server-body-ready.client.pcap",
                 "server-delay-inside-response",
                 true,
@@ -553,7 +616,7 @@ pub fn all() -> Vec<Fixture> {
         },
         Fixture {
             peer: Peer::Python,
-            ..f(
+            ..fixture(
                 "server-delay-inside.client.pcap",
                 "server-delay-inside-response",
                 false,
@@ -562,7 +625,7 @@ pub fn all() -> Vec<Fixture> {
                 SERVER_DELAY,
             )
         },
-        f(
+        fixture(
             "server-delay-inside.router.pcap",
             "server-delay-inside-response",
             false,
@@ -572,7 +635,7 @@ pub fn all() -> Vec<Fixture> {
         ),
         Fixture {
             peer: Peer::Python,
-            ..f(
+            ..fixture(
                 "server-delay-inside.server.pcap",
                 "server-delay-inside-response",
                 false,
@@ -581,7 +644,7 @@ pub fn all() -> Vec<Fixture> {
                 SERVER_DELAY,
             )
         },
-        f(
+        fixture(
             "server-delay.client.pcap",
             "server-delay",
             false,
@@ -589,7 +652,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             SERVER_DELAY,
         ),
-        f(
+        fixture(
             "server-delay.server.pcap",
             "server-delay",
             false,
@@ -600,7 +663,7 @@ pub fn all() -> Vec<Fixture> {
         // Keep-alive responses after 1 s idle restart from the initial
         // window; the twin keeps its window (tcp_slow_start_after_idle=0):
         // only the round trips are left.
-        f(
+        fixture(
             "slow-start-after-idle.client.pcap",
             "slow-start-after-idle",
             false,
@@ -608,7 +671,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             RESTART,
         ),
-        f(
+        fixture(
             "slow-start-after-idle.server.pcap",
             "slow-start-after-idle",
             false,
@@ -616,7 +679,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             RESTART,
         ),
-        f(
+        fixture(
             "slow-start-after-idle-off.client.pcap",
             "slow-start-after-idle",
             true,
@@ -624,7 +687,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             LATENCY,
         ),
-        f(
+        fixture(
             "slow-start-warm.client.pcap",
             "congestion-limited",
             false,
@@ -632,7 +695,7 @@ pub fn all() -> Vec<Fixture> {
             |s| s.client.requests = 2,
             CWND,
         ),
-        f(
+        fixture(
             "slow-start.client.pcap",
             "congestion-limited",
             false,
@@ -640,10 +703,17 @@ pub fn all() -> Vec<Fixture> {
             same,
             CWND,
         ),
+    ]
+}
+
+/// The fixtures from `syn-cookies` to `syn-retransmit`: SYN floods and lost SYNs.
+fn fixtures_syn() -> Vec<Fixture> {
+    use Vantage::*;
+    vec![
         // 20,000 SYNs from spoofed sources in 2 s to a server with
         // tcp_syncookies=0: its SYN queue full, 10 legitimate clients' SYNs
         // go unanswered for 7 s; the twin answers with SYN cookies.
-        f(
+        fixture(
             "syn-cookies.server.pcap",
             "syn-flood",
             true,
@@ -651,7 +721,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             None,
         ),
-        f(
+        fixture(
             "syn-flood.client.pcap",
             "syn-flood",
             false,
@@ -659,7 +729,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             FLOOD,
         ),
-        f(
+        fixture(
             "syn-flood.server.pcap",
             "syn-flood",
             false,
@@ -667,7 +737,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             FLOOD,
         ),
-        f(
+        fixture(
             "syn-retransmit.client.pcap",
             "syn-retransmit",
             false,
@@ -679,7 +749,7 @@ pub fn all() -> Vec<Fixture> {
         // was seen and not answered; behind the router the TTL tells that the
         // capture is at the server, so the server is blamed (the committed
         // file, made on a direct veth, cannot tell and blames the network).
-        f(
+        fixture(
             "syn-retransmit.server.pcap",
             "syn-retransmit",
             false,
@@ -687,12 +757,19 @@ pub fn all() -> Vec<Fixture> {
             same,
             SYN_SERVER,
         ),
+    ]
+}
+
+/// The fixtures from `tls-ecdsa` to `zero-window`: TLS, receive windows.
+fn fixtures_tls_to_zero_window() -> Vec<Fixture> {
+    use Vantage::*;
+    vec![
         // nginx, TLS 1.2 with ECDHE and no resumption, 20 HTTPS requests by
         // curl, one connection each: an RSA 4096 signature per handshake;
         // the twin signs with ECDSA P-256.
         Fixture {
             peer: Peer::Nginx,
-            ..f(
+            ..fixture(
                 "tls-ecdsa.client.pcap",
                 "tls-handshake",
                 true,
@@ -703,7 +780,7 @@ pub fn all() -> Vec<Fixture> {
         },
         Fixture {
             peer: Peer::Nginx,
-            ..f(
+            ..fixture(
                 "tls-handshake.client.pcap",
                 "tls-handshake",
                 false,
@@ -714,7 +791,7 @@ pub fn all() -> Vec<Fixture> {
         },
         Fixture {
             peer: Peer::Nginx,
-            ..f(
+            ..fixture(
                 "tls-handshake.server.pcap",
                 "tls-handshake",
                 false,
@@ -723,7 +800,7 @@ pub fn all() -> Vec<Fixture> {
                 TLS,
             )
         },
-        f(
+        fixture(
             "upload-default.client.pcap",
             "small-receive-window",
             true,
@@ -731,7 +808,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             None,
         ),
-        f(
+        fixture(
             "upload-rcvbuf4k.client.pcap",
             "small-receive-window",
             false,
@@ -739,7 +816,7 @@ pub fn all() -> Vec<Fixture> {
             same,
             RWND,
         ),
-        f(
+        fixture(
             "upload-rcvbuf4k.server.pcap",
             "small-receive-window",
             false,
@@ -750,7 +827,7 @@ pub fn all() -> Vec<Fixture> {
         // Behind the delay line every packet is its own skb: each 4 KiB read
         // frees memory at once and the window reopens before Linux's first
         // window probe unless the reader waits longer between reads.
-        f(
+        fixture(
             "zero-window.client.pcap",
             "zero-window",
             false,
@@ -764,7 +841,7 @@ pub fn all() -> Vec<Fixture> {
             },
             ZERO,
         ),
-        f(
+        fixture(
             "zero-window.server.pcap",
             "zero-window",
             false,

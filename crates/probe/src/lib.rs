@@ -21,6 +21,7 @@ mod raw;
 pub mod report;
 pub mod target;
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
@@ -576,198 +577,299 @@ pub fn trace(
             config.first_ttl, config.max_hops
         )));
     }
-    let mut p = RawProber::open(config.target)?;
+    let p = RawProber::open(config.target)?;
     on_event(&TraceEvent::Started(p.src));
-    let base = sequence_base() & 0xffff_0000;
-    let span = usize::from(config.max_hops - config.first_ttl) + 1;
-    let mut hops: Vec<Hop> = (0..span)
-        .map(|i| Hop {
-            ttl: config.first_ttl + i as u8,
-            probes: Vec::new(),
-        })
-        .collect();
-    // The TTL at which the path ends, once known.
-    let mut last: Option<u8> = None;
-    // Until when the target may still hold a half-open connection of this
-    // flow: a SYN-ACK's reset reaches it a one-way trip later (the answer's
-    // round trip bounds that). A probe arriving before would meet it and be
-    // answered with an ACK naming the other probe, not its own SYN-ACK.
-    let mut target_busy_until: Option<Instant> = None;
+    let mut tracer = Tracer::new(config, p);
     let mut result = TraceResult {
-        source: p.src,
+        source: tracer.p.src,
         hops: Vec::new(),
         reached: false,
         rounds: 0,
         interrupted: false,
     };
-    let mut emitted = 0usize;
-    let mut counter = 0u32;
-    let parallel = config.parallel.max(1);
     for round in 0..config.rounds.max(1) {
         let round_start = Instant::now();
-        // Probes of this round, nearest hops first.
-        let mut queue: std::collections::VecDeque<u8> = (config.first_ttl..=config.max_hops)
-            .filter(|t| last.is_none_or(|l| *t <= l))
-            .flat_map(|t| std::iter::repeat_n(t, usize::from(config.probes)))
-            .collect();
-        let mut inflight: Vec<InFlight> = Vec::new();
-        // The fastest answer so far from beyond each TTL (for NEAR).
-        let mut nearest_beyond: Vec<Option<Duration>> = vec![None; span];
-        while !queue.is_empty() || !inflight.is_empty() {
-            if stop.load(Ordering::Relaxed) {
-                result.interrupted = true;
-                break;
-            }
-            while inflight.len() < parallel {
-                let Some(ttl) = queue.pop_front() else { break };
-                if last.is_some_and(|l| ttl > l) {
-                    continue;
-                }
-                // At the target, one probe at a time: SYNs of one flow arriving
-                // together meet each other's half-open state there.
-                let busy = target_busy_until.is_some_and(|t| Instant::now() < t);
-                if last.is_some_and(|l| ttl == l) && (busy || inflight.iter().any(|f| f.ttl >= ttl))
-                {
-                    queue.push_front(ttl);
-                    break;
-                }
-                // The sequence number names the probe; nothing else in the flow changes.
-                let seq = base | (u32::from(ttl) << 8) | (counter & 0xff);
-                counter = counter.wrapping_add(1);
-                let sent = p.send(FLAG_SYN, seq, ttl)?;
-                inflight.push(InFlight { seq, ttl, sent });
-            }
-            // Wait for the next answer, until the first probe's deadline.
-            let deadline_of = |f: &InFlight, nearest_beyond: &[Option<Duration>]| {
-                let near = nearest_beyond[usize::from(f.ttl - config.first_ttl)]
-                    .map(|r| (r * NEAR_FACTOR).max(NEAR_MIN));
-                f.sent + near.map_or(config.wait, |n| n.min(config.wait))
-            };
-            let next_deadline = inflight
-                .iter()
-                .map(|f| deadline_of(f, &nearest_beyond))
-                .min();
-            let next_deadline = match (next_deadline, target_busy_until) {
-                (Some(d), Some(t)) if t > Instant::now() => Some(d.min(t)),
-                (None, Some(t)) if t > Instant::now() => Some(t),
-                (d, _) => d,
-            };
-            let until = next_deadline.map_or(Instant::now(), |d| d.min(Instant::now() + TICK));
-            if let Some((at, got)) = p.recv(until)? {
-                let answer = match got {
-                    Incoming::Icmp(c) => {
-                        let kind = match c.kind {
-                            IcmpKind::TimeExceeded => HopReply::TimeExceeded,
-                            k => HopReply::Unreachable(k),
-                        };
-                        Some((c.seq, c.from, kind))
-                    }
-                    Incoming::Tcp(t) if t.flags & FLAG_ACK != 0 => {
-                        let seq = t.ack.wrapping_sub(1);
-                        if t.flags & FLAG_RST != 0 {
-                            Some((seq, t.from, HopReply::Rst))
-                        } else if t.flags & FLAG_SYN != 0 {
-                            // Leave nothing half-open at the target; ask it
-                            // nothing more until the reset has reached it.
-                            p.send(FLAG_RST, t.ack, 64)?;
-                            let round_trip = inflight
-                                .iter()
-                                .find(|f| f.seq == t.ack.wrapping_sub(1))
-                                .map_or(TARGET_QUIET_MAX, |f| at.duration_since(f.sent));
-                            let quiet = at + round_trip.min(TARGET_QUIET_MAX);
-                            target_busy_until =
-                                Some(target_busy_until.map_or(quiet, |b| b.max(quiet)));
-                            Some((seq, t.from, HopReply::SynAck))
-                        } else {
-                            None
-                        }
-                    }
-                    Incoming::Tcp(_) => None,
-                };
-                // Late answers to probes given up, or not ours: ignored.
-                if let Some((seq, from, kind)) = answer {
-                    if let Some(i) = inflight.iter().position(|f| f.seq == seq) {
-                        let f = inflight.swap_remove(i);
-                        let rtt = at.duration_since(f.sent);
-                        let at_ttl = usize::from(f.ttl - config.first_ttl);
-                        // An RST from the target while other probes of the flow
-                        // may have reached it too can be their doing (a SYN
-                        // meeting another's half-open connection): asked again.
-                        let crowded = inflight.iter().any(|g| g.ttl >= f.ttl);
-                        if kind == HopReply::Rst && crowded {
-                            queue.push_front(f.ttl);
-                        } else {
-                            hops[at_ttl].probes.push(HopProbe {
-                                answer: Some((from, rtt, kind)),
-                            });
-                            for n in nearest_beyond.iter_mut().take(at_ttl) {
-                                *n = Some(n.map_or(rtt, |r| r.min(rtt)));
-                            }
-                        }
-                        if kind.ends() && last.is_none_or(|l| f.ttl < l) {
-                            last = Some(f.ttl);
-                        }
-                        if matches!(kind, HopReply::SynAck | HopReply::Rst) {
-                            // The others at the target are asked again, one at a time.
-                            let l = last.unwrap_or(f.ttl);
-                            inflight.retain(|g| {
-                                if g.ttl == l {
-                                    queue.push_front(g.ttl);
-                                }
-                                g.ttl < l
-                            });
-                        }
-                    }
-                }
-            }
-            // Give up on probes past their deadline, and on those beyond the end.
-            let now = Instant::now();
-            inflight.retain(|f| {
-                let beyond = last.is_some_and(|l| f.ttl > l);
-                let expired = now >= deadline_of(f, &nearest_beyond);
-                if expired && !beyond {
-                    hops[usize::from(f.ttl - config.first_ttl)]
-                        .probes
-                        .push(HopProbe { answer: None });
-                }
-                !(expired || beyond)
-            });
-            // The first round's hops, in order, as they complete.
-            if round == 0 {
-                let want = usize::from(config.probes);
-                while emitted < span
-                    && last.is_none_or(|l| hops[emitted].ttl <= l)
-                    && hops[emitted].probes.len() >= want
-                {
-                    on_event(&TraceEvent::HopDone(hops[emitted].clone()));
-                    emitted += 1;
-                }
-            }
-        }
-        if result.interrupted {
+        if !tracer.round(round == 0, stop, &mut on_event)? {
+            result.interrupted = true;
             break;
         }
         result.rounds = round + 1;
         on_event(&TraceEvent::RoundDone(round + 1));
         if round + 1 < config.rounds {
-            let next = round_start + config.interval;
-            while Instant::now() < next && !stop.load(Ordering::Relaxed) {
-                std::thread::sleep(TICK.min(next.saturating_duration_since(Instant::now())));
-            }
+            sleep_until(round_start + config.interval, stop);
         }
     }
-    let end = last.map_or(span, |l| usize::from(l - config.first_ttl) + 1);
-    hops.truncate(end);
-    // A hop left incomplete by an interrupt is still shown if it has anything.
-    while hops.last().is_some_and(|h| h.probes.is_empty()) {
-        hops.pop();
-    }
+    let hops = tracer.into_hops();
     result.reached = hops
         .iter()
         .flat_map(|h| &h.probes)
         .any(|p| matches!(p.answer, Some((_, _, HopReply::SynAck | HopReply::Rst))));
     result.hops = hops;
     Ok(result)
+}
+
+/// Sleep until `next`, or until `stop` is set.
+fn sleep_until(next: Instant, stop: &AtomicBool) {
+    while Instant::now() < next && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(TICK.min(next.saturating_duration_since(Instant::now())));
+    }
+}
+
+/// When a probe is given up: after the wait, or sooner once a farther hop has answered.
+fn deadline(config: &TraceConfig, nearest_beyond: &[Option<Duration>], f: &InFlight) -> Instant {
+    let near = nearest_beyond[usize::from(f.ttl - config.first_ttl)]
+        .map(|r| (r * NEAR_FACTOR).max(NEAR_MIN));
+    f.sent + near.map_or(config.wait, |n| n.min(config.wait))
+}
+
+/// A trace under way: its flow, the hops so far, and the probes of the current round.
+struct Tracer<'c> {
+    config: &'c TraceConfig,
+    p: RawProber,
+    base: u32,
+    span: usize,
+    parallel: usize,
+    hops: Vec<Hop>,
+    /// The TTL at which the path ends, once known.
+    last: Option<u8>,
+    /// Until when the target may still hold a half-open connection of this
+    /// flow: a SYN-ACK's reset reaches it a one-way trip later (the answer's
+    /// round trip bounds that). A probe arriving before would meet it and be
+    /// answered with an ACK naming the other probe, not its own SYN-ACK.
+    target_busy_until: Option<Instant>,
+    /// Hops of the first round reported so far.
+    emitted: usize,
+    counter: u32,
+    /// Probes of this round still to send, nearest hops first.
+    queue: VecDeque<u8>,
+    inflight: Vec<InFlight>,
+    /// The fastest answer so far from beyond each TTL (for NEAR).
+    nearest_beyond: Vec<Option<Duration>>,
+}
+
+impl<'c> Tracer<'c> {
+    /// A trace of `config` on the flow of `p`, no probe sent yet.
+    fn new(config: &'c TraceConfig, p: RawProber) -> Self {
+        let base = sequence_base() & 0xffff_0000;
+        let span = usize::from(config.max_hops - config.first_ttl) + 1;
+        let hops: Vec<Hop> = (0..span)
+            .map(|i| Hop {
+                ttl: config.first_ttl + i as u8,
+                probes: Vec::new(),
+            })
+            .collect();
+        Tracer {
+            config,
+            p,
+            base,
+            span,
+            parallel: config.parallel.max(1),
+            hops,
+            last: None,
+            target_busy_until: None,
+            emitted: 0,
+            counter: 0,
+            queue: VecDeque::new(),
+            inflight: Vec::new(),
+            nearest_beyond: Vec::new(),
+        }
+    }
+
+    /// One round over the path; false when `stop` ended it early.
+    fn round(
+        &mut self,
+        first: bool,
+        stop: &AtomicBool,
+        on_event: &mut impl FnMut(&TraceEvent),
+    ) -> Result<bool, ProbeError> {
+        let config = self.config;
+        self.queue = (config.first_ttl..=config.max_hops)
+            .filter(|t| self.last.is_none_or(|l| *t <= l))
+            .flat_map(|t| std::iter::repeat_n(t, usize::from(config.probes)))
+            .collect();
+        self.inflight = Vec::new();
+        self.nearest_beyond = vec![None; self.span];
+        while !self.queue.is_empty() || !self.inflight.is_empty() {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(false);
+            }
+            self.send_probes()?;
+            let until = self.next_wake();
+            if let Some((at, got)) = self.p.recv(until)? {
+                if let Some((seq, from, kind)) = self.answer(at, got)? {
+                    self.record(at, seq, from, kind);
+                }
+            }
+            self.give_up();
+            if first {
+                self.report_hops(on_event);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Send queued probes while fewer than `parallel` are in flight.
+    fn send_probes(&mut self) -> Result<(), ProbeError> {
+        while self.inflight.len() < self.parallel {
+            let Some(ttl) = self.queue.pop_front() else {
+                break;
+            };
+            if self.last.is_some_and(|l| ttl > l) {
+                continue;
+            }
+            // At the target, one probe at a time: SYNs of one flow arriving
+            // together meet each other's half-open state there.
+            let busy = self.target_busy_until.is_some_and(|t| Instant::now() < t);
+            if self.last.is_some_and(|l| ttl == l)
+                && (busy || self.inflight.iter().any(|f| f.ttl >= ttl))
+            {
+                self.queue.push_front(ttl);
+                break;
+            }
+            // The sequence number names the probe; nothing else in the flow changes.
+            let seq = self.base | (u32::from(ttl) << 8) | (self.counter & 0xff);
+            self.counter = self.counter.wrapping_add(1);
+            let sent = self.p.send(FLAG_SYN, seq, ttl)?;
+            self.inflight.push(InFlight { seq, ttl, sent });
+        }
+        Ok(())
+    }
+
+    /// Until when to wait for the next answer: the first probe's deadline.
+    fn next_wake(&self) -> Instant {
+        let next_deadline = self
+            .inflight
+            .iter()
+            .map(|f| deadline(self.config, &self.nearest_beyond, f))
+            .min();
+        let next_deadline = match (next_deadline, self.target_busy_until) {
+            (Some(d), Some(t)) if t > Instant::now() => Some(d.min(t)),
+            (None, Some(t)) if t > Instant::now() => Some(t),
+            (d, _) => d,
+        };
+        next_deadline.map_or(Instant::now(), |d| d.min(Instant::now() + TICK))
+    }
+
+    /// The probe (by sequence number) a packet answers, who answered, and how.
+    fn answer(
+        &mut self,
+        at: Instant,
+        got: Incoming,
+    ) -> Result<Option<(u32, IpAddr, HopReply)>, ProbeError> {
+        Ok(match got {
+            Incoming::Icmp(c) => {
+                let kind = match c.kind {
+                    IcmpKind::TimeExceeded => HopReply::TimeExceeded,
+                    k => HopReply::Unreachable(k),
+                };
+                Some((c.seq, c.from, kind))
+            }
+            Incoming::Tcp(t) if t.flags & FLAG_ACK != 0 => {
+                let seq = t.ack.wrapping_sub(1);
+                if t.flags & FLAG_RST != 0 {
+                    Some((seq, t.from, HopReply::Rst))
+                } else if t.flags & FLAG_SYN != 0 {
+                    // Leave nothing half-open at the target; ask it
+                    // nothing more until the reset has reached it.
+                    self.p.send(FLAG_RST, t.ack, 64)?;
+                    let round_trip = self
+                        .inflight
+                        .iter()
+                        .find(|f| f.seq == t.ack.wrapping_sub(1))
+                        .map_or(TARGET_QUIET_MAX, |f| at.duration_since(f.sent));
+                    let quiet = at + round_trip.min(TARGET_QUIET_MAX);
+                    self.target_busy_until =
+                        Some(self.target_busy_until.map_or(quiet, |b| b.max(quiet)));
+                    Some((seq, t.from, HopReply::SynAck))
+                } else {
+                    None
+                }
+            }
+            Incoming::Tcp(_) => None,
+        })
+    }
+
+    /// Record an answer to the probe `seq`, if it is still in flight.
+    fn record(&mut self, at: Instant, seq: u32, from: IpAddr, kind: HopReply) {
+        // Late answers to probes given up, or not ours: ignored.
+        let Some(i) = self.inflight.iter().position(|f| f.seq == seq) else {
+            return;
+        };
+        let f = self.inflight.swap_remove(i);
+        let rtt = at.duration_since(f.sent);
+        let at_ttl = usize::from(f.ttl - self.config.first_ttl);
+        // An RST from the target while other probes of the flow
+        // may have reached it too can be their doing (a SYN
+        // meeting another's half-open connection): asked again.
+        let crowded = self.inflight.iter().any(|g| g.ttl >= f.ttl);
+        if kind == HopReply::Rst && crowded {
+            self.queue.push_front(f.ttl);
+        } else {
+            self.hops[at_ttl].probes.push(HopProbe {
+                answer: Some((from, rtt, kind)),
+            });
+            for n in self.nearest_beyond.iter_mut().take(at_ttl) {
+                *n = Some(n.map_or(rtt, |r| r.min(rtt)));
+            }
+        }
+        if kind.ends() && self.last.is_none_or(|l| f.ttl < l) {
+            self.last = Some(f.ttl);
+        }
+        if matches!(kind, HopReply::SynAck | HopReply::Rst) {
+            // The others at the target are asked again, one at a time.
+            let l = self.last.unwrap_or(f.ttl);
+            let queue = &mut self.queue;
+            self.inflight.retain(|g| {
+                if g.ttl == l {
+                    queue.push_front(g.ttl);
+                }
+                g.ttl < l
+            });
+        }
+    }
+
+    /// Give up on probes past their deadline, and on those beyond the end.
+    fn give_up(&mut self) {
+        let now = Instant::now();
+        let (config, last) = (self.config, self.last);
+        let (hops, nearest_beyond) = (&mut self.hops, &self.nearest_beyond);
+        self.inflight.retain(|f| {
+            let beyond = last.is_some_and(|l| f.ttl > l);
+            let expired = now >= deadline(config, nearest_beyond, f);
+            if expired && !beyond {
+                hops[usize::from(f.ttl - config.first_ttl)]
+                    .probes
+                    .push(HopProbe { answer: None });
+            }
+            !(expired || beyond)
+        });
+    }
+
+    /// Report the first round's hops, in order, as they complete.
+    fn report_hops(&mut self, on_event: &mut impl FnMut(&TraceEvent)) {
+        let want = usize::from(self.config.probes);
+        while self.emitted < self.span
+            && self.last.is_none_or(|l| self.hops[self.emitted].ttl <= l)
+            && self.hops[self.emitted].probes.len() >= want
+        {
+            on_event(&TraceEvent::HopDone(self.hops[self.emitted].clone()));
+            self.emitted += 1;
+        }
+    }
+
+    /// The hops up to the end of the path.
+    fn into_hops(self) -> Vec<Hop> {
+        let mut hops = self.hops;
+        let end = self
+            .last
+            .map_or(self.span, |l| usize::from(l - self.config.first_ttl) + 1);
+        hops.truncate(end);
+        // A hop left incomplete by an interrupt is still shown if it has anything.
+        while hops.last().is_some_and(|h| h.probes.is_empty()) {
+            hops.pop();
+        }
+        hops
+    }
 }
 
 #[cfg(test)]

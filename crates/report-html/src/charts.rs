@@ -122,107 +122,187 @@ pub fn budget_bar(id: &str, parts: &BudgetParts, total: f64, out: &mut String) {
     out.push_str("</ul>");
 }
 
+/// Bins per decade of the latency histogram.
+const PER_DECADE: f64 = 10.0;
+
+/// The latency bins re-binned to [`PER_DECADE`] bins per decade, at least
+/// two decades wide: bin `i` starts at `10^((d0 + i) / PER_DECADE)` ms.
+struct Decades {
+    d0: i64,
+    counts: Vec<u64>,
+    parts: Vec<Vec<(&'static str, f64)>>,
+}
+
+impl Decades {
+    fn new(bins: &[LatencyBin]) -> Decades {
+        let lo = bins
+            .iter()
+            .map(|b| b.low_ms.max(0.001))
+            .fold(f64::MAX, f64::min);
+        let hi = bins.iter().map(|b| b.high_ms).fold(0.0, f64::max);
+        let mut d0 = (lo.log10() * PER_DECADE).floor() as i64 - 1;
+        let mut d1 = ((hi.log10() * PER_DECADE).ceil() as i64).max(d0 + 1) + 1;
+        // At least two decades wide, so one bin is not the whole chart.
+        while d1 - d0 < 2 * PER_DECADE as i64 {
+            d0 -= 1;
+            d1 += 1;
+        }
+        let n = (d1 - d0) as usize;
+        let mut counts = vec![0u64; n];
+        let mut parts: Vec<Vec<(&'static str, f64)>> = vec![Vec::new(); n];
+        for b in bins {
+            let mid = ((b.low_ms.max(0.001)) * b.high_ms.max(0.001)).sqrt();
+            let i = (((mid.log10() * PER_DECADE).floor() as i64 - d0).max(0) as usize).min(n - 1);
+            counts[i] += b.count;
+            for (p, v) in b.parts_ms.iter() {
+                match parts[i].iter_mut().find(|(q, _)| *q == p) {
+                    Some(e) => e.1 += v,
+                    None => parts[i].push((p, v)),
+                }
+            }
+        }
+        Decades { d0, counts, parts }
+    }
+
+    /// The budget part holding most of bin `i`'s time.
+    fn dominant(&self, i: usize) -> &'static str {
+        self.parts[i]
+            .iter()
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map_or("transfer", |p| p.0)
+    }
+
+    /// Modes: local maxima holding at least 5% of the tallest bar, at most
+    /// 4, tallest first.
+    fn modes(&self, max: f64) -> Vec<usize> {
+        let (counts, n) = (&self.counts, self.counts.len());
+        let mut modes: Vec<usize> = (0..n)
+            .filter(|&i| {
+                let c = counts[i];
+                c > 0
+                    && c as f64 >= 0.05 * max
+                    && (i == 0 || counts[i - 1] < c)
+                    && (i + 1 == n || counts[i + 1] <= c)
+            })
+            .collect();
+        modes.sort_by(|a, b| counts[*b].cmp(&counts[*a]));
+        modes.truncate(4);
+        modes
+    }
+}
+
+/// The histogram's drawing area: bars from `left` over `n` bins, counts up
+/// to `max` between `top` and `h - bottom`.
+struct Frame {
+    w: f64,
+    h: f64,
+    left: f64,
+    bottom: f64,
+    top: f64,
+    bw: f64,
+    max: f64,
+}
+
+impl Frame {
+    fn x_of(&self, i: usize) -> f64 {
+        self.left + i as f64 * self.bw
+    }
+
+    fn y_of(&self, c: f64) -> f64 {
+        self.top + (self.h - self.top - self.bottom) * (1.0 - c / self.max)
+    }
+}
+
 /// Log-scale histogram of exchange latencies; the modes are labelled with
 /// the cause that holds most of their time.
 pub fn histogram(bins: &[LatencyBin], findings: &[Finding], out: &mut String) {
     if bins.is_empty() {
         return;
     }
-    // Re-bin to 10 bins per decade.
-    const PER_DECADE: f64 = 10.0;
-    let lo = bins
-        .iter()
-        .map(|b| b.low_ms.max(0.001))
-        .fold(f64::MAX, f64::min);
-    let hi = bins.iter().map(|b| b.high_ms).fold(0.0, f64::max);
-    let mut d0 = (lo.log10() * PER_DECADE).floor() as i64 - 1;
-    let mut d1 = ((hi.log10() * PER_DECADE).ceil() as i64).max(d0 + 1) + 1;
-    // At least two decades wide, so one bin is not the whole chart.
-    while d1 - d0 < 2 * PER_DECADE as i64 {
-        d0 -= 1;
-        d1 += 1;
-    }
-    let n = (d1 - d0) as usize;
-    let mut counts = vec![0u64; n];
-    let mut parts: Vec<Vec<(&'static str, f64)>> = vec![Vec::new(); n];
-    for b in bins {
-        let mid = ((b.low_ms.max(0.001)) * b.high_ms.max(0.001)).sqrt();
-        let i = (((mid.log10() * PER_DECADE).floor() as i64 - d0).max(0) as usize).min(n - 1);
-        counts[i] += b.count;
-        for (p, v) in b.parts_ms.iter() {
-            match parts[i].iter_mut().find(|(q, _)| *q == p) {
-                Some(e) => e.1 += v,
-                None => parts[i].push((p, v)),
-            }
-        }
-    }
-    let max = *counts.iter().max().unwrap_or(&1) as f64;
+    let d = Decades::new(bins);
+    let n = d.counts.len();
+    let max = *d.counts.iter().max().unwrap_or(&1) as f64;
     // Room above the tallest bar for two rows of mode labels under the title.
     let (w, h, left, bottom, top) = (900.0, 288.0, 50.0, 40.0, 58.0);
-    let bw = (w - left - 10.0) / n as f64;
-    let x_of = |i: usize| left + i as f64 * bw;
-    let y_of = |c: f64| top + (h - top - bottom) * (1.0 - c / max);
+    let f = Frame {
+        w,
+        h,
+        left,
+        bottom,
+        top,
+        bw: (w - left - 10.0) / n as f64,
+        max,
+    };
     let _ = write!(
         out,
         r#"<svg id="histogram" class="chart" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img"><title>exchange latency distribution (log scale)</title>"#
     );
-    for (i, &c) in counts.iter().enumerate() {
+    for (i, &c) in d.counts.iter().enumerate() {
         if c == 0 {
             continue;
         }
-        let dominant = parts[i]
-            .iter()
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-            .map_or("transfer", |p| p.0);
+        let dominant = d.dominant(i);
         let (a, b) = (
-            10f64.powf((d0 + i as i64) as f64 / PER_DECADE),
-            10f64.powf((d0 + i as i64 + 1) as f64 / PER_DECADE),
+            10f64.powf((d.d0 + i as i64) as f64 / PER_DECADE),
+            10f64.powf((d.d0 + i as i64 + 1) as f64 / PER_DECADE),
         );
         let _ = write!(
             out,
             r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{}"><title>{}–{}: {c} exchanges, mostly {}</title></rect>"#,
-            x_of(i) + 1.0,
-            y_of(c as f64),
-            (bw - 2.0).max(1.0),
-            h - bottom - y_of(c as f64),
+            f.x_of(i) + 1.0,
+            f.y_of(c as f64),
+            (f.bw - 2.0).max(1.0),
+            h - bottom - f.y_of(c as f64),
             color(dominant),
             esc(&fmt_ms(a)),
             esc(&fmt_ms(b)),
             esc(&cause_of(dominant, findings))
         );
     }
-    // Modes: local maxima holding at least 5% of the tallest bar, at most 4.
-    let mut modes: Vec<usize> = (0..n)
-        .filter(|&i| {
-            let c = counts[i];
-            c > 0
-                && c as f64 >= 0.05 * max
-                && (i == 0 || counts[i - 1] < c)
-                && (i + 1 == n || counts[i + 1] <= c)
-        })
-        .collect();
-    modes.sort_by(|a, b| counts[*b].cmp(&counts[*a]));
-    modes.truncate(4);
-    // Text is placed where it overprints no other: the axis titles first,
-    // then each mode's label (tallest first) at its bar or the nearest free
-    // row above or below; one with no free row is left out.
     let title = format!("exchanges (max {max})");
     let axis_title = "exchange latency (log scale)";
+    mode_labels(&d, &f, findings, [&title, axis_title], out);
+    // Axis: decades.
+    let _ = write!(
+        out,
+        r#"<line x1="{left}" y1="{0}" x2="{1}" y2="{0}" class="axis"/>"#,
+        h - bottom,
+        w - 10.0
+    );
+    for i in 0..=n {
+        let k = d.d0 + i as i64;
+        if k % PER_DECADE as i64 == 0 {
+            let v = 10f64.powf(k as f64 / PER_DECADE);
+            tick_label(out, f.x_of(i), h - bottom + 16.0, "middle", &fmt_ms(v));
+        }
+    }
+    let _ = write!(
+        out,
+        r#"<text x="{left}" y="14" class="tick">{}</text><text x="{:.0}" y="{:.0}" text-anchor="end" class="tick">{axis_title}</text></svg>"#,
+        esc(&title),
+        w - 10.0,
+        h - 4.0
+    );
+}
+
+/// Each mode's label. Text is placed where it overprints no other: the axis
+/// titles (`[title, axis_title]`) first, then each mode's label (tallest
+/// first) at its bar or the nearest free row above or below; one with no
+/// free row is left out.
+fn mode_labels(d: &Decades, f: &Frame, findings: &[Finding], titles: [&str; 2], out: &mut String) {
+    let (w, h, left, bottom) = (f.w, f.h, f.left, f.bottom);
     let mut placed = Placed::default();
-    placed.add(text_box(left, 14.0, "start", title.chars().count()));
+    placed.add(text_box(left, 14.0, "start", titles[0].chars().count()));
     placed.add(text_box(
         w - 10.0,
         h - 4.0,
         "end",
-        axis_title.chars().count(),
+        titles[1].chars().count(),
     ));
-    for i in modes {
-        let dominant = parts[i]
-            .iter()
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-            .map_or("transfer", |p| p.0);
-        let mid = 10f64.powf((d0 as f64 + i as f64 + 0.5) / PER_DECADE);
-        let cx = x_of(i) + bw / 2.0;
+    for i in d.modes(f.max) {
+        let dominant = d.dominant(i);
+        let mid = 10f64.powf((d.d0 as f64 + i as f64 + 0.5) / PER_DECADE);
+        let cx = f.x_of(i) + f.bw / 2.0;
         let anchor = if cx > w - 140.0 {
             "end"
         } else if cx < left + 140.0 {
@@ -232,7 +312,7 @@ pub fn histogram(bins: &[LatencyBin], findings: &[Finding], out: &mut String) {
         };
         let text = format!("{} · {}", fmt_ms(mid), cause_of(dominant, findings));
         let chars = text.chars().count();
-        let y0 = y_of(counts[i] as f64) - 8.0;
+        let y0 = f.y_of(d.counts[i] as f64) - 8.0;
         let up = (0..)
             .map(|k| y0 - 14.0 * k as f64)
             .take_while(|&y| y >= 12.0);
@@ -254,27 +334,6 @@ pub fn histogram(bins: &[LatencyBin], findings: &[Finding], out: &mut String) {
             esc(&text)
         );
     }
-    // Axis: decades.
-    let _ = write!(
-        out,
-        r#"<line x1="{left}" y1="{0}" x2="{1}" y2="{0}" class="axis"/>"#,
-        h - bottom,
-        w - 10.0
-    );
-    for i in 0..=n {
-        let k = d0 + i as i64;
-        if k % PER_DECADE as i64 == 0 {
-            let v = 10f64.powf(k as f64 / PER_DECADE);
-            tick_label(out, x_of(i), h - bottom + 16.0, "middle", &fmt_ms(v));
-        }
-    }
-    let _ = write!(
-        out,
-        r#"<text x="{left}" y="14" class="tick">{}</text><text x="{:.0}" y="{:.0}" text-anchor="end" class="tick">{axis_title}</text></svg>"#,
-        esc(&title),
-        w - 10.0,
-        h - 4.0
-    );
 }
 
 /// Width of a character of the charts' 11 px monospace font, with a margin.
@@ -484,6 +543,86 @@ pub fn time_sequence(tr: &Trace, out: &mut String) {
         esc(&tr.receiver)
     );
     axes(out, w, h, m, tmax, smax, "sequence (bytes, relative)");
+    let TracePaths {
+        data,
+        retx,
+        ack,
+        win,
+        in_flight,
+        max_flight,
+    } = trace_paths(tr, &px, &py, smax);
+    let _ = write!(
+        out,
+        r#"<path class="win" d="{win}"/><path class="ackl" d="{ack}"/><path class="data" d="{data}"/><path class="retx" d="{retx}"/>"#
+    );
+    let _ = write!(
+        out,
+        r#"<g class="key"><text x="{0}" y="{1}" class="k-data">█ data</text><text x="{2}" y="{1}" class="k-retx">█ retransmission</text><text x="{3}" y="{1}" class="k-ack">— ACK</text><text x="{4}" y="{1}" class="k-win">— window edge</text></g></svg>"#,
+        w - 420.0,
+        KEY_Y,
+        w - 340.0,
+        w - 200.0,
+        w - 130.0
+    );
+    // Bytes in flight against the advertised window.
+    let _ = write!(
+        out,
+        r#"<svg class="chart inflight" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img"><title>bytes in flight against the advertised window, connection {}</title>"#,
+        tr.connection
+    );
+    let top = max_flight as f64 * 1.05;
+    axes(
+        out,
+        w,
+        h,
+        m,
+        tmax,
+        top,
+        "bytes in flight / advertised window",
+    );
+    let (mut f, mut wline) = (String::new(), String::new());
+    for (i, (t, fl, wn)) in in_flight.iter().enumerate() {
+        let c = if i == 0 { 'M' } else { 'L' };
+        let _ = write!(f, "{c}{:.1} {:.1}", px(*t), py(*fl as f64, top));
+        let _ = write!(wline, "{c}{:.1} {:.1}", px(*t), py(*wn as f64, top));
+    }
+    let _ = write!(
+        out,
+        r#"<path class="flight" d="{f}"/><path class="win top" d="{wline}"/><g class="key"><text x="{0}" y="{KEY_Y}" class="k-flight">— in flight</text><text x="{1}" y="{KEY_Y}" class="k-win">— advertised window</text></g></svg>"#,
+        w - 300.0,
+        w - 190.0
+    );
+    if !tr.scale_known {
+        out.push_str("<p class=\"small\">The handshake was not captured: window scale unknown, windows shown unscaled.</p>");
+    }
+    if tr.truncated {
+        let _ = write!(
+            out,
+            "<p class=\"small\">Only the first {} packets of this connection are drawn.</p>",
+            tr.points.len()
+        );
+    }
+}
+
+/// The time-sequence graph's paths (data, retransmissions, ACKs, the
+/// window's edge) and the bytes in flight against the window after each
+/// point.
+struct TracePaths {
+    data: String,
+    retx: String,
+    ack: String,
+    win: String,
+    /// (time, bytes in flight, advertised window) after each point.
+    in_flight: Vec<(f64, u64, u64)>,
+    max_flight: u64,
+}
+
+fn trace_paths(
+    tr: &Trace,
+    px: &impl Fn(f64) -> f64,
+    py: &impl Fn(f64, f64) -> f64,
+    smax: f64,
+) -> TracePaths {
     let (mut data, mut retx, mut ack, mut win) =
         (String::new(), String::new(), String::new(), String::new());
     let mut in_flight = Vec::new();
@@ -542,56 +681,13 @@ pub fn time_sequence(tr: &Trace, out: &mut String) {
             }
         }
     }
-    let _ = write!(
-        out,
-        r#"<path class="win" d="{win}"/><path class="ackl" d="{ack}"/><path class="data" d="{data}"/><path class="retx" d="{retx}"/>"#
-    );
-    let _ = write!(
-        out,
-        r#"<g class="key"><text x="{0}" y="{1}" class="k-data">█ data</text><text x="{2}" y="{1}" class="k-retx">█ retransmission</text><text x="{3}" y="{1}" class="k-ack">— ACK</text><text x="{4}" y="{1}" class="k-win">— window edge</text></g></svg>"#,
-        w - 420.0,
-        KEY_Y,
-        w - 340.0,
-        w - 200.0,
-        w - 130.0
-    );
-    // Bytes in flight against the advertised window.
-    let _ = write!(
-        out,
-        r#"<svg class="chart inflight" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img"><title>bytes in flight against the advertised window, connection {}</title>"#,
-        tr.connection
-    );
-    let top = max_flight as f64 * 1.05;
-    axes(
-        out,
-        w,
-        h,
-        m,
-        tmax,
-        top,
-        "bytes in flight / advertised window",
-    );
-    let (mut f, mut wline) = (String::new(), String::new());
-    for (i, (t, fl, wn)) in in_flight.iter().enumerate() {
-        let c = if i == 0 { 'M' } else { 'L' };
-        let _ = write!(f, "{c}{:.1} {:.1}", px(*t), py(*fl as f64, top));
-        let _ = write!(wline, "{c}{:.1} {:.1}", px(*t), py(*wn as f64, top));
-    }
-    let _ = write!(
-        out,
-        r#"<path class="flight" d="{f}"/><path class="win top" d="{wline}"/><g class="key"><text x="{0}" y="{KEY_Y}" class="k-flight">— in flight</text><text x="{1}" y="{KEY_Y}" class="k-win">— advertised window</text></g></svg>"#,
-        w - 300.0,
-        w - 190.0
-    );
-    if !tr.scale_known {
-        out.push_str("<p class=\"small\">The handshake was not captured: window scale unknown, windows shown unscaled.</p>");
-    }
-    if tr.truncated {
-        let _ = write!(
-            out,
-            "<p class=\"small\">Only the first {} packets of this connection are drawn.</p>",
-            tr.points.len()
-        );
+    TracePaths {
+        data,
+        retx,
+        ack,
+        win,
+        in_flight,
+        max_flight,
     }
 }
 

@@ -11,7 +11,7 @@ use std::io::{BufReader, BufWriter, Write};
 
 use anyhow::Context;
 use tcpdoctor_capture::write::{PcapNgWriter, Staged};
-use tcpdoctor_capture::CaptureReader;
+use tcpdoctor_capture::{CaptureReader, Packet};
 use tcpdoctor_engine::model::{Analysis, LatencyBin};
 use tcpdoctor_wire::{decode, LinkType};
 
@@ -78,35 +78,7 @@ pub fn write(
         let mut links: Vec<(LinkType, u32)> = Vec::new();
         while let Ok(Some(p)) = reader.next_packet() {
             frame += 1;
-            let ladder_wants = ladders
-                .as_ref()
-                .is_some_and(|l| frame >= l.first_frame() && l.wants_more(frame));
-            if let Some(r) = recorder.as_mut() {
-                if frame < r.first_frame() || frame.is_multiple_of(1024) {
-                    r.tick(p.ts);
-                }
-                if frame >= r.first_frame() && r.wants_more() {
-                    match decode(p.link, p.data) {
-                        Ok(Ok(seg)) => {
-                            r.push(frame, p.ts, &seg);
-                            if ladder_wants {
-                                if let Some(l) = ladders.as_mut() {
-                                    l.push(frame, p.ts, &seg);
-                                }
-                            }
-                        }
-                        _ => r.skip(p.ts),
-                    }
-                } else if ladder_wants {
-                    if let (Ok(Ok(seg)), Some(l)) = (decode(p.link, p.data), ladders.as_mut()) {
-                        l.push(frame, p.ts, &seg);
-                    }
-                }
-            } else if ladder_wants {
-                if let (Ok(Ok(seg)), Some(l)) = (decode(p.link, p.data), ladders.as_mut()) {
-                    l.push(frame, p.ts, &seg);
-                }
-            }
+            feed(&mut recorder, &mut ladders, frame, &p);
             if let Some((_, w)) = annotate.as_mut() {
                 let iface = match links.iter().find(|l| l.0 == p.link) {
                     Some(l) => l.1,
@@ -167,4 +139,43 @@ pub fn write(
         staged.commit()?;
     }
     Ok(())
+}
+
+/// One packet of the second pass to the time-sequence recorder and the
+/// ladders, decoded once when either wants it.
+fn feed(
+    recorder: &mut Option<Recorder>,
+    ladders: &mut Option<Ladders>,
+    frame: u64,
+    p: &Packet<'_>,
+) {
+    let ladder_wants = ladders
+        .as_ref()
+        .is_some_and(|l| frame >= l.first_frame() && l.wants_more(frame));
+    if let Some(r) = recorder.as_mut() {
+        if frame < r.first_frame() || frame.is_multiple_of(1024) {
+            r.tick(p.ts);
+        }
+        if frame >= r.first_frame() && r.wants_more() {
+            match decode(p.link, p.data) {
+                Ok(Ok(seg)) => {
+                    r.push(frame, p.ts, &seg);
+                    if ladder_wants {
+                        if let Some(l) = ladders.as_mut() {
+                            l.push(frame, p.ts, &seg);
+                        }
+                    }
+                }
+                _ => r.skip(p.ts),
+            }
+        } else if ladder_wants {
+            if let (Ok(Ok(seg)), Some(l)) = (decode(p.link, p.data), ladders.as_mut()) {
+                l.push(frame, p.ts, &seg);
+            }
+        }
+    } else if ladder_wants {
+        if let (Ok(Ok(seg)), Some(l)) = (decode(p.link, p.data), ladders.as_mut()) {
+            l.push(frame, p.ts, &seg);
+        }
+    }
 }

@@ -287,7 +287,23 @@ fn who(s: &Socket) -> String {
     out
 }
 
+/// One group: its head, the summary of its connections, its flags and its
+/// worst sockets.
 fn group(g: &Group<'_>, opts: TextOptions, w: &mut impl Write) -> io::Result<()> {
+    group_head(g, opts, w)?;
+    if !g.members.is_empty() {
+        summary(g, opts.width, w)?;
+    }
+    group_flags(g, opts, w)?;
+    if g.members.is_empty() {
+        return Ok(());
+    }
+    worst_sockets(g, opts, w)
+}
+
+/// The group's first line: the listener and its accept queue, or the
+/// process and its sockets' peer or local address.
+fn group_head(g: &Group<'_>, opts: TextOptions, w: &mut impl Write) -> io::Result<()> {
     match g.key {
         GroupKey::Listener(addr) => {
             let l = g.listeners[0];
@@ -345,11 +361,12 @@ fn group(g: &Group<'_>, opts: TextOptions, w: &mut impl Write) -> io::Result<()>
             )?;
         }
     }
-    if !g.members.is_empty() {
-        summary(g, opts.width, w)?;
-    }
-    // Each kind of flag once: on which sockets, the message of the first one,
-    // the fix.
+    Ok(())
+}
+
+/// Each kind of flag raised in the group, once: on which sockets, the
+/// message of the first one, the fix.
+fn group_flags(g: &Group<'_>, opts: TextOptions, w: &mut impl Write) -> io::Result<()> {
     let mut kinds: BTreeMap<FlagKind, (usize, usize, &crate::Flag)> = BTreeMap::new();
     for (listener, s) in g
         .listeners
@@ -387,9 +404,12 @@ fn group(g: &Group<'_>, opts: TextOptions, w: &mut impl Write) -> io::Result<()>
         )?;
         wrap(&format!("fix: {}", f.fix), "    ", "      ", opts.width, w)?;
     }
-    if g.members.is_empty() {
-        return Ok(());
-    }
+    Ok(())
+}
+
+/// The group's sockets, the most flagged and slowest first: at most
+/// `opts.worst` of them unless only a couple more.
+fn worst_sockets(g: &Group<'_>, opts: TextOptions, w: &mut impl Write) -> io::Result<()> {
     let mut worst: Vec<&Socket> = g.members.clone();
     worst.sort_by_key(|s| {
         let t = s.tcp_info.as_ref();

@@ -431,6 +431,21 @@ fn findings(r: &Route, fix: impl Fn(&dyn Fn(&mut Metrics)) -> String) -> Vec<Fin
             fix,
         })
     };
+    initial_window_findings(m, mss, &mut add, &fix);
+    timer_findings(m, &mut add, &fix);
+    window_findings(m, mss, &mut add, &fix);
+    segment_size_findings(r, &mut add, &fix);
+    option_findings(m, &mut add);
+    out
+}
+
+/// The findings on the first flights: initcwnd and initrwnd.
+fn initial_window_findings(
+    m: &Metrics,
+    mss: u32,
+    add: &mut impl FnMut(Severity, &str, String, Option<String>),
+    fix: &impl Fn(&dyn Fn(&mut Metrics)) -> String,
+) {
     // initcwnd 0 means "unset" to the kernel.
     if let Some(n) = m.initcwnd.filter(|&n| n > 0) {
         if n < INIT_CWND {
@@ -481,6 +496,14 @@ fn findings(r: &Route, fix: impl Fn(&dyn Fn(&mut Metrics)) -> String) -> Vec<Fin
             );
         }
     }
+}
+
+/// The findings on when ACKs and retransmissions leave: quickack and rto_min.
+fn timer_findings(
+    m: &Metrics,
+    add: &mut impl FnMut(Severity, &str, String, Option<String>),
+    fix: &impl Fn(&dyn Fn(&mut Metrics)) -> String,
+) {
     if m.quickack.is_some_and(|q| q != 0) {
         add(
             Severity::Note,
@@ -510,6 +533,15 @@ fn findings(r: &Route, fix: impl Fn(&dyn Fn(&mut Metrics)) -> String) -> Vec<Fin
             );
         }
     }
+}
+
+/// The findings on the windows' limits: window, cwnd and ssthresh.
+fn window_findings(
+    m: &Metrics,
+    mss: u32,
+    add: &mut impl FnMut(Severity, &str, String, Option<String>),
+    fix: &impl Fn(&dyn Fn(&mut Metrics)) -> String,
+) {
     if let Some(w) = m.window {
         let win = u64::from(w);
         let text = format!(
@@ -554,6 +586,15 @@ fn findings(r: &Route, fix: impl Fn(&dyn Fn(&mut Metrics)) -> String) -> Vec<Fin
             None,
         );
     }
+}
+
+/// The findings on the size of segments: mtu and advmss.
+fn segment_size_findings(
+    r: &Route,
+    add: &mut impl FnMut(Severity, &str, String, Option<String>),
+    fix: &impl Fn(&dyn Fn(&mut Metrics)) -> String,
+) {
+    let m = &r.metrics;
     if let Some(mtu) = m.mtu {
         let floor = if r.family == AF_INET6 { 1280 } else { 576 };
         let locked = if m.locked(RTAX_MTU) {
@@ -594,6 +635,11 @@ fn findings(r: &Route, fix: impl Fn(&dyn Fn(&mut Metrics)) -> String) -> Vec<Fin
             );
         }
     }
+}
+
+/// The findings on the route's other settings: congctl, ECN, reordering
+/// and fastopen_no_cookie.
+fn option_findings(m: &Metrics, add: &mut impl FnMut(Severity, &str, String, Option<String>)) {
     if let Some(cc) = &m.congctl {
         let mut text = format!(
             "congctl {cc}: connections on this route use {cc}, whatever net.ipv4.tcp_congestion_control says."
@@ -629,7 +675,6 @@ fn findings(r: &Route, fix: impl Fn(&dyn Fn(&mut Metrics)) -> String) -> Vec<Fin
             None,
         );
     }
-    out
 }
 
 /// `1 segment`, `2 segments`.

@@ -257,33 +257,13 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
         }
         return sweep(args, dir);
     }
-    let stdin = args.files.iter().any(|f| f == "-");
-    if stdin && args.files.len() > 1 {
-        anyhow::bail!("`-` (standard input) cannot be merged with other inputs; give files only");
-    }
-    let (paths, skipped) = if stdin {
-        (args.files.clone(), Vec::new())
-    } else {
-        let e = merge::expand(&args.files)?;
-        (e.paths, e.skipped)
-    };
-    if !skipped.is_empty() {
-        eprintln!(
-            "tcpdoctor: skipped {} file{} that {} not a capture: {}",
-            skipped.len(),
-            if skipped.len() == 1 { "" } else { "s" },
-            if skipped.len() == 1 { "is" } else { "are" },
-            skipped.join(", ")
-        );
-    }
-    let many = paths.len() > 1;
-    let name = if stdin {
-        "<stdin>".to_string()
-    } else if many {
-        format!("{} and {} more", paths[0], paths.len() - 1)
-    } else {
-        paths[0].clone()
-    };
+    let Inputs {
+        paths,
+        skipped,
+        name,
+        stdin,
+        many,
+    } = inputs(args)?;
     if args.annotate.is_some() && (stdin || many) {
         anyhow::bail!(
             "--annotate needs one capture file (it is read a second time and written out \
@@ -296,19 +276,7 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
              then to analyse it), not standard input"
         );
     }
-    let mut selection = select::Selection {
-        filter: match &args.filter {
-            Some(text) => Some((
-                text.clone(),
-                tcpdoctor_filter::Filter::parse(text)
-                    .map_err(|e| anyhow::anyhow!("--filter {text:?}: {e}"))?,
-            )),
-            None => None,
-        },
-        from: args.from.as_deref().map(select::parse_time).transpose()?,
-        to: args.to.as_deref().map(select::parse_time).transpose()?,
-        connection: None,
-    };
+    let mut selection = selection(args)?;
     if stdin {
         // `tcpdump -w - | tcpdoctor analyze -` then Ctrl-C (or a SIGTERM to
         // tcpdoctor alone, the producer still writing): reading stops, what
@@ -363,13 +331,93 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
             .filter(|_| interrupt::input_cut())
             .map(interrupt::name),
     };
+    print_report(args, &pass, name, &notes)?;
+    written?;
+    if let Some(sig) = interrupt::signal().filter(|_| interrupt::input_cut()) {
+        // The report is partial: the input went on past the signal.
+        return Ok(interrupt::status(sig));
+    }
+    if args.fail_on_finding && !pass.analysis.findings.is_empty() {
+        return Ok(EXIT_FINDING);
+    }
+    Ok(EXIT_OK)
+}
+
+/// The captures `analyze` reads: standard input, or the files and
+/// directories given expanded (what is not a capture is skipped, and said
+/// so); and the name the report gives them.
+struct Inputs {
+    paths: Vec<String>,
+    skipped: Vec<String>,
+    name: String,
+    stdin: bool,
+    many: bool,
+}
+
+fn inputs(args: &AnalyzeArgs) -> anyhow::Result<Inputs> {
+    let stdin = args.files.iter().any(|f| f == "-");
+    if stdin && args.files.len() > 1 {
+        anyhow::bail!("`-` (standard input) cannot be merged with other inputs; give files only");
+    }
+    let (paths, skipped) = if stdin {
+        (args.files.clone(), Vec::new())
+    } else {
+        let e = merge::expand(&args.files)?;
+        (e.paths, e.skipped)
+    };
+    if !skipped.is_empty() {
+        eprintln!(
+            "tcpdoctor: skipped {} file{} that {} not a capture: {}",
+            skipped.len(),
+            if skipped.len() == 1 { "" } else { "s" },
+            if skipped.len() == 1 { "is" } else { "are" },
+            skipped.join(", ")
+        );
+    }
+    let many = paths.len() > 1;
+    let name = if stdin {
+        "<stdin>".to_string()
+    } else if many {
+        format!("{} and {} more", paths[0], paths.len() - 1)
+    } else {
+        paths[0].clone()
+    };
+    Ok(Inputs {
+        paths,
+        skipped,
+        name,
+        stdin,
+        many,
+    })
+}
+
+/// `--filter`, `--from` and `--to` parsed (`--connection` is found later).
+fn selection(args: &AnalyzeArgs) -> anyhow::Result<select::Selection> {
+    Ok(select::Selection {
+        filter: match &args.filter {
+            Some(text) => Some((
+                text.clone(),
+                tcpdoctor_filter::Filter::parse(text)
+                    .map_err(|e| anyhow::anyhow!("--filter {text:?}: {e}"))?,
+            )),
+            None => None,
+        },
+        from: args.from.as_deref().map(select::parse_time).transpose()?,
+        to: args.to.as_deref().map(select::parse_time).transpose()?,
+        connection: None,
+    })
+}
+
+/// The report on standard output, as JSON or text, with the notes a
+/// merge and a selection add.
+fn print_report(args: &AnalyzeArgs, pass: &Pass, name: &str, notes: &Notes) -> anyhow::Result<()> {
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     match args.format {
         Format::Json => {
             // The analysis document, what a merge and a selection add, and
             // what every command's document carries (schema, version, input).
-            let extra = pass.json_extras(&notes)?;
+            let extra = pass.json_extras(notes)?;
             tcpdoctor_report::json_stamped_with(
                 &pass.analysis,
                 "analyze",
@@ -395,19 +443,11 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
                 tcpdoctor_report::Style::from_env(tty, |k| std::env::var(k).ok()),
                 &mut out,
             )?;
-            pass.text_notes(&notes, &mut out)?;
+            pass.text_notes(notes, &mut out)?;
         }
     }
     out.flush()?;
-    written?;
-    if let Some(sig) = interrupt::signal().filter(|_| interrupt::input_cut()) {
-        // The report is partial: the input went on past the signal.
-        return Ok(interrupt::status(sig));
-    }
-    if args.fail_on_finding && !pass.analysis.findings.is_empty() {
-        return Ok(EXIT_FINDING);
-    }
-    Ok(EXIT_OK)
+    Ok(())
 }
 
 /// `analyze FILE… --parquet DIR`: every capture into the tables

@@ -379,6 +379,7 @@ fn d(a: &Acc, k: &str) -> u64 {
     a.details.get(k).copied().unwrap_or(0)
 }
 
+/// The explanation and the fix of a finding of `kind`.
 fn words(kind: FindingKind, endpoint: &str, who: &str, a: &Acc) -> (String, String) {
     let conns = crate::text::plural(a.connections, "connection");
     match kind {
@@ -407,79 +408,9 @@ fn words(kind: FindingKind, endpoint: &str, who: &str, a: &Acc) -> (String, Stri
              firewalls, policers, a full queue: shape or pace instead)"
                 .into(),
         ),
-        FindingKind::SynRetransmit => {
-            if d(a, "synack_retries") > 0 {
-                (
-                    format!(
-                        "the listener {endpoint} of {who} sent {} SYN-ACK(s) again: clients' final \
-                         ACKs did not arrive in time (lost on the path, or the client gave up), so \
-                         their connections waited 1 s, 2 s… for the retry",
-                        d(a, "synack_retries")
-                    ),
-                    "look for loss between clients and this server; if the accept queue is full \
-                     (tcpdoctor sockets --state listen), raise the backlog and accept faster"
-                        .into(),
-                )
-            } else {
-                (
-                    format!(
-                        "{who} sent {} SYN(s) again to {endpoint} on {conns}: the SYN or its SYN-ACK \
-                         was lost, or the server's SYN queue dropped it, and connection setup waited \
-                         1 s, 3 s… for the retry",
-                        d(a, "syn_retries")
-                    ),
-                    "check that the server answers (a listener, no firewall DROP), its accept \
-                     queue (tcpdoctor sockets --state listen) and loss on the path"
-                        .into(),
-                )
-            }
-        }
-        FindingKind::ConnectionReset => {
-            if d(a, "resets_sent") > 0 {
-                (
-                    format!(
-                        "{who} reset {conns} at {endpoint} ({} RSTs sent): the connection was \
-                         aborted (closed with unread data, SO_LINGER 0, or a segment for a \
-                         connection it no longer has)",
-                        d(a, "resets_sent")
-                    ),
-                    "read what the peer sent before closing; check the application's timeouts \
-                     and keep-alive limits against the peer's"
-                        .into(),
-                )
-            } else {
-                (
-                    format!(
-                        "{endpoint} reset {conns} of {who} ({} RSTs received): the peer aborted it \
-                         (a restart, an idle timeout, a load balancer, or unread data at close)",
-                        d(a, "resets_received")
-                    ),
-                    "compare the idle and keep-alive timeouts of both ends (the client's must be \
-                     shorter than the server's); check what the peer logged"
-                        .into(),
-                )
-            }
-        }
-        FindingKind::NagleDelayedAck => {
-            let holds = d(a, "holds").max(1);
-            (
-                format!(
-                    "{who} held the tail of its writes on {conns} from {endpoint} until the peer's \
-                     delayed ACK, {holds} time(s), {:.1} ms each on average: a {}-byte tail held \
-                     after {} bytes that left at once. Nagle's algorithm (TCP_NODELAY off) keeps a \
-                     small segment while an earlier one is unacknowledged, and the peer holds that \
-                     ACK for its delayed-ACK timer (40 ms on Linux) because it has nothing to send \
-                     yet",
-                    d(a, "held_us") as f64 / 1000.0 / holds as f64,
-                    d(a, "held_bytes") / holds,
-                    d(a, "sent_at_once_bytes") / a.connections.max(1),
-                ),
-                "set TCP_NODELAY on this socket (nginx: `tcp_nodelay on`; Java: \
-                 `Socket.setTcpNoDelay(true)`; Go sets it by default), or write each message in \
-                 one call (writev, one flush of a buffered writer)"
-                    .into(),
-            )
-        }
+        FindingKind::SynRetransmit => syn_retransmit_words(endpoint, who, &conns, a),
+        FindingKind::ConnectionReset => reset_words(endpoint, who, &conns, a),
+        FindingKind::NagleDelayedAck => nagle_words(endpoint, who, &conns, a),
         FindingKind::ZeroWindow => (
             format!(
                 "{endpoint} ({who}) advertised a zero window on {conns}: the sender stalled for \
@@ -522,4 +453,84 @@ fn words(kind: FindingKind, endpoint: &str, who: &str, a: &Acc) -> (String, Stri
                 .into(),
         ),
     }
+}
+
+/// The words of a [`FindingKind::SynRetransmit`]: a listener's SYN-ACKs
+/// sent again, or a client's SYNs.
+fn syn_retransmit_words(endpoint: &str, who: &str, conns: &str, a: &Acc) -> (String, String) {
+    if d(a, "synack_retries") > 0 {
+        (
+            format!(
+                "the listener {endpoint} of {who} sent {} SYN-ACK(s) again: clients' final \
+                 ACKs did not arrive in time (lost on the path, or the client gave up), so \
+                 their connections waited 1 s, 2 s… for the retry",
+                d(a, "synack_retries")
+            ),
+            "look for loss between clients and this server; if the accept queue is full \
+             (tcpdoctor sockets --state listen), raise the backlog and accept faster"
+                .into(),
+        )
+    } else {
+        (
+            format!(
+                "{who} sent {} SYN(s) again to {endpoint} on {conns}: the SYN or its SYN-ACK \
+                 was lost, or the server's SYN queue dropped it, and connection setup waited \
+                 1 s, 3 s… for the retry",
+                d(a, "syn_retries")
+            ),
+            "check that the server answers (a listener, no firewall DROP), its accept \
+             queue (tcpdoctor sockets --state listen) and loss on the path"
+                .into(),
+        )
+    }
+}
+
+/// The words of a [`FindingKind::ConnectionReset`]: resets sent, or received.
+fn reset_words(endpoint: &str, who: &str, conns: &str, a: &Acc) -> (String, String) {
+    if d(a, "resets_sent") > 0 {
+        (
+            format!(
+                "{who} reset {conns} at {endpoint} ({} RSTs sent): the connection was \
+                 aborted (closed with unread data, SO_LINGER 0, or a segment for a \
+                 connection it no longer has)",
+                d(a, "resets_sent")
+            ),
+            "read what the peer sent before closing; check the application's timeouts \
+             and keep-alive limits against the peer's"
+                .into(),
+        )
+    } else {
+        (
+            format!(
+                "{endpoint} reset {conns} of {who} ({} RSTs received): the peer aborted it \
+                 (a restart, an idle timeout, a load balancer, or unread data at close)",
+                d(a, "resets_received")
+            ),
+            "compare the idle and keep-alive timeouts of both ends (the client's must be \
+             shorter than the server's); check what the peer logged"
+                .into(),
+        )
+    }
+}
+
+/// The words of a [`FindingKind::NagleDelayedAck`], with the average hold.
+fn nagle_words(endpoint: &str, who: &str, conns: &str, a: &Acc) -> (String, String) {
+    let holds = d(a, "holds").max(1);
+    (
+        format!(
+            "{who} held the tail of its writes on {conns} from {endpoint} until the peer's \
+             delayed ACK, {holds} time(s), {:.1} ms each on average: a {}-byte tail held \
+             after {} bytes that left at once. Nagle's algorithm (TCP_NODELAY off) keeps a \
+             small segment while an earlier one is unacknowledged, and the peer holds that \
+             ACK for its delayed-ACK timer (40 ms on Linux) because it has nothing to send \
+             yet",
+            d(a, "held_us") as f64 / 1000.0 / holds as f64,
+            d(a, "held_bytes") / holds,
+            d(a, "sent_at_once_bytes") / a.connections.max(1),
+        ),
+        "set TCP_NODELAY on this socket (nginx: `tcp_nodelay on`; Java: \
+         `Socket.setTcpNoDelay(true)`; Go sets it by default), or write each message in \
+         one call (writev, one flush of a buffered writer)"
+            .into(),
+    )
 }

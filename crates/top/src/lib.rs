@@ -459,65 +459,143 @@ fn open_instance(
     Ok(Some(inst))
 }
 
+/// The online CPUs; an error when none can be read.
+fn online_cpus() -> io::Result<Vec<u32>> {
+    let cpus = std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .map(|s| parse_cpu_list(&s))
+        .unwrap_or_default();
+    if cpus.is_empty() {
+        return Err(err(
+            io::ErrorKind::NotFound,
+            "cannot read the online CPUs (/sys/devices/system/cpu/online)".into(),
+        ));
+    }
+    Ok(cpus)
+}
+
+/// The layouts of the tracepoints this kernel has, by type id, and their
+/// ids in [`Kind::ALL`]'s order; what is missing is noted in `setup`. An
+/// error when none exists.
+fn load_layouts(root: &Path, setup: &mut Setup) -> io::Result<(FxHashMap<u32, Layout>, Vec<u32>)> {
+    let mut layouts = FxHashMap::default();
+    let mut order = Vec::new();
+    for kind in Kind::ALL {
+        let (s, n) = kind.tracepoint();
+        let path = root.join("events").join(s).join(n).join("format");
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            setup.unavailable.push(kind.label());
+            continue;
+        };
+        let Some(layout) = Layout::new(kind, &format::Format::parse(&text)) else {
+            setup.unavailable.push(kind.label());
+            continue;
+        };
+        if !layout.missing.is_empty() {
+            setup
+                .missing_fields
+                .push(format!("{}: {}", kind.label(), layout.missing.join(", ")));
+        }
+        setup.tracepoints.push(kind.label());
+        order.push(layout.id);
+        layouts.insert(layout.id, layout);
+    }
+    if order.is_empty() {
+        return Err(err(
+            io::ErrorKind::NotFound,
+            format!(
+                "none of the TCP tracepoints exist on this kernel ({} has no {}): \
+                 top needs at least one of them",
+                root.join("events").display(),
+                Kind::ALL.map(|k| k.label()).join(", ")
+            ),
+        ));
+    }
+    Ok((layouts, order))
+}
+
+/// The perf events [`open_rings`] opens: as [`Session`]'s fields of the same names.
+struct PerfEvents {
+    rings: Vec<sys::Ring>,
+    others: Vec<sys::Event>,
+    sampled: Vec<(bool, usize)>,
+}
+
+/// The perf events of every stream not read through the tracefs instance
+/// (all when `with_instance` is false), on every CPU in `cpus`: each CPU's
+/// first event maps a ring of `pages` pages (woken at `wakeup` bytes), the
+/// others write into it.
+#[allow(clippy::too_many_arguments)]
+fn open_rings(
+    cpus: &[u32],
+    order: &[u32],
+    layouts: &FxHashMap<u32, Layout>,
+    config: &Config,
+    with_instance: bool,
+    pages: usize,
+    wakeup: u32,
+    filter_notes: &mut FxHashMap<(Kind, u64), String>,
+) -> io::Result<PerfEvents> {
+    let mut rings = Vec::new();
+    let mut others = Vec::new();
+    let mut sampled = Vec::new();
+    for &cpu in cpus {
+        let mut ring: Option<sys::Ring> = None;
+        for id in order {
+            let layout = &layouts[id];
+            for stream in streams(layout.kind, layout, config.port, config.probe_every) {
+                if with_instance && by_ftrace(layout.kind, &stream) {
+                    continue;
+                }
+                let ev = open_stream(&stream, *id, cpu, layout, wakeup, filter_notes)?;
+                if stream.sampled {
+                    sampled.push(match &ring {
+                        None => (true, rings.len()),
+                        Some(_) => (false, others.len()),
+                    });
+                }
+                match &ring {
+                    None => {
+                        ring = Some(sys::Ring::map(ev, pages).map_err(|e| {
+                            err(e.kind(), format!("mmap of the perf ring on cpu {cpu}: {e}"))
+                        })?)
+                    }
+                    Some(r) => {
+                        ev.set_output(r).map_err(|e| {
+                            err(
+                                e.kind(),
+                                format!("PERF_EVENT_IOC_SET_OUTPUT on cpu {cpu}: {e}"),
+                            )
+                        })?;
+                        others.push(ev);
+                    }
+                }
+            }
+        }
+        if let Some(r) = ring {
+            rings.push(r);
+        }
+    }
+    Ok(PerfEvents {
+        rings,
+        others,
+        sampled,
+    })
+}
+
 impl Session {
     /// Opens every tracepoint on every online CPU and enables them.
     pub fn open(config: Config) -> io::Result<Session> {
         let root = tracefs()?;
-        let cpus = std::fs::read_to_string("/sys/devices/system/cpu/online")
-            .map(|s| parse_cpu_list(&s))
-            .unwrap_or_default();
-        if cpus.is_empty() {
-            return Err(err(
-                io::ErrorKind::NotFound,
-                "cannot read the online CPUs (/sys/devices/system/cpu/online)".into(),
-            ));
-        }
+        let cpus = online_cpus()?;
         let mut setup = Setup {
             cpus: cpus.len() as u32,
             ..Setup::default()
         };
-        let mut layouts = FxHashMap::default();
-        let mut order = Vec::new();
-        for kind in Kind::ALL {
-            let (s, n) = kind.tracepoint();
-            let path = root.join("events").join(s).join(n).join("format");
-            let Ok(text) = std::fs::read_to_string(&path) else {
-                setup.unavailable.push(kind.label());
-                continue;
-            };
-            let Some(layout) = Layout::new(kind, &format::Format::parse(&text)) else {
-                setup.unavailable.push(kind.label());
-                continue;
-            };
-            if !layout.missing.is_empty() {
-                setup.missing_fields.push(format!(
-                    "{}: {}",
-                    kind.label(),
-                    layout.missing.join(", ")
-                ));
-            }
-            setup.tracepoints.push(kind.label());
-            order.push(layout.id);
-            layouts.insert(layout.id, layout);
-        }
-        if order.is_empty() {
-            return Err(err(
-                io::ErrorKind::NotFound,
-                format!(
-                    "none of the TCP tracepoints exist on this kernel ({} has no {}): \
-                     top needs at least one of them",
-                    root.join("events").display(),
-                    Kind::ALL.map(|k| k.label()).join(", ")
-                ),
-            ));
-        }
+        let (layouts, order) = load_layouts(&root, &mut setup)?;
         let pages = config.ring_pages.max(1).next_power_of_two();
         let page = 4096usize;
         setup.ring_bytes_per_cpu = pages * page;
         let wakeup = (pages * page / 4) as u32;
-        let mut rings = Vec::new();
-        let mut others = Vec::new();
-        let mut sampled = Vec::new();
         let mut filter_notes = FxHashMap::default();
         let instance = open_instance(
             &root,
@@ -528,43 +606,20 @@ impl Session {
             &mut setup,
             &mut filter_notes,
         )?;
-        for &cpu in &cpus {
-            let mut ring: Option<sys::Ring> = None;
-            for id in &order {
-                let layout = &layouts[id];
-                for stream in streams(layout.kind, layout, config.port, config.probe_every) {
-                    if instance.is_some() && by_ftrace(layout.kind, &stream) {
-                        continue;
-                    }
-                    let ev = open_stream(&stream, *id, cpu, layout, wakeup, &mut filter_notes)?;
-                    if stream.sampled {
-                        sampled.push(match &ring {
-                            None => (true, rings.len()),
-                            Some(_) => (false, others.len()),
-                        });
-                    }
-                    match &ring {
-                        None => {
-                            ring = Some(sys::Ring::map(ev, pages).map_err(|e| {
-                                err(e.kind(), format!("mmap of the perf ring on cpu {cpu}: {e}"))
-                            })?)
-                        }
-                        Some(r) => {
-                            ev.set_output(r).map_err(|e| {
-                                err(
-                                    e.kind(),
-                                    format!("PERF_EVENT_IOC_SET_OUTPUT on cpu {cpu}: {e}"),
-                                )
-                            })?;
-                            others.push(ev);
-                        }
-                    }
-                }
-            }
-            if let Some(r) = ring {
-                rings.push(r);
-            }
-        }
+        let PerfEvents {
+            rings,
+            others,
+            sampled,
+        } = open_rings(
+            &cpus,
+            &order,
+            &layouts,
+            &config,
+            instance.is_some(),
+            pages,
+            wakeup,
+            &mut filter_notes,
+        )?;
         let mut notes: Vec<((Kind, u64), String)> = filter_notes.into_iter().collect();
         notes.sort();
         setup.kernel_filters = notes.into_iter().map(|(_, n)| n).collect();

@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-use crate::decode::{ca, state, Detail, Event};
+use crate::decode::{ca, state, Detail, Event, Io, Probe};
 use crate::findings::{Findings, Peer};
 use crate::nagle::Nagle;
 
@@ -282,6 +282,230 @@ impl Conn {
         self.local.is_some_and(|a| a.port() == port)
             || self.remote.is_some_and(|a| a.port() == port)
     }
+
+    /// Takes the event's addresses when they are the first, or better ones:
+    /// a connecting socket has no local port yet when it enters SYN-SENT.
+    #[inline]
+    fn learn_address(&mut self, ev: &Event) {
+        let better =
+            self.local.is_none_or(|l| l.port() == 0) || self.remote.is_some_and(|r| r.port() == 0);
+        if better && !matches!(ev.detail, Detail::SynackRetransmit) {
+            if let Some((l, r)) = ev.tuple {
+                self.local = Some(l);
+                self.remote = (r.port() != 0 || !r.ip().is_unspecified()).then_some(r);
+                if self.role.is_none() && r.port() != 0 {
+                    self.role = Some(if l.port() < r.port() {
+                        Role::ServerGuessed
+                    } else {
+                        Role::ClientGuessed
+                    });
+                }
+            }
+        }
+    }
+
+    /// Takes `pid` as the owner when the event is a call the process made
+    /// itself; returns it when it is a new owner.
+    #[inline]
+    fn learn_owner(&mut self, pid: u32, ev: &Event) -> Option<u32> {
+        let by_process = ev.in_process_context()
+            && pid != 0
+            && match ev.detail {
+                Detail::Send(_) | Detail::Recv(_) => true,
+                Detail::SetState { old, new, .. } => {
+                    new == state::SYN_SENT || new == state::LISTEN || old == state::ESTABLISHED
+                }
+                _ => false,
+            };
+        if by_process && self.pid != Some(pid) {
+            self.pid = Some(pid);
+            self.owner_source = Some(OwnerSource::SocketCall);
+            return Some(pid);
+        }
+        None
+    }
+
+    /// Applies what the event says of the connection; a sampled segment or
+    /// read stands for `probe_every`.
+    #[inline]
+    fn apply(&mut self, time_ns: u64, probe_every: u64, ev: &Event) {
+        match ev.detail {
+            Detail::Probe(p) => self.on_probe(time_ns, &p, probe_every, !ev.in_process_context()),
+            Detail::Retransmit { state: st, err } => self.on_retransmit(st, err),
+            Detail::SynackRetransmit => self.on_synack_retransmit(ev.tuple),
+            Detail::CongState(Some(s)) => self.on_cong_state(s),
+            Detail::CongState(None) => {}
+            Detail::SendReset { .. } => self.resets_sent += 1,
+            Detail::ReceiveReset => self.resets_received += 1,
+            Detail::Destroy => {
+                self.destroyed = true;
+                self.closed_ns.get_or_insert(time_ns);
+            }
+            Detail::SetState { old, new, .. } => self.on_set_state(time_ns, old, new),
+            Detail::Send(io) => self.on_send(time_ns, &io),
+            Detail::Recv(io) => {
+                // Reads are sampled with the segments: one stands for
+                // probe_every.
+                if io.bytes() > 0 {
+                    self.totals.received += io.bytes() * probe_every;
+                    self.totals.reads += probe_every;
+                }
+            }
+            Detail::RcvqueueFull { .. } | Detail::ExceedBufLimit { .. } => {}
+        }
+    }
+
+    /// A received segment (`tcp_probe`): acknowledged bytes, RTT, windows
+    /// and what bounded the flight.
+    #[inline]
+    fn on_probe(&mut self, time_ns: u64, p: &Probe, probe_every: u64, in_softirq: bool) {
+        if let Some(k) = p.cookie.filter(|&k| k != 0) {
+            self.cookie.get_or_insert(k);
+        }
+        self.nagle.segment(time_ns, p, self.ca_state, in_softirq);
+        // A sample with the window open stands for probe_every
+        // segments; every zero-window segment is traced.
+        let weight = if p.snd_wnd == Some(0) { 1 } else { probe_every };
+        self.totals.segments_in += weight;
+        if let Some(una) = p.snd_una {
+            if let Some(last) = self.last_una {
+                let d = una.wrapping_sub(last);
+                // Only forward moves within a window (a reordered
+                // sample reads as a huge jump).
+                if d < 1 << 30 {
+                    self.totals.acked += u64::from(d);
+                }
+            }
+            if self.last_una.is_none_or(|l| una.wrapping_sub(l) < 1 << 31) {
+                self.last_una = Some(una);
+            }
+        }
+        if let Some(s) = p.srtt_us.filter(|&s| s > 0) {
+            self.srtt_us = Some(s);
+            self.srtt_min_us = Some(self.srtt_min_us.map_or(s, |m| m.min(s)));
+            self.srtt_max_us = Some(self.srtt_max_us.map_or(s, |m| m.max(s)));
+        }
+        self.cwnd = p.cwnd.or(self.cwnd);
+        self.ssthresh = p.ssthresh.or(self.ssthresh);
+        if let Some(w) = p.snd_wnd {
+            self.snd_wnd = Some(w);
+            self.snd_wnd_min = Some(self.snd_wnd_min.map_or(w, |m| m.min(w)));
+        }
+        if let Some(w) = p.rcv_wnd {
+            self.rcv_wnd = Some(w);
+            self.rcv_wnd_min = Some(self.rcv_wnd_min.map_or(w, |m| m.min(w)));
+        }
+        if let (Some(nxt), Some(una), Some(wnd)) = (p.snd_nxt, p.snd_una, p.snd_wnd) {
+            self.on_flight(time_ns, nxt.wrapping_sub(una), wnd, weight, in_softirq);
+        }
+    }
+
+    /// The bytes in flight and the peer's window at a received segment:
+    /// time at zero window, and whether the window or the send buffer
+    /// bounded the flight.
+    #[inline]
+    fn on_flight(&mut self, time_ns: u64, flight: u32, wnd: u32, weight: u64, in_softirq: bool) {
+        if wnd == 0 {
+            self.zero_window_segments += 1;
+            let since = self.zw_since.map_or(time_ns, |(s, _)| s);
+            self.zw_since = Some((since, time_ns));
+        } else if let Some((s, last)) = self.zw_since.take() {
+            self.zero_window_ns += last.saturating_sub(s);
+        }
+        if flight > 0 && flight < 1 << 31 {
+            self.in_flight_segments += weight;
+            if wnd > 0 && u64::from(flight) * 10 >= u64::from(wnd) * 9 {
+                self.window_bound_segments += weight;
+                self.window_bound_samples += 1;
+            }
+            if self.waits_for_space
+                && in_softirq
+                && self.ca_state == ca::OPEN
+                && self.nagle.unsent() <= SNDBUF_SLACK
+                && u64::from(flight) + SNDBUF_SLACK as u64 <= u64::from(wnd)
+            {
+                self.sndbuf_bound_segments += weight;
+                self.sndbuf_bound_samples += 1;
+            }
+        }
+    }
+
+    /// A retransmitted segment (`tcp_retransmit_skb`), or a failure to send one.
+    #[inline]
+    fn on_retransmit(&mut self, st: Option<i32>, err: i32) {
+        if err != 0 {
+            self.retransmit_errors += 1;
+        } else if st == Some(state::SYN_SENT) {
+            self.syn_retransmits += 1;
+        } else {
+            self.totals.retransmits += 1;
+            if self.ca_state == ca::LOSS {
+                self.rto_retransmits += 1;
+            }
+        }
+    }
+
+    /// A SYN-ACK retransmitted by a listener.
+    #[inline]
+    fn on_synack_retransmit(&mut self, tuple: Option<(SocketAddr, SocketAddr)>) {
+        self.synack_retransmits += 1;
+        self.role = Some(Role::Listener);
+        self.state = Some("listen");
+        // The request's (local, client) tuple is not the listener's.
+        if let Some((l, _)) = tuple {
+            self.local = Some(l);
+            self.remote = None;
+        }
+    }
+
+    /// A congestion-avoidance state change, counting the episodes entered.
+    #[inline]
+    fn on_cong_state(&mut self, s: u8) {
+        if s != self.ca_state {
+            match s {
+                ca::RECOVERY => self.recovery_episodes += 1,
+                ca::LOSS => self.loss_episodes += 1,
+                ca::CWR => self.cwr_episodes += 1,
+                _ => {}
+            }
+        }
+        self.ca_state = s;
+    }
+
+    /// A TCP state change: the state, the role it shows, the close.
+    #[inline]
+    fn on_set_state(&mut self, time_ns: u64, old: i32, new: i32) {
+        self.state_changes += 1;
+        self.state_num = Some(new);
+        self.state = Some(state::name(new));
+        match (old, new) {
+            (_, state::SYN_SENT) => self.role = Some(Role::Client),
+            (state::CLOSE | state::LISTEN, state::SYN_RECV) => self.role = Some(Role::Server),
+            (_, state::LISTEN) => self.role = Some(Role::Listener),
+            _ => {}
+        }
+        if new == state::CLOSE {
+            self.closed_ns.get_or_insert(time_ns);
+        }
+    }
+
+    /// A write by the process (`sock_send_length`), or its failure.
+    #[inline]
+    fn on_send(&mut self, time_ns: u64, io: &Io) {
+        if io.ret < 0 {
+            self.send_errors += 1;
+            self.waits_for_space |= io.ret == -EAGAIN;
+        } else if io.bytes() > 0 {
+            self.waits_for_space = false;
+            let n = io.bytes();
+            self.totals.sent += n;
+            self.totals.writes += 1;
+            self.nagle.write(time_ns, n);
+            let n = u32::try_from(n).unwrap_or(u32::MAX);
+            self.write_min = Some(self.write_min.map_or(n, |m| m.min(n)));
+            self.write_max = self.write_max.max(n);
+        }
+    }
 }
 
 /// A process's name, read from `/proc` when it was first seen.
@@ -434,64 +658,9 @@ impl Tracker {
 
     /// Feeds one event; `pid` is the sampled process (thread group).
     pub fn handle(&mut self, time_ns: u64, pid: u32, ev: &Event) {
-        self.stats.events += 1;
-        match ev.detail {
-            // Destroys of every port reach here (see `kernel_filter`).
-            Detail::Destroy if ev.tuple.is_none_or(|(l, r)| self.port_ok(l, r)) => {
-                self.stats.destroys += 1
-            }
-            Detail::SetState { .. } => self.stats.state_events += 1,
-            _ => {}
-        }
-        self.first_ns.get_or_insert(time_ns);
-        self.last_ns = self.last_ns.max(time_ns);
-        match ev.detail {
-            Detail::RcvqueueFull { .. } => {
-                self.stats.rcvqueue_full += 1;
-                return;
-            }
-            Detail::ExceedBufLimit { receive } => {
-                if receive {
-                    self.stats.exceed_buf_limit_receive += 1;
-                } else {
-                    self.stats.exceed_buf_limit_send += 1;
-                }
-                return;
-            }
-            Detail::Send(io) | Detail::Recv(io) if !io.is_tcp() => return,
-            Detail::SetState { protocol, .. } if protocol.is_some_and(|p| p != 6) => return,
-            _ => {}
-        }
-        if ev.sk == 0 {
-            if matches!(ev.detail, Detail::SendReset { .. }) {
-                let ours = ev.tuple.is_some_and(|(l, r)| self.port_ok(l, r));
-                if ours || self.filter.port.is_none() {
-                    self.stats.resets_without_socket += 1;
-                }
-            }
+        self.count(time_ns, ev);
+        if !self.admit(ev) {
             return;
-        }
-        // A freed socket's last events: nothing to start a connection with.
-        let closing = matches!(ev.detail, Detail::Destroy)
-            || matches!(ev.detail, Detail::SetState { new, .. } if new == state::CLOSE);
-        if closing && !self.live.contains_key(&ev.sk) {
-            return;
-        }
-        if let Some((l, r)) = ev.tuple {
-            if !self.port_ok(l, r) {
-                // Filtered in the kernel where the tracepoint has ports; the
-                // rest (tcp_send_reset, every socket's destroy) here. Another
-                // port's destroy frees an address whose unaddressed reads and
-                // writes were that socket's; a connection of the port found
-                // there was born after it (the destroy, from another CPU,
-                // read later) and stays.
-                let later = matches!(ev.detail, Detail::Destroy)
-                    && self.live.get(&ev.sk).is_some_and(|c| c.local.is_some());
-                if !later {
-                    self.live.remove(&ev.sk);
-                }
-                return;
-            }
         }
         // The kernel reuses a freed socket's memory: a socket starting a new
         // life at the address of a closed one is a new connection.
@@ -510,7 +679,7 @@ impl Tracker {
             self.live.remove(&ev.sk);
             self.stats.unmatched += 1;
         }
-        let mut learned_owner = None;
+        let probe_every = u64::from(self.probe_every.max(1));
         // The common case, a live connection's next event, looks it up once.
         let c = match self.live.get_mut(&ev.sk) {
             Some(c) if !reborn(c) => c,
@@ -523,194 +692,99 @@ impl Tracker {
             }
         };
         c.last_ns = c.last_ns.max(time_ns);
-        // The first address, or a better one: a connecting socket has no
-        // local port yet when it enters SYN-SENT.
-        let better =
-            c.local.is_none_or(|l| l.port() == 0) || c.remote.is_some_and(|r| r.port() == 0);
-        if better && !matches!(ev.detail, Detail::SynackRetransmit) {
-            if let Some((l, r)) = ev.tuple {
-                c.local = Some(l);
-                c.remote = (r.port() != 0 || !r.ip().is_unspecified()).then_some(r);
-                if c.role.is_none() && r.port() != 0 {
-                    c.role = Some(if l.port() < r.port() {
-                        Role::ServerGuessed
-                    } else {
-                        Role::ClientGuessed
-                    });
-                }
-            }
+        c.learn_address(ev);
+        let learned_owner = c.learn_owner(pid, ev);
+        c.apply(time_ns, probe_every, ev);
+        if let Some(pid) = learned_owner {
+            let at = c.tuple().zip(c.role);
+            self.note_owner(pid, at);
         }
-        // The process is known from calls it made itself.
-        let by_process = ev.in_process_context()
-            && pid != 0
-            && match ev.detail {
-                Detail::Send(_) | Detail::Recv(_) => true,
-                Detail::SetState { old, new, .. } => {
-                    new == state::SYN_SENT || new == state::LISTEN || old == state::ESTABLISHED
-                }
-                _ => false,
-            };
-        if by_process && c.pid != Some(pid) {
-            c.pid = Some(pid);
-            c.owner_source = Some(OwnerSource::SocketCall);
-            learned_owner = Some(pid);
-        }
-        let probe_every = u64::from(self.probe_every.max(1));
+    }
+
+    /// Counts the event in the trace's totals and moves the trace's clock.
+    #[inline]
+    fn count(&mut self, time_ns: u64, ev: &Event) {
+        self.stats.events += 1;
         match ev.detail {
-            Detail::Probe(p) => {
-                if let Some(k) = p.cookie.filter(|&k| k != 0) {
-                    c.cookie.get_or_insert(k);
-                }
-                c.nagle
-                    .segment(time_ns, &p, c.ca_state, !ev.in_process_context());
-                // A sample with the window open stands for probe_every
-                // segments; every zero-window segment is traced.
-                let weight = if p.snd_wnd == Some(0) { 1 } else { probe_every };
-                c.totals.segments_in += weight;
-                if let Some(una) = p.snd_una {
-                    if let Some(last) = c.last_una {
-                        let d = una.wrapping_sub(last);
-                        // Only forward moves within a window (a reordered
-                        // sample reads as a huge jump).
-                        if d < 1 << 30 {
-                            c.totals.acked += u64::from(d);
-                        }
-                    }
-                    if c.last_una.is_none_or(|l| una.wrapping_sub(l) < 1 << 31) {
-                        c.last_una = Some(una);
-                    }
-                }
-                if let Some(s) = p.srtt_us.filter(|&s| s > 0) {
-                    c.srtt_us = Some(s);
-                    c.srtt_min_us = Some(c.srtt_min_us.map_or(s, |m| m.min(s)));
-                    c.srtt_max_us = Some(c.srtt_max_us.map_or(s, |m| m.max(s)));
-                }
-                c.cwnd = p.cwnd.or(c.cwnd);
-                c.ssthresh = p.ssthresh.or(c.ssthresh);
-                if let Some(w) = p.snd_wnd {
-                    c.snd_wnd = Some(w);
-                    c.snd_wnd_min = Some(c.snd_wnd_min.map_or(w, |m| m.min(w)));
-                }
-                if let Some(w) = p.rcv_wnd {
-                    c.rcv_wnd = Some(w);
-                    c.rcv_wnd_min = Some(c.rcv_wnd_min.map_or(w, |m| m.min(w)));
-                }
-                if let (Some(nxt), Some(una), Some(wnd)) = (p.snd_nxt, p.snd_una, p.snd_wnd) {
-                    let flight = nxt.wrapping_sub(una);
-                    if wnd == 0 {
-                        c.zero_window_segments += 1;
-                        let since = c.zw_since.map_or(time_ns, |(s, _)| s);
-                        c.zw_since = Some((since, time_ns));
-                    } else if let Some((s, last)) = c.zw_since.take() {
-                        c.zero_window_ns += last.saturating_sub(s);
-                    }
-                    if flight > 0 && flight < 1 << 31 {
-                        c.in_flight_segments += weight;
-                        if wnd > 0 && u64::from(flight) * 10 >= u64::from(wnd) * 9 {
-                            c.window_bound_segments += weight;
-                            c.window_bound_samples += 1;
-                        }
-                        if c.waits_for_space
-                            && !ev.in_process_context()
-                            && c.ca_state == ca::OPEN
-                            && c.nagle.unsent() <= SNDBUF_SLACK
-                            && u64::from(flight) + SNDBUF_SLACK as u64 <= u64::from(wnd)
-                        {
-                            c.sndbuf_bound_segments += weight;
-                            c.sndbuf_bound_samples += 1;
-                        }
-                    }
-                }
+            // Destroys of every port reach here (see `kernel_filter`).
+            Detail::Destroy if ev.tuple.is_none_or(|(l, r)| self.port_ok(l, r)) => {
+                self.stats.destroys += 1
             }
-            Detail::Retransmit { state: st, err } => {
-                if err != 0 {
-                    c.retransmit_errors += 1;
-                } else if st == Some(state::SYN_SENT) {
-                    c.syn_retransmits += 1;
-                } else {
-                    c.totals.retransmits += 1;
-                    if c.ca_state == ca::LOSS {
-                        c.rto_retransmits += 1;
-                    }
-                }
-            }
-            Detail::SynackRetransmit => {
-                c.synack_retransmits += 1;
-                c.role = Some(Role::Listener);
-                c.state = Some("listen");
-                // The request's (local, client) tuple is not the listener's.
-                if let Some((l, _)) = ev.tuple {
-                    c.local = Some(l);
-                    c.remote = None;
-                }
-            }
-            Detail::CongState(Some(s)) => {
-                if s != c.ca_state {
-                    match s {
-                        ca::RECOVERY => c.recovery_episodes += 1,
-                        ca::LOSS => c.loss_episodes += 1,
-                        ca::CWR => c.cwr_episodes += 1,
-                        _ => {}
-                    }
-                }
-                c.ca_state = s;
-            }
-            Detail::CongState(None) => {}
-            Detail::SendReset { .. } => c.resets_sent += 1,
-            Detail::ReceiveReset => c.resets_received += 1,
-            Detail::Destroy => {
-                c.destroyed = true;
-                c.closed_ns.get_or_insert(time_ns);
-            }
-            Detail::SetState { old, new, .. } => {
-                c.state_changes += 1;
-                c.state_num = Some(new);
-                c.state = Some(state::name(new));
-                match (old, new) {
-                    (_, state::SYN_SENT) => c.role = Some(Role::Client),
-                    (state::CLOSE | state::LISTEN, state::SYN_RECV) => c.role = Some(Role::Server),
-                    (_, state::LISTEN) => c.role = Some(Role::Listener),
-                    _ => {}
-                }
-                if new == state::CLOSE {
-                    c.closed_ns.get_or_insert(time_ns);
-                }
-            }
-            Detail::Send(io) => {
-                if io.ret < 0 {
-                    c.send_errors += 1;
-                    c.waits_for_space |= io.ret == -EAGAIN;
-                } else if io.bytes() > 0 {
-                    c.waits_for_space = false;
-                    let n = io.bytes();
-                    c.totals.sent += n;
-                    c.totals.writes += 1;
-                    c.nagle.write(time_ns, n);
-                    let n = u32::try_from(n).unwrap_or(u32::MAX);
-                    c.write_min = Some(c.write_min.map_or(n, |m| m.min(n)));
-                    c.write_max = c.write_max.max(n);
-                }
-            }
-            Detail::Recv(io) => {
-                // Reads are sampled with the segments: one stands for
-                // probe_every.
-                if io.bytes() > 0 {
-                    c.totals.received += io.bytes() * probe_every;
-                    c.totals.reads += probe_every;
-                }
-            }
-            Detail::RcvqueueFull { .. } | Detail::ExceedBufLimit { .. } => {}
+            Detail::SetState { .. } => self.stats.state_events += 1,
+            _ => {}
         }
-        if let (Some(pid), Some(t), Some(role)) = (learned_owner, c.tuple(), c.role) {
+        self.first_ns.get_or_insert(time_ns);
+        self.last_ns = self.last_ns.max(time_ns);
+    }
+
+    /// Whether the event goes on to a connection; events of none (buffer
+    /// limits, other protocols and ports, no socket, a freed socket never
+    /// seen) are counted or dropped here.
+    #[inline]
+    fn admit(&mut self, ev: &Event) -> bool {
+        match ev.detail {
+            Detail::RcvqueueFull { .. } => {
+                self.stats.rcvqueue_full += 1;
+                return false;
+            }
+            Detail::ExceedBufLimit { receive } => {
+                if receive {
+                    self.stats.exceed_buf_limit_receive += 1;
+                } else {
+                    self.stats.exceed_buf_limit_send += 1;
+                }
+                return false;
+            }
+            Detail::Send(io) | Detail::Recv(io) if !io.is_tcp() => return false,
+            Detail::SetState { protocol, .. } if protocol.is_some_and(|p| p != 6) => return false,
+            _ => {}
+        }
+        if ev.sk == 0 {
+            if matches!(ev.detail, Detail::SendReset { .. }) {
+                let ours = ev.tuple.is_some_and(|(l, r)| self.port_ok(l, r));
+                if ours || self.filter.port.is_none() {
+                    self.stats.resets_without_socket += 1;
+                }
+            }
+            return false;
+        }
+        // A freed socket's last events: nothing to start a connection with.
+        let closing = matches!(ev.detail, Detail::Destroy)
+            || matches!(ev.detail, Detail::SetState { new, .. } if new == state::CLOSE);
+        if closing && !self.live.contains_key(&ev.sk) {
+            return false;
+        }
+        if let Some((l, r)) = ev.tuple {
+            if !self.port_ok(l, r) {
+                // Filtered in the kernel where the tracepoint has ports; the
+                // rest (tcp_send_reset, every socket's destroy) here. Another
+                // port's destroy frees an address whose unaddressed reads and
+                // writes were that socket's; a connection of the port found
+                // there was born after it (the destroy, from another CPU,
+                // read later) and stays.
+                let later = matches!(ev.detail, Detail::Destroy)
+                    && self.live.get(&ev.sk).is_some_and(|c| c.local.is_some());
+                if !later {
+                    self.live.remove(&ev.sk);
+                }
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Records a process just learned to own a connection (at its
+    /// (local, remote) with its role, when known), and queues it for naming.
+    #[inline]
+    fn note_owner(&mut self, pid: u32, at: Option<((SocketAddr, SocketAddr), Role)>) {
+        if let Some((t, role)) = at {
             if self.owners.len() >= MAX_LIVE {
                 self.owners.clear();
             }
             self.owners.insert(t, (pid, role));
         }
-        if let Some(pid) = learned_owner {
-            if !self.names.contains_key(&pid) && !self.unnamed.contains(&pid) {
-                self.unnamed.push(pid);
-            }
+        if !self.names.contains_key(&pid) && !self.unnamed.contains(&pid) {
+            self.unnamed.push(pid);
         }
     }
 

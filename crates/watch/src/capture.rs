@@ -126,10 +126,25 @@ impl Session {
     pub fn run(
         mut self,
         stop: &AtomicBool,
-        mut on_interval: impl FnMut(&Interval) -> io::Result<()>,
+        on_interval: impl FnMut(&Interval) -> io::Result<()>,
     ) -> io::Result<Outcome> {
-        let link = self.capture.link_type();
         let start = Instant::now();
+        let ended_early = self.watch(start, stop, on_interval)?;
+        if ended_early.is_none() {
+            self.drain()?;
+        }
+        self.finish(start, ended_early)
+    }
+
+    /// Captures and ticks the intervals until `stop` is set, the duration
+    /// has passed or the interface went away (what is returned then says so).
+    fn watch(
+        &mut self,
+        start: Instant,
+        stop: &AtomicBool,
+        mut on_interval: impl FnMut(&Interval) -> io::Result<()>,
+    ) -> io::Result<Option<String>> {
+        let link = self.capture.link_type();
         let interval = self.config.interval.max(Duration::from_millis(10));
         let mut next_tick = start + interval;
         let end = self.config.duration.map(|d| start + d);
@@ -137,18 +152,16 @@ impl Session {
         // How long to wait for a frame: zero while frames keep coming (no
         // clock read per frame), until the next tick once the ring is empty.
         let mut wait = Duration::ZERO;
-        let mut ended_early = None;
         loop {
             let next = match self.capture.next_frame(wait) {
                 Ok(next) => next,
                 Err(e) if interface_gone(&e) => {
-                    ended_early = Some(format!(
+                    return Ok(Some(format!(
                         "the interface {} went down or away {:.1} s into the watch ({e}): \
                          the capture ended there, the report covers what came before",
                         self.capture.interface(),
                         start.elapsed().as_secs_f64()
-                    ));
-                    break;
+                    )));
                 }
                 Err(e) => return Err(e),
             };
@@ -192,13 +205,17 @@ impl Session {
                 }
             }
             if stop.load(Ordering::Relaxed) || end.is_some_and(|e| now >= e) {
-                break;
+                return Ok(None);
             }
         }
-        // What the kernel captured before the end but has not handed over
-        // yet (a quiet link's last ring block), read for a bounded time.
+    }
+
+    /// Reads what the kernel captured before the end but has not handed
+    /// over yet (a quiet link's last ring block), for a bounded time.
+    fn drain(&mut self) -> io::Result<()> {
+        let link = self.capture.link_type();
         let drain_end = Instant::now() + DRAIN;
-        while ended_early.is_none() && Instant::now() < drain_end {
+        while Instant::now() < drain_end {
             let f = match self.capture.next_frame(self.capture.delivery_delay()) {
                 Ok(Some(f)) => f,
                 Ok(None) => break,
@@ -213,6 +230,12 @@ impl Session {
             }
             self.watcher.push(f.ts, link, f.data, f.orig_len);
         }
+        Ok(())
+    }
+
+    /// Closes the pcap file, adds the warnings and makes the outcome of a
+    /// watch begun at `start`.
+    fn finish(mut self, start: Instant, ended_early: Option<String>) -> io::Result<Outcome> {
         // The counters of a socket whose interface is gone may not be read.
         let kernel = match self.kernel() {
             Err(e) if ended_early.is_some() && interface_gone(&e) => KernelCounters::default(),

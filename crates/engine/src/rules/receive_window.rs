@@ -380,7 +380,7 @@ pub(crate) fn cause(c: &rule::Cause<'_>) -> String {
     }
     let window = c
         .num("window_bytes")
-        .map(|w| format!(" of ~{:.0} KB", w / 1e3))
+        .map(|w| format!(" of ~{}", human_bytes(w)))
         .unwrap_or_default();
     format!(
         "{ep} ({role}) advertises a receive window{window}: bytes in flight are pinned at it, \
