@@ -96,6 +96,9 @@ const MAX_WINDOW_SHIFT: u32 = 14;
 /// segment size its handshake allows ([`FULL_SLACK`]), is its full size.
 const FULL_SEEN: u32 = 4;
 const FULL_SLACK: u32 = 64;
+/// New segments ending exactly at the window's edge that reveal an unknown
+/// window scale ([`Half::infer_shift`]).
+const EDGE_HITS: u8 = 4;
 
 /// A segment sent, for RTT samples. `ts` is `None` once its bytes were
 /// retransmitted: an ACK of them is ambiguous (Karn's algorithm, RFC 6298 §3).
@@ -140,6 +143,15 @@ pub struct Half {
     pub window_scale_option: Option<u8>,
     /// The shift applied to this endpoint's windows; `None` when unknown.
     pub window_shift: Option<u8>,
+    /// Without the handshake, the shift the peer's flights revealed
+    /// ([`Half::infer_shift`]); the rules' windows use it.
+    pub inferred_shift: Option<u8>,
+    /// The window field this endpoint last sent, as sent.
+    window_field: u16,
+    /// Without the handshake: the least shift the peer's flights allow, and
+    /// how many of its new segments ended exactly at the window's edge there.
+    shift_floor: u8,
+    edge_hits: u8,
     pub sack_permitted: bool,
     pub timestamps: bool,
     /// Highest sequence number sent (exclusive end).
@@ -212,6 +224,10 @@ impl Half {
             mss: None,
             window_scale_option: None,
             window_shift: None,
+            inferred_shift: None,
+            window_field: 0,
+            shift_floor: 0,
+            edge_hits: 0,
             sack_permitted: false,
             timestamps: false,
             snd_max: Seq(0),
@@ -258,6 +274,10 @@ impl Half {
             mss,
             window_scale_option,
             window_shift,
+            inferred_shift,
+            window_field,
+            shift_floor,
+            edge_hits,
             sack_permitted,
             timestamps,
             snd_max,
@@ -298,6 +318,10 @@ impl Half {
         *mss = None;
         *window_scale_option = None;
         *window_shift = None;
+        *inferred_shift = None;
+        *window_field = 0;
+        *shift_floor = 0;
+        *edge_hits = 0;
         *sack_permitted = false;
         *timestamps = false;
         *snd_max = Seq(0);
@@ -331,6 +355,40 @@ impl Half {
         sent.head = 0;
         *partials = 0;
         *rate = DeliveryRate::default();
+    }
+
+    /// The shift of this endpoint's windows: the handshake's, else the one
+    /// its peer's flights revealed ([`Half::infer_shift`]).
+    #[inline]
+    pub fn scale(&self) -> Option<u8> {
+        self.window_shift.or(self.inferred_shift)
+    }
+
+    /// Without the handshake, the peer's bytes in flight tell the shift of
+    /// this endpoint's windows: they never exceed the window, so the shift
+    /// is at least the least one under which the field covers every flight
+    /// seen; and a sender held by the window fills it to the byte, so new
+    /// segments ending exactly at that window's edge, [`EDGE_HITS`] times,
+    /// show it is the window. A sender held by anything else ends its
+    /// flights there only by chance, and not that often. `flight` is the
+    /// peer's bytes in flight after a new data segment.
+    #[inline]
+    fn infer_shift(&mut self, flight: u32) {
+        if self.window_shift.is_some() || self.inferred_shift.is_some() || self.window_field == 0 {
+            return;
+        }
+        let field = u32::from(self.window_field);
+        while flight > field << self.shift_floor && u32::from(self.shift_floor) < MAX_WINDOW_SHIFT {
+            self.shift_floor += 1;
+            self.edge_hits = 0;
+        }
+        if flight == field << self.shift_floor {
+            self.edge_hits += 1;
+            if self.edge_hits >= EDGE_HITS {
+                self.inferred_shift = Some(self.shift_floor);
+                self.window = field << self.shift_floor;
+            }
+        }
     }
 
     /// Bytes sent and not yet acknowledged.
@@ -1043,6 +1101,9 @@ impl Connection {
         let end = Seq(seg.seq).plus(seg.seq_len());
         let idle = me.in_flight() == 0;
         let (kind, new_bytes) = me.classify(seg, end);
+        if kind == SegKind::NewData && seg.payload_len > 0 {
+            peer.infer_shift(me.in_flight());
+        }
         refresh_smss |= me.record_sent(seg, end, mark, kind, new_bytes);
         let smss = self.smss[dir.index()].max(1);
         // Most segments are exactly full: one comparison tells them.
@@ -1333,7 +1394,8 @@ impl Half {
     /// Without the handshake the scale is unknown (a capture started after
     /// it): the window is then at most the field shifted by 14, the largest
     /// scale, and that bound is what the rules see — a field of 66 may be
-    /// 66 bytes or 66 KB, so no window is taken for full that may not be.
+    /// 66 bytes or 66 KB, so no window is taken for full that may not be —
+    /// until the peer's flights reveal the shift ([`Half::infer_shift`]).
     /// A zero window is zero at any scale (and an RST's window is no
     /// window). The smallest and largest kept are the fields as sent, as
     /// Wireshark shows them then.
@@ -1344,8 +1406,14 @@ impl Half {
         let (window, shown) = match self.window_shift {
             _ if flags.syn() || flags.rst() => (raw, raw),
             Some(shift) => (raw << shift, raw << shift),
-            None => (raw << MAX_WINDOW_SHIFT, raw),
+            None => (
+                raw << self.inferred_shift.map_or(MAX_WINDOW_SHIFT, u32::from),
+                raw,
+            ),
         };
+        if !flags.syn() && !flags.rst() {
+            self.window_field = seg.window;
+        }
         self.window = window;
         if !flags.syn() && !flags.rst() {
             self.window_min = Some(self.window_min.map_or(shown, |w| w.min(shown)));
@@ -1565,6 +1633,40 @@ mod steps {
     const SYN: u16 = TcpFlags::SYN;
     const ACK: u16 = TcpFlags::ACK;
     const PSH: u16 = TcpFlags::PSH | TcpFlags::ACK;
+
+    /// A window of unknown scale: flights beyond the field at shift 0 rule
+    /// it out; flights ending exactly at the edge of 63 << 10, four times,
+    /// reveal shift 10. A sender whose flights stop short of the edge
+    /// reveals nothing.
+    #[test]
+    fn flights_at_the_window_edge_reveal_an_unknown_scale() {
+        let addr: SocketAddr = "10.0.0.2:80".parse().unwrap();
+        let mut r = Half::new(addr);
+        r.window_field = 63;
+        r.window = 63 << MAX_WINDOW_SHIFT;
+        for flight in [40_000, 64_512, 64_512, 60_000, 64_512] {
+            r.infer_shift(flight);
+        }
+        assert_eq!((r.shift_floor, r.inferred_shift), (10, None));
+        r.infer_shift(64_512);
+        assert_eq!(r.inferred_shift, Some(10));
+        assert_eq!((r.scale(), r.window), (Some(10), 64_512));
+
+        let mut short = Half::new(addr);
+        short.window_field = 63;
+        for flight in (0..100).map(|i| 50_000 + i * 100) {
+            short.infer_shift(flight);
+        }
+        assert_eq!((short.shift_floor, short.inferred_shift), (10, None));
+
+        let mut known = Half::new(addr);
+        known.window_shift = Some(7);
+        known.window_field = 63;
+        for _ in 0..8 {
+            known.infer_shift(63);
+        }
+        assert_eq!((known.inferred_shift, known.scale()), (None, Some(7)));
+    }
 
     fn seg(
         seq: u32,

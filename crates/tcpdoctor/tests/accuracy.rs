@@ -576,6 +576,49 @@ fn a_capture_started_after_the_handshake_still_finds_the_servers_pause() {
     }
 }
 
+/// An upload into a 2,896-byte receive window, captured from after the
+/// handshake: the window scale is not in the capture, so the field (2,896)
+/// might be 2,896 × 2^14 bytes; the client's flights ending exactly at the
+/// field's edge, again and again, show the scale is 0 and the window small.
+/// Transfers held by anything else, cut the same way, gain no window finding.
+#[test]
+fn a_capture_started_mid_upload_still_finds_the_small_receive_window() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let file = root.join("upload-rcvbuf4k.client.pcap");
+    let file = file.to_str().unwrap();
+    for from in ["0.762", "2.286"] {
+        let v = analyze_args(&["--from", from, file]);
+        assert!(v["connections"][0]["handshake_rtt_ms"].is_null(), "{from}");
+        let f = &v["findings"][0];
+        assert_eq!(f["kind"], "receive_window_limited", "--from {from}: {f}");
+        assert_eq!(f["culprit"]["role"], "server", "--from {from}");
+        assert!(
+            f["share_of_time"].as_f64().unwrap() > 0.9,
+            "--from {from}: {f}"
+        );
+    }
+    for (name, from) in [
+        ("bulk-healthy.client.pcap", "0.03"),
+        ("slow-start.client.pcap", "0.1"),
+        ("bufferbloat.client.pcap", "0.5"),
+        ("send-buffer-limited.client.pcap", "0.1"),
+        ("cwnd-collapse.server.pcap", "0.1"),
+    ] {
+        let file = root.join(name);
+        let v = analyze_args(&["--from", from, file.to_str().unwrap()]);
+        let kinds: Vec<_> = v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["kind"].as_str().unwrap())
+            .collect();
+        assert!(
+            !kinds.contains(&"receive_window_limited"),
+            "{name} --from {from}: {kinds:?}"
+        );
+    }
+}
+
 /// An FTP control connection with no handshake in the capture, 45 ms from
 /// the server, which ACKs at once: the 45 ms is the round trip (its data
 /// connections' handshakes show it), not a delayed-ACK timer, and the

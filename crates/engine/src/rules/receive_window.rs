@@ -149,7 +149,7 @@ impl WindowState {
         }
         let receiver = conn.half(seg.dir.reverse());
         let mss = conn.smss(seg.dir);
-        if receiver.window_shift.is_none() {
+        if receiver.scale().is_none() {
             return;
         }
         // What the sender knew when it sent this segment: the receiver's ACKs

@@ -263,8 +263,8 @@ impl DirState {
     ) {
         let smss = conn.smss(d);
         let iw = (INITIAL_WINDOW_SEGMENTS * smss).max(self.initial.unwrap_or(0));
-        // Scaled windows are comparable with flights only with the handshake seen.
-        let window_known = conn.half(d.reverse()).window_shift.is_some();
+        // Scaled windows are comparable with flights only with the scale known.
+        let window_known = conn.half(d.reverse()).scale().is_some();
         if r.spoiled
             || r.flights < 2
             || first == 0
