@@ -372,7 +372,8 @@ impl Half {
     /// show it is the window. A sender held by anything else ends its
     /// flights there only by chance, and not that often. `flight` is the
     /// peer's bytes in flight after a new data segment.
-    #[inline]
+    #[cold]
+    #[inline(never)]
     fn infer_shift(&mut self, flight: u32) {
         if self.window_shift.is_some() || self.inferred_shift.is_some() || self.window_field == 0 {
             return;
@@ -1101,7 +1102,7 @@ impl Connection {
         let end = Seq(seg.seq).plus(seg.seq_len());
         let idle = me.in_flight() == 0;
         let (kind, new_bytes) = me.classify(seg, end);
-        if kind == SegKind::NewData && seg.payload_len > 0 {
+        if peer.window_shift.is_none() && kind == SegKind::NewData && seg.payload_len > 0 {
             peer.infer_shift(me.in_flight());
         }
         refresh_smss |= me.record_sent(seg, end, mark, kind, new_bytes);
