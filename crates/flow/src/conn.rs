@@ -146,7 +146,8 @@ pub struct Half {
     /// Without the handshake, the shift the peer's flights revealed
     /// ([`Half::infer_shift`]); the rules' windows use it.
     pub inferred_shift: Option<u8>,
-    /// The window field this endpoint last sent, as sent.
+    /// The window field this endpoint last sent, as sent, while its scale
+    /// is unknown.
     window_field: u16,
     /// Without the handshake: the least shift the peer's flights allow, and
     /// how many of its new segments ended exactly at the window's edge there.
@@ -1412,7 +1413,7 @@ impl Half {
                 raw,
             ),
         };
-        if !flags.syn() && !flags.rst() {
+        if self.window_shift.is_none() && !flags.syn() && !flags.rst() {
             self.window_field = seg.window;
         }
         self.window = window;
