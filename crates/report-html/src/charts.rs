@@ -543,17 +543,11 @@ pub fn time_sequence(tr: &Trace, out: &mut String) {
         esc(&tr.receiver)
     );
     axes(out, w, h, m, tmax, smax, "sequence (bytes, relative)");
-    let TracePaths {
-        data,
-        retx,
-        ack,
-        win,
-        in_flight,
-        max_flight,
-    } = trace_paths(tr, &px, &py, smax);
+    let paths = trace_paths(tr, &px, &py, smax);
     let _ = write!(
         out,
-        r#"<path class="win" d="{win}"/><path class="ackl" d="{ack}"/><path class="data" d="{data}"/><path class="retx" d="{retx}"/>"#
+        r#"<path class="win" d="{}"/><path class="ackl" d="{}"/><path class="data" d="{}"/><path class="retx" d="{}"/>"#,
+        paths.win, paths.ack, paths.data, paths.retx
     );
     let _ = write!(
         out,
@@ -570,7 +564,7 @@ pub fn time_sequence(tr: &Trace, out: &mut String) {
         r#"<svg class="chart inflight" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img"><title>bytes in flight against the advertised window, connection {}</title>"#,
         tr.connection
     );
-    let top = max_flight as f64 * 1.05;
+    let top = paths.max_flight as f64 * 1.05;
     axes(
         out,
         w,
@@ -581,7 +575,7 @@ pub fn time_sequence(tr: &Trace, out: &mut String) {
         "bytes in flight / advertised window",
     );
     let (mut f, mut wline) = (String::new(), String::new());
-    for (i, (t, fl, wn)) in in_flight.iter().enumerate() {
+    for (i, (t, fl, wn)) in paths.in_flight.iter().enumerate() {
         let c = if i == 0 { 'M' } else { 'L' };
         let _ = write!(f, "{c}{:.1} {:.1}", px(*t), py(*fl as f64, top));
         let _ = write!(wline, "{c}{:.1} {:.1}", px(*t), py(*wn as f64, top));
