@@ -97,8 +97,96 @@ const MAX_WINDOW_SHIFT: u32 = 14;
 const FULL_SEEN: u32 = 4;
 const FULL_SLACK: u32 = 64;
 /// New segments ending exactly at the window's edge that reveal an unknown
-/// window scale ([`Half::infer_shift`]).
+/// window scale ([`ScaleGuess`]).
 const EDGE_HITS: u8 = 4;
+/// The receiver's last ACKs a sender's segment may have been sent under.
+const GUESS_ACKS: usize = 4;
+
+/// Without the handshake, the window scale of an endpoint, from its peer's
+/// flights:
+/// - bytes in flight never exceed the window, so the shift is at least the
+///   least one (`floor`) under which the field covers every flight seen
+///   against the newest ACK;
+/// - a sender held by the window fills it to the byte: its new segments
+///   end exactly at the edge of an ACK it had, the ACK's number plus its
+///   field shifted by the scale. Seen at the receiver, that ACK need not be
+///   the newest (those after it are still on their way to the sender), so
+///   the last [`GUESS_ACKS`] count. The same shift at or above the floor
+///   [`EDGE_HITS`] times, no other between, is the scale.
+///
+/// A sender held by anything else ends its flights at such an edge only
+/// by chance, and not that often.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct ScaleGuess {
+    /// (ACK number, window field, when seen) of the endpoint's last
+    /// distinct ACKs, a ring; `newest` indexes the last one.
+    acks: [(Seq, u16, Timestamp); GUESS_ACKS],
+    held: usize,
+    newest: usize,
+    floor: u8,
+    candidate: u8,
+    hits: u8,
+    /// The least time from an ACK to the segment that ended at its edge:
+    /// capture point → sender → capture point, for the ACK that released it.
+    release_ns: Option<i64>,
+}
+
+impl ScaleGuess {
+    /// The endpoint advertised `field` with `ack`, seen at `ts`.
+    fn advertised(&mut self, ack: Seq, field: u16, ts: Timestamp) {
+        let (last_ack, last_field, _) = self.acks[self.newest];
+        if self.held > 0 && (last_ack, last_field) == (ack, field) {
+            return;
+        }
+        self.newest = if self.held == 0 {
+            0
+        } else {
+            (self.newest + 1) % GUESS_ACKS
+        };
+        self.acks[self.newest] = (ack, field, ts);
+        self.held = (self.held + 1).min(GUESS_ACKS);
+    }
+
+    /// The peer sent new data up to `end`, seen at `ts`: the scale, once told.
+    fn sent(&mut self, end: Seq, ts: Timestamp) -> Option<u8> {
+        let (ack, field, _) = *self.acks.get(self.newest).filter(|_| self.held > 0)?;
+        if field == 0 || end <= ack {
+            return None;
+        }
+        let flight = end.distance_from(ack);
+        let field32 = u32::from(field);
+        while flight > field32 << self.floor && u32::from(self.floor) < MAX_WINDOW_SHIFT {
+            self.floor += 1;
+        }
+        if self.candidate < self.floor {
+            self.hits = 0;
+        }
+        // The newest ACK first: at the sender it is the one that counts.
+        let (edge, released) = (0..self.held).find_map(|i| {
+            let (ack, field, at) = self.acks[(self.newest + GUESS_ACKS - i) % GUESS_ACKS];
+            if field == 0 || end <= ack {
+                return None;
+            }
+            let d = end.distance_from(ack);
+            let q = d / u32::from(field);
+            let shift = q.trailing_zeros();
+            (d.is_multiple_of(u32::from(field))
+                && q.is_power_of_two()
+                && shift >= u32::from(self.floor)
+                && shift <= MAX_WINDOW_SHIFT)
+                .then_some((shift as u8, ts.since(at)))
+        })?;
+        if self.hits > 0 && edge == self.candidate {
+            self.hits += 1;
+        } else {
+            self.candidate = edge;
+            self.hits = 1;
+            self.release_ns = None;
+        }
+        self.release_ns = Some(self.release_ns.map_or(released, |r| r.min(released)));
+        (self.hits >= EDGE_HITS).then_some(self.candidate)
+    }
+}
 
 /// A segment sent, for RTT samples. `ts` is `None` once its bytes were
 /// retransmitted: an ACK of them is ambiguous (Karn's algorithm, RFC 6298 §3).
@@ -146,13 +234,10 @@ pub struct Half {
     /// Without the handshake, the shift the peer's flights revealed
     /// ([`Half::infer_shift`]); the rules' windows use it.
     pub inferred_shift: Option<u8>,
-    /// The window field this endpoint last sent, as sent, while its scale
-    /// is unknown.
-    window_field: u16,
-    /// Without the handshake: the least shift the peer's flights allow, and
-    /// how many of its new segments ended exactly at the window's edge there.
-    shift_floor: u8,
-    edge_hits: u8,
+    /// Without the handshake, what the peer's flights tell of this
+    /// endpoint's window scale; `None` with the scale known (allocated only
+    /// for a connection whose handshake was not seen).
+    scale_guess: Option<Box<ScaleGuess>>,
     pub sack_permitted: bool,
     pub timestamps: bool,
     /// Highest sequence number sent (exclusive end).
@@ -226,9 +311,7 @@ impl Half {
             window_scale_option: None,
             window_shift: None,
             inferred_shift: None,
-            window_field: 0,
-            shift_floor: 0,
-            edge_hits: 0,
+            scale_guess: None,
             sack_permitted: false,
             timestamps: false,
             snd_max: Seq(0),
@@ -276,9 +359,7 @@ impl Half {
             window_scale_option,
             window_shift,
             inferred_shift,
-            window_field,
-            shift_floor,
-            edge_hits,
+            scale_guess,
             sack_permitted,
             timestamps,
             snd_max,
@@ -320,9 +401,7 @@ impl Half {
         *window_scale_option = None;
         *window_shift = None;
         *inferred_shift = None;
-        *window_field = 0;
-        *shift_floor = 0;
-        *edge_hits = 0;
+        *scale_guess = None;
         *sack_permitted = false;
         *timestamps = false;
         *snd_max = Seq(0);
@@ -365,32 +444,45 @@ impl Half {
         self.window_shift.or(self.inferred_shift)
     }
 
-    /// Without the handshake, the peer's bytes in flight tell the shift of
-    /// this endpoint's windows: they never exceed the window, so the shift
-    /// is at least the least one under which the field covers every flight
-    /// seen; and a sender held by the window fills it to the byte, so new
-    /// segments ending exactly at that window's edge, [`EDGE_HITS`] times,
-    /// show it is the window. A sender held by anything else ends its
-    /// flights there only by chance, and not that often. `flight` is the
-    /// peer's bytes in flight after a new data segment.
+    /// Without the handshake, the peer's flights tell the shift of this
+    /// endpoint's windows ([`ScaleGuess`]); `end` is the end of a new data
+    /// segment of the peer's. Once told, the rules' windows use it.
     #[cold]
     #[inline(never)]
-    fn infer_shift(&mut self, flight: u32) {
-        if self.window_shift.is_some() || self.inferred_shift.is_some() || self.window_field == 0 {
+    fn infer_shift(&mut self, end: Seq, ts: Timestamp) {
+        if self.inferred_shift.is_some() {
             return;
         }
-        let field = u32::from(self.window_field);
-        while flight > field << self.shift_floor && u32::from(self.shift_floor) < MAX_WINDOW_SHIFT {
-            self.shift_floor += 1;
-            self.edge_hits = 0;
+        let Some(g) = self.scale_guess.as_deref_mut() else {
+            return;
+        };
+        if let Some(shift) = g.sent(end, ts) {
+            self.inferred_shift = Some(shift);
+            self.window = u32::from(g.acks[g.newest].1) << shift;
         }
-        if flight == field << self.shift_floor {
-            self.edge_hits += 1;
-            if self.edge_hits >= EDGE_HITS {
-                self.inferred_shift = Some(self.shift_floor);
-                self.window = field << self.shift_floor;
-            }
+    }
+
+    /// Without the handshake, an ACK of this endpoint's for its
+    /// [`ScaleGuess`].
+    #[cold]
+    #[inline(never)]
+    fn guess_advertised(&mut self, seg: &TcpSegment<'_>, ts: Timestamp) {
+        let flags = seg.flags;
+        if self.inferred_shift.is_none() && flags.ack() && !flags.syn() && !flags.rst() {
+            self.scale_guess
+                .get_or_insert_default()
+                .advertised(Seq(seg.ack), seg.window, ts);
         }
+    }
+
+    /// With the window scale told by the peer's flights
+    /// ([`Half::inferred_shift`]), the least time seen from one of this
+    /// endpoint's ACKs to the peer's segment that ended at its window's
+    /// edge: at most the round trip from the capture point to the peer and
+    /// back (the peer sent it on that ACK, or later).
+    pub fn edge_release_ns(&self) -> Option<i64> {
+        self.inferred_shift?;
+        self.scale_guess.as_ref()?.release_ns
     }
 
     /// Bytes sent and not yet acknowledged.
@@ -1099,12 +1191,12 @@ impl Connection {
             me.base = Seq(seg.seq).plus(u32::MAX);
             me.base_known = true;
         }
-        me.advertise(seg);
+        me.advertise(seg, ts);
         let end = Seq(seg.seq).plus(seg.seq_len());
         let idle = me.in_flight() == 0;
         let (kind, new_bytes) = me.classify(seg, end);
-        if peer.window_shift.is_none() && kind == SegKind::NewData && seg.payload_len > 0 {
-            peer.infer_shift(me.in_flight());
+        if peer.scale_guess.is_some() && kind == SegKind::NewData && seg.payload_len > 0 {
+            peer.infer_shift(end, ts);
         }
         refresh_smss |= me.record_sent(seg, end, mark, kind, new_bytes);
         let smss = self.smss[dir.index()].max(1);
@@ -1402,7 +1494,7 @@ impl Half {
     /// window). The smallest and largest kept are the fields as sent, as
     /// Wireshark shows them then.
     #[inline]
-    fn advertise(&mut self, seg: &TcpSegment<'_>) -> u32 {
+    fn advertise(&mut self, seg: &TcpSegment<'_>, ts: Timestamp) -> u32 {
         let flags = seg.flags;
         let raw = u32::from(seg.window);
         let (window, shown) = match self.window_shift {
@@ -1413,8 +1505,8 @@ impl Half {
                 raw,
             ),
         };
-        if self.window_shift.is_none() && !flags.syn() && !flags.rst() {
-            self.window_field = seg.window;
+        if self.window_shift.is_none() {
+            self.guess_advertised(seg, ts);
         }
         self.window = window;
         if !flags.syn() && !flags.rst() {
@@ -1638,35 +1730,52 @@ mod steps {
 
     /// A window of unknown scale: flights beyond the field at shift 0 rule
     /// it out; flights ending exactly at the edge of 63 << 10, four times,
-    /// reveal shift 10. A sender whose flights stop short of the edge
+    /// reveal shift 10. Seen at the receiver, the edge is that of an ACK
+    /// before the newest. A sender whose flights stop short of every edge
     /// reveals nothing.
     #[test]
     fn flights_at_the_window_edge_reveal_an_unknown_scale() {
+        let t = |n: u32| Timestamp::from_nanos(i64::from(n));
+        let mut g = ScaleGuess::default();
+        g.advertised(Seq(1000), 63, t(0));
+        for end in [41_000, 61_000, 65_512] {
+            assert_eq!(g.sent(Seq(end), t(100)), None);
+        }
+        assert_eq!((g.floor, g.candidate, g.hits), (10, 10, 1));
+        let mut at = 1000;
+        let mut told = None;
+        for _ in 0..4 {
+            // One ACK the sender had, one newer still on its way.
+            g.advertised(Seq(at), 63, t(at));
+            g.advertised(Seq(at + 1448), 63, t(at + 10));
+            told = told.or(g.sent(Seq(at + 64_512), t(at + 30)));
+            at += 2896;
+        }
+        assert_eq!((told, g.release_ns), (Some(10), Some(30)));
+
+        let mut short = ScaleGuess::default();
+        for i in 0..100 {
+            short.advertised(Seq(i * 1448), 63, t(i));
+            assert_eq!(short.sent(Seq(i * 1448 + 50_000 + i * 7), t(i)), None);
+        }
+        assert_eq!(short.floor, 10);
+
         let addr: SocketAddr = "10.0.0.2:80".parse().unwrap();
         let mut r = Half::new(addr);
-        r.window_field = 63;
-        r.window = 63 << MAX_WINDOW_SHIFT;
-        for flight in [40_000, 64_512, 64_512, 60_000, 64_512] {
-            r.infer_shift(flight);
+        for i in 0..4 {
+            let ack = Seq(i * 1448);
+            r.scale_guess
+                .get_or_insert_default()
+                .advertised(ack, 63, t(i));
+            r.infer_shift(ack.plus(64_512), t(i + 5));
         }
-        assert_eq!((r.shift_floor, r.inferred_shift), (10, None));
-        r.infer_shift(64_512);
-        assert_eq!(r.inferred_shift, Some(10));
-        assert_eq!((r.scale(), r.window), (Some(10), 64_512));
-
-        let mut short = Half::new(addr);
-        short.window_field = 63;
-        for flight in (0..100).map(|i| 50_000 + i * 100) {
-            short.infer_shift(flight);
-        }
-        assert_eq!((short.shift_floor, short.inferred_shift), (10, None));
-
+        assert_eq!(
+            (r.scale(), r.window, r.edge_release_ns()),
+            (Some(10), 64_512, Some(5))
+        );
         let mut known = Half::new(addr);
         known.window_shift = Some(7);
-        known.window_field = 63;
-        for _ in 0..8 {
-            known.infer_shift(63);
-        }
+        known.infer_shift(Seq(5000), t(0));
         assert_eq!((known.inferred_shift, known.scale()), (None, Some(7)));
     }
 
@@ -1753,8 +1862,14 @@ mod steps {
         // Both offer it: each side's own shift; windows on SYNs unscaled.
         let (mut c, s, _) = handshake(opts, &[1, 3, 3, 2]);
         assert_eq!((c.window_shift, s.window_shift), (Some(7), Some(2)));
-        assert_eq!(c.advertise(&seg(100, 0, SYN, 0, opts)), 1000);
-        assert_eq!(c.advertise(&seg(101, 501, ACK, 0, &[])), 128_000);
+        assert_eq!(
+            c.advertise(&seg(100, 0, SYN, 0, opts), Timestamp::default()),
+            1000
+        );
+        assert_eq!(
+            c.advertise(&seg(101, 501, ACK, 0, &[]), Timestamp::default()),
+            128_000
+        );
         assert_eq!(c.window_min, Some(128_000));
     }
 

@@ -580,21 +580,32 @@ fn a_capture_started_after_the_handshake_still_finds_the_servers_pause() {
 /// handshake: the window scale is not in the capture, so the field (2,896)
 /// might be 2,896 × 2^14 bytes; the client's flights ending exactly at the
 /// field's edge, again and again, show the scale is 0 and the window small.
+/// At the client the edge is the newest ACK's; at the server, an earlier
+/// one's (the newest is still on its way). A print job to a printer with a
+/// two-segment window (a capture from elsewhere), cut the same way, too.
 /// Transfers held by anything else, cut the same way, gain no window finding.
 #[test]
 fn a_capture_started_mid_upload_still_finds_the_small_receive_window() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
-    let file = root.join("upload-rcvbuf4k.client.pcap");
-    let file = file.to_str().unwrap();
-    for from in ["0.762", "2.286"] {
-        let v = analyze_args(&["--from", from, file]);
-        assert!(v["connections"][0]["handshake_rtt_ms"].is_null(), "{from}");
-        let f = &v["findings"][0];
-        assert_eq!(f["kind"], "receive_window_limited", "--from {from}: {f}");
-        assert_eq!(f["culprit"]["role"], "server", "--from {from}");
+    for (name, from) in [
+        ("upload-rcvbuf4k.client.pcap", "0.762"),
+        ("upload-rcvbuf4k.client.pcap", "2.286"),
+        ("upload-rcvbuf4k.server.pcap", "0.775"),
+        ("upload-rcvbuf4k.server.pcap", "2.324"),
+        ("corpus/ndpi-ipp.pcap", "0.255"),
+    ] {
+        let file = root.join(name);
+        let v = analyze_args(&["--from", from, file.to_str().unwrap()]);
+        let f = v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["kind"] == "receive_window_limited");
+        let f = f.unwrap_or_else(|| panic!("{name} --from {from}: {}", v["findings"]));
+        assert_eq!(f["culprit"]["role"], "server", "{name} --from {from}");
         assert!(
-            f["share_of_time"].as_f64().unwrap() > 0.9,
-            "--from {from}: {f}"
+            f["share_of_time"].as_f64().unwrap() > 0.4,
+            "{name} --from {from}: {f}"
         );
     }
     for (name, from) in [

@@ -156,7 +156,12 @@ impl WindowState {
         // that had reached it, i.e. those seen here at least one round trip
         // between the capture point and the sender earlier. Seen from the
         // receiver, the newest ACKs are still on their way to the sender.
-        let to_sender = conn.distance_to(seg.dir).unwrap_or(0);
+        // Without the handshake, the quickest an ACK released a segment to
+        // its window's edge stands for it.
+        let to_sender = conn
+            .distance_to(seg.dir)
+            .or_else(|| receiver.edge_release_ns())
+            .unwrap_or(0);
         let known = st
             .acks
             .as_of(seg.ts.since(Timestamp::from_nanos(0)) - to_sender);
