@@ -549,6 +549,12 @@ fn analyze_args(args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// The findings of `file` analysed from `from` seconds on.
+fn findings_from(file: &Path, from: &str) -> Vec<Value> {
+    let v = analyze_args(&["--from", from, file.to_str().unwrap()]);
+    v["findings"].as_array().unwrap().clone()
+}
+
 /// A capture that starts after the handshake: no window scale, no clean
 /// round trip. A window field of 66 may be 66 KB (a scale of 10 here), so
 /// nothing waits on a full window; the quickest ACK bounds the round trip
@@ -594,14 +600,9 @@ fn a_capture_started_mid_upload_still_finds_the_small_receive_window() {
         ("upload-rcvbuf4k.server.pcap", "2.324"),
         ("corpus/ndpi-ipp.pcap", "0.255"),
     ] {
-        let file = root.join(name);
-        let v = analyze_args(&["--from", from, file.to_str().unwrap()]);
-        let f = v["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["kind"] == "receive_window_limited");
-        let f = f.unwrap_or_else(|| panic!("{name} --from {from}: {}", v["findings"]));
+        let found = findings_from(&root.join(name), from);
+        let f = found.iter().find(|f| f["kind"] == "receive_window_limited");
+        let f = f.unwrap_or_else(|| panic!("{name} --from {from}: {found:?}"));
         assert_eq!(f["culprit"]["role"], "server", "{name} --from {from}");
         assert!(
             f["share_of_time"].as_f64().unwrap() > 0.4,
@@ -615,14 +616,8 @@ fn a_capture_started_mid_upload_still_finds_the_small_receive_window() {
         ("send-buffer-limited.client.pcap", "0.1"),
         ("cwnd-collapse.server.pcap", "0.1"),
     ] {
-        let file = root.join(name);
-        let v = analyze_args(&["--from", from, file.to_str().unwrap()]);
-        let kinds: Vec<_> = v["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| f["kind"].as_str().unwrap())
-            .collect();
+        let found = findings_from(&root.join(name), from);
+        let kinds: Vec<_> = found.iter().map(|f| f["kind"].as_str().unwrap()).collect();
         assert!(
             !kinds.contains(&"receive_window_limited"),
             "{name} --from {from}: {kinds:?}"
