@@ -149,7 +149,10 @@ impl ScaleGuess {
 
     /// The peer sent new data up to `end`, seen at `ts`: the scale, once told.
     fn sent(&mut self, end: Seq, ts: Timestamp) -> Option<u8> {
-        let (ack, field, _) = *self.acks.get(self.newest).filter(|_| self.held > 0)?;
+        if self.held == 0 {
+            return None;
+        }
+        let (ack, field, _) = self.acks[self.newest];
         if field == 0 || end <= ack {
             return None;
         }
@@ -158,10 +161,9 @@ impl ScaleGuess {
         while flight > field32 << self.floor && u32::from(self.floor) < MAX_WINDOW_SHIFT {
             self.floor += 1;
         }
-        if self.candidate < self.floor {
-            self.hits = 0;
-        }
         // The newest ACK first: at the sender it is the one that counts.
+        // A shift below the floor never matches: a candidate under it
+        // starts over.
         let (edge, released) = (0..self.held).find_map(|i| {
             let (ack, field, at) = self.acks[(self.newest + GUESS_ACKS - i) % GUESS_ACKS];
             if field == 0 || end <= ack {
