@@ -270,6 +270,42 @@ fn resends_the_receiver_already_had_are_not_loss() {
     );
 }
 
+/// During SACK recovery the receiver's cumulative ACK stays at the hole, so
+/// the right edge of its window (ack + window) stays too: a sender that
+/// reaches that edge waits on the lost segment's re-send, not on the
+/// receiver's buffer. Seen near the server of a lossy download (2% loss,
+/// a 300 KB window), the stalls at a hole-pinned edge are the loss's time;
+/// a window that is small on its own (4 KB) still is the window's.
+#[test]
+fn a_window_edge_pinned_by_a_hole_is_the_losss_wait() {
+    let (v, lossy) = budget_shares("packet-loss.router.pcap");
+    let named = |v: &Value, kind: &str| {
+        ["findings", "minor_findings"]
+            .iter()
+            .flat_map(|k| v[k].as_array().unwrap().iter())
+            .any(|f| f["kind"] == kind)
+    };
+    assert!(!named(&v, "receive_window_limited"), "{v:#}");
+    assert_eq!(v["findings"][0]["kind"], "packet_loss");
+    assert!(
+        lossy("window_wait") < 0.05,
+        "window {:.3}",
+        lossy("window_wait")
+    );
+    assert!(
+        lossy("retransmission_wait") >= 0.05,
+        "loss {:.3}",
+        lossy("retransmission_wait")
+    );
+    let (v, small) = budget_shares("upload-rcvbuf4k.server.pcap");
+    assert!(named(&v, "receive_window_limited"));
+    assert!(
+        small("window_wait") >= 0.5,
+        "window {:.3}",
+        small("window_wait")
+    );
+}
+
 /// A response that waited in a queue on its way back is network time, told
 /// from a slow server by the server's own timestamp clock: the round trip at
 /// the response, not the handshake's, is subtracted before the server's time.

@@ -9,7 +9,7 @@
 //! is not the end of a message), and reports the connection when that time is
 //! a large share of the transfer.
 
-use tcpdoctor_flow::{Connection, Dir, Mark, SegKind, Segment};
+use tcpdoctor_flow::{Connection, Dir, Mark, SegKind, Segment, Seq};
 use tcpdoctor_wire::Timestamp;
 
 use crate::budget::{Claims, Part};
@@ -43,6 +43,10 @@ struct DirState {
     first_stall: Option<(u64, u64)>,
     ladder: Option<Vec<LadderRow>>,
     acks: AckHistory,
+    /// The receiver's newest ACK (relative ack, scaled window), and whether
+    /// it told of a hole ([`reports_hole`]).
+    last_ack: Option<(u32, u32)>,
+    hole: bool,
     zero_during_stall: bool,
 }
 
@@ -50,10 +54,11 @@ const ACK_HISTORY: usize = 8;
 /// A window of this many segments or more is treated as unlimited.
 const LARGE_WINDOW_SEGMENTS: u32 = 64;
 
-/// The receiver's recent ACKs: (time, relative ack, scaled window), in a ring.
+/// The receiver's recent ACKs: (time, relative ack, scaled window, whether
+/// it reported a hole), in a ring.
 #[derive(Debug)]
 struct AckHistory {
-    entries: [(i64, u32, u32); ACK_HISTORY],
+    entries: [(i64, u32, u32, bool); ACK_HISTORY],
     len: usize,
     /// Where the next ACK goes.
     next: usize,
@@ -62,7 +67,7 @@ struct AckHistory {
 impl Default for AckHistory {
     fn default() -> Self {
         AckHistory {
-            entries: [(0, 0, 0); ACK_HISTORY],
+            entries: [(0, 0, 0, false); ACK_HISTORY],
             len: 0,
             next: 0,
         }
@@ -70,19 +75,43 @@ impl Default for AckHistory {
 }
 
 impl AckHistory {
-    fn push(&mut self, ts: Timestamp, ack: u32, window: u32) {
-        self.entries[self.next] = (ts.nanos(), ack, window);
+    fn push(&mut self, ts: Timestamp, ack: u32, window: u32, hole: bool) {
+        self.entries[self.next] = (ts.nanos(), ack, window, hole);
         self.next = (self.next + 1) % ACK_HISTORY;
         self.len = (self.len + 1).min(ACK_HISTORY);
     }
 
     /// The newest ACK seen at or before `ns`.
-    fn as_of(&self, ns: i64) -> Option<(u32, u32)> {
+    fn as_of(&self, ns: i64) -> Option<(u32, u32, bool)> {
         (1..=self.len)
             .map(|k| self.entries[(self.next + ACK_HISTORY - k) % ACK_HISTORY])
             .find(|e| e.0 <= ns)
-            .map(|e| (e.1, e.2))
+            .map(|e| (e.1, e.2, e.3))
     }
+}
+
+/// Whether this ACK tells of a hole in what the receiver holds: SACK blocks
+/// above the cumulative ACK (RFC 2018), or a duplicate of the receiver's
+/// previous ACK (same ack and window, no data: RFC 5681 §2). While a hole is
+/// open the window's right edge (ack + window) stays where the hole pins it:
+/// a sender stopped there waits on the lost segment's re-send, not on the
+/// receiver's buffer.
+fn reports_hole(conn: &Connection, seg: &Segment<'_>, previous: Option<(u32, u32)>) -> bool {
+    if seg.len == 0 && previous == Some((seg.ack, seg.window)) {
+        return true;
+    }
+    let o = seg.options;
+    // Timestamps alone (NOP, NOP, TS) fill 12 bytes; SACK needs 10 more.
+    let may_sack = o.len() > 12 || (o.len() >= 10 && o[..4] != [1, 1, 8, 10]);
+    if !may_sack {
+        return false;
+    }
+    let base = conn.half(seg.dir.reverse()).base.0;
+    tcpdoctor_wire::TcpOptions::parse(o)
+        .sack
+        .as_slice()
+        .iter()
+        .any(|&(_, r)| Seq(r.wrapping_sub(base)) > Seq(seg.ack))
 }
 
 #[derive(Debug, Default)]
@@ -108,12 +137,14 @@ impl WindowState {
         // what it told the sender, and when.
         if seg.flags.ack() && !seg.flags.syn() && !seg.flags.rst() {
             let other = &mut self.dirs[seg.dir.reverse().index()];
+            other.hole = reports_hole(conn, seg, other.last_ack);
+            other.last_ack = Some((seg.ack, seg.window));
             // A window far above anything in flight cannot be the limit: no
             // history is needed (and what is kept would mislead, so drop it).
             if seg.window >= LARGE_WINDOW_SEGMENTS * conn.smss(seg.dir.reverse()) {
                 other.acks.len = 0;
             } else {
-                other.acks.push(seg.ts, seg.ack, seg.window);
+                other.acks.push(seg.ts, seg.ack, seg.window, other.hole);
             }
             // A zero window is its own finding: that stall is not counted here.
             if seg.window == 0 {
@@ -165,11 +196,18 @@ impl WindowState {
         let known = st
             .acks
             .as_of(seg.ts.since(Timestamp::from_nanos(0)) - to_sender);
-        let (in_flight, window) = match known {
-            Some((ack, window)) => (seg.seq.wrapping_add(seg.len).wrapping_sub(ack), window),
-            None => (seg.in_flight, seg.peer_window),
+        let (in_flight, window, hole) = match known {
+            Some((ack, window, hole)) => (
+                seg.seq.wrapping_add(seg.len).wrapping_sub(ack),
+                window,
+                hole,
+            ),
+            None => (seg.in_flight, seg.peer_window, st.hole),
         };
+        // A window whose edge a hole pins is the loss's wait (the
+        // retransmission rules'), however full it looks.
         if window > 0
+            && !hole
             && in_flight <= window.saturating_add(mss)
             && in_flight.saturating_add(mss) > window
         {
