@@ -43,10 +43,9 @@ struct DirState {
     first_stall: Option<(u64, u64)>,
     ladder: Option<Vec<LadderRow>>,
     acks: AckHistory,
-    /// The receiver's newest ACK (relative ack, scaled window), and whether
-    /// it told of a hole ([`reports_hole`]).
-    last_ack: Option<(u32, u32)>,
-    hole: bool,
+    /// The receiver's newest ACK: relative ack, scaled window with
+    /// [`HOLE`] set when it told of a hole ([`reports_hole`]).
+    last_ack: (u32, u32),
     zero_during_stall: bool,
 }
 
@@ -54,11 +53,15 @@ const ACK_HISTORY: usize = 8;
 /// A window of this many segments or more is treated as unlimited.
 const LARGE_WINDOW_SEGMENTS: u32 = 64;
 
-/// The receiver's recent ACKs: (time, relative ack, scaled window, whether
-/// it reported a hole), in a ring.
+/// Set in a stored window when its ACK told of a hole: a scaled window is
+/// at most 65,535 << 14, below this bit.
+const HOLE: u32 = 1 << 31;
+
+/// The receiver's recent ACKs: (time, relative ack, scaled window with
+/// [`HOLE`]), in a ring.
 #[derive(Debug)]
 struct AckHistory {
-    entries: [(i64, u32, u32, bool); ACK_HISTORY],
+    entries: [(i64, u32, u32); ACK_HISTORY],
     len: usize,
     /// Where the next ACK goes.
     next: usize,
@@ -67,7 +70,7 @@ struct AckHistory {
 impl Default for AckHistory {
     fn default() -> Self {
         AckHistory {
-            entries: [(0, 0, 0, false); ACK_HISTORY],
+            entries: [(0, 0, 0); ACK_HISTORY],
             len: 0,
             next: 0,
         }
@@ -75,8 +78,8 @@ impl Default for AckHistory {
 }
 
 impl AckHistory {
-    fn push(&mut self, ts: Timestamp, ack: u32, window: u32, hole: bool) {
-        self.entries[self.next] = (ts.nanos(), ack, window, hole);
+    fn push(&mut self, ts: Timestamp, ack: u32, window: u32) {
+        self.entries[self.next] = (ts.nanos(), ack, window);
         self.next = (self.next + 1) % ACK_HISTORY;
         self.len = (self.len + 1).min(ACK_HISTORY);
     }
@@ -86,7 +89,7 @@ impl AckHistory {
         (1..=self.len)
             .map(|k| self.entries[(self.next + ACK_HISTORY - k) % ACK_HISTORY])
             .find(|e| e.0 <= ns)
-            .map(|e| (e.1, e.2, e.3))
+            .map(|e| (e.1, e.2 & !HOLE, e.2 & HOLE != 0))
     }
 }
 
@@ -96,8 +99,8 @@ impl AckHistory {
 /// open the window's right edge (ack + window) stays where the hole pins it:
 /// a sender stopped there waits on the lost segment's re-send, not on the
 /// receiver's buffer.
-fn reports_hole(conn: &Connection, seg: &Segment<'_>, previous: Option<(u32, u32)>) -> bool {
-    if seg.len == 0 && previous == Some((seg.ack, seg.window)) {
+fn reports_hole(conn: &Connection, seg: &Segment<'_>, previous: (u32, u32)) -> bool {
+    if seg.len == 0 && previous == (seg.ack, seg.window) {
         return true;
     }
     let o = seg.options;
@@ -137,14 +140,19 @@ impl WindowState {
         // what it told the sender, and when.
         if seg.flags.ack() && !seg.flags.syn() && !seg.flags.rst() {
             let other = &mut self.dirs[seg.dir.reverse().index()];
-            other.hole = reports_hole(conn, seg, other.last_ack);
-            other.last_ack = Some((seg.ack, seg.window));
+            let previous = (other.last_ack.0, other.last_ack.1 & !HOLE);
+            let hole = if reports_hole(conn, seg, previous) {
+                HOLE
+            } else {
+                0
+            };
+            other.last_ack = (seg.ack, seg.window | hole);
             // A window far above anything in flight cannot be the limit: no
             // history is needed (and what is kept would mislead, so drop it).
             if seg.window >= LARGE_WINDOW_SEGMENTS * conn.smss(seg.dir.reverse()) {
                 other.acks.len = 0;
             } else {
-                other.acks.push(seg.ts, seg.ack, seg.window, other.hole);
+                other.acks.push(seg.ts, seg.ack, other.last_ack.1);
             }
             // A zero window is its own finding: that stall is not counted here.
             if seg.window == 0 {
@@ -202,7 +210,7 @@ impl WindowState {
                 window,
                 hole,
             ),
-            None => (seg.in_flight, seg.peer_window, st.hole),
+            None => (seg.in_flight, seg.peer_window, st.last_ack.1 & HOLE != 0),
         };
         // A window whose edge a hole pins is the loss's wait (the
         // retransmission rules'), however full it looks.
