@@ -44,7 +44,12 @@ import socket, time
 s = socket.socket(); s.bind(('127.0.0.1', $PROM_PORT)); s.listen(1); time.sleep(30)" &
 BLOCKER=$!
 PIDS+=($BLOCKER)
-sleep 0.3
+# The port must be taken before watch starts (python may take a while to start).
+for _ in $(seq 100); do
+  ip netns exec "$S" ss -Hltn "sport = :$PROM_PORT" | grep -q . && break
+  sleep 0.05
+done
+ip netns exec "$S" ss -Hltn "sport = :$PROM_PORT" | grep -q . || fail "the port blocker never listened"
 expect_2 "prometheus" -i eth0 --prometheus 127.0.0.1:$PROM_PORT
 kill "$BLOCKER"; wait "$BLOCKER" 2>/dev/null || true
 
