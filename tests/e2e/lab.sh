@@ -178,7 +178,11 @@ run_case() {
     # syn-flood: the flood (10,000 SYNs a second) shares this machine's two cores with
     # the server and the client, so what is left of an exchange once its SYN retries are
     # taken out (~1 ms) took 4 ms in one of four runs here: a second run, same tolerance.
-    { [ "$case" = packet-loss ] || [ "$case" = syn-flood ]; } && [ "$try" -eq 1 ] \
+    # packet-loss: the run without loss is one slow start across the delay line, and it
+    # took 0.235-0.513 s in 5 runs here (0.302-0.725 s with the loss): 1 of 5 showed no
+    # 1.1x improvement, and 2 tries in a row fell short once: three tries.
+    { [ "$case" = packet-loss ] && [ "$try" -lt 3 ]; } \
+      || { [ "$case" = syn-flood ] && [ "$try" -eq 1 ]; } \
       || [ "$case" = policer ] || fail "$case $* (exit $rc): $(head -c 2000 "$out")"
     say "$case: not reproduced on try $try (random loss, rate or load); once more"
   done
