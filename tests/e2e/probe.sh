@@ -112,9 +112,16 @@ assert p["received"] == 10 and len(h) >= 9, (p["received"], len(h))
 assert all(r["reply"] == "syn-ack" for r in p["replies"])
 assert all(r["ttl"] == 61 for r in p["replies"]), [r["ttl"] for r in p["replies"]]  # 64 - 3 routers
 mp, mh = p["rtt_ms"]["median"], statistics.median(h)
-print(f"probe e2e: ping median {mp:.2f} ms, hping3 median {mh:.2f} ms, ratio {mp / mh:.3f}")
-assert mh > 5, f"the path should have a round trip of ~12 ms, hping3 says {mh}"
-assert 0.8 <= mp / mh <= 1.2, (mp, mh)
+# ping times a reply when the kernel received it, hping3 when it woke up to
+# read it: on a busy machine hping3's samples carry the wake-up (16 ms median
+# against ping's 12.5 ms here under four busy loops). Each tool's fastest
+# sample is the one least disturbed, so the two are compared there; ping's
+# median may not be above hping3's.
+lp, lh = p["rtt_ms"]["min"], min(h)
+print(f"probe e2e: ping min {lp:.2f} median {mp:.2f} ms, hping3 min {lh:.2f} median {mh:.2f} ms, min ratio {lp / lh:.3f}")
+assert lh > 5, f"the path should have a round trip of ~12 ms, hping3 says {lh}"
+assert 0.8 <= lp / lh <= 1.2, (lp, lh)
+assert mp <= mh * 1.2, (mp, mh)
 PY
 # No half-open connection left on the server.
 sleep 0.2

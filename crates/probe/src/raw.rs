@@ -10,15 +10,16 @@
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::time::Instant;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{
-    bind, getsockname, recvfrom, recvmsg, sendto, setsockopt, socket, sockopt, AddressFamily,
+    bind, getsockname, recvmsg, sendto, setsockopt, socket, sockopt, AddressFamily,
     ControlMessageOwned, MsgFlags, SockFlag, SockProtocol, SockType, SockaddrIn, SockaddrIn6,
     SockaddrLike, SockaddrStorage,
 };
+use nix::sys::time::TimeSpec;
 
 use crate::packet::{self, IcmpReply, TcpReply};
 use crate::ProbeError;
@@ -84,6 +85,13 @@ impl RawProber {
             SockProtocol::IcmpV6
         };
         let icmp = socket(fam, SockType::Raw, flags, icmp_proto).map_err(permission)?;
+        // Replies are timed when the kernel received them, not when this
+        // process got to read them: on a busy machine the wake-up can take
+        // longer than the round trip itself.
+        for fd in [&tcp, &icmp] {
+            setsockopt(fd, sockopt::ReceiveTimestampns, &true)
+                .map_err(|e| ProbeError::Io(e.into()))?;
+        }
         let src_ip = source_for(dst).map_err(|e| {
             ProbeError::Io(io::Error::new(
                 e.kind(),
@@ -194,30 +202,36 @@ impl RawProber {
     fn read_one(&mut self, icmp: bool) -> io::Result<Option<(Instant, Option<Incoming>)>> {
         let fd = if icmp { &self.icmp } else { &self.tcp };
         let mut hop_limit = None;
-        let received = if !icmp && self.dst.is_ipv6() {
-            let mut iov = [IoSliceMut::new(&mut self.buf)];
-            let mut cmsg = nix::cmsg_space!(i32);
-            recvmsg::<SockaddrStorage>(fd.as_raw_fd(), &mut iov, Some(&mut cmsg), MsgFlags::empty())
-                .map(|m| {
-                    if let Ok(cmsgs) = m.cmsgs() {
-                        for c in cmsgs {
-                            if let ControlMessageOwned::Ipv6HopLimit(h) = c {
-                                hop_limit = u8::try_from(h).ok();
-                            }
+        let mut stamp = None;
+        let mut iov = [IoSliceMut::new(&mut self.buf)];
+        let mut cmsg = nix::cmsg_space!(i32, TimeSpec);
+        let received = recvmsg::<SockaddrStorage>(
+            fd.as_raw_fd(),
+            &mut iov,
+            Some(&mut cmsg),
+            MsgFlags::empty(),
+        )
+        .map(|m| {
+            if let Ok(cmsgs) = m.cmsgs() {
+                for c in cmsgs {
+                    match c {
+                        ControlMessageOwned::Ipv6HopLimit(h) => {
+                            hop_limit = u8::try_from(h).ok();
                         }
+                        ControlMessageOwned::ScmTimestampns(t) => stamp = Some(t),
+                        _ => {}
                     }
-                    (m.bytes, m.address)
-                })
-        } else {
-            recvfrom::<SockaddrStorage>(fd.as_raw_fd(), &mut self.buf)
-        };
+                }
+            }
+            (m.bytes, m.address)
+        });
         let (n, from) = match received {
             Ok(r) => r,
             Err(Errno::EAGAIN) => return Ok(None),
             Err(Errno::EINTR) => return Ok(Some((Instant::now(), None))),
             Err(e) => return Err(e.into()),
         };
-        let at = Instant::now();
+        let at = received_at(stamp, SystemTime::now(), Instant::now());
         let data = &self.buf[..n];
         let from6 = from
             .as_ref()
@@ -242,5 +256,51 @@ impl RawProber {
             }
         });
         Ok(Some((at, ours)))
+    }
+}
+
+/// When a datagram arrived, on the monotonic clock: the kernel's receive
+/// stamp (wall clock) moved back from `now` by its age. Without a stamp, or
+/// with one that is not a plausible age (the wall clock was set meanwhile),
+/// the time it was read.
+fn received_at(stamp: Option<TimeSpec>, wall_now: SystemTime, now: Instant) -> Instant {
+    let Some(t) = stamp else { return now };
+    let (Ok(secs), Ok(nanos)) = (u64::try_from(t.tv_sec()), u32::try_from(t.tv_nsec())) else {
+        return now;
+    };
+    let Some(stamped) = UNIX_EPOCH.checked_add(Duration::new(secs, nanos)) else {
+        return now;
+    };
+    match wall_now.duration_since(stamped) {
+        Ok(age) if age < Duration::from_secs(1) => now.checked_sub(age).unwrap_or(now),
+        _ => now,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kernel_stamp_moves_the_arrival_back_by_its_age() {
+        let wall = UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let now = Instant::now();
+        let stamp = TimeSpec::new(1_000_000 - 1, 980_000_000); // 20 ms before `wall`
+        assert_eq!(
+            received_at(Some(stamp), wall, now),
+            now - Duration::from_millis(20)
+        );
+    }
+
+    #[test]
+    fn no_stamp_or_an_implausible_one_is_the_time_read() {
+        let wall = UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let now = Instant::now();
+        assert_eq!(received_at(None, wall, now), now);
+        // Stamped after `now` (the wall clock went back) or long before it.
+        let later = TimeSpec::new(1_000_001, 0);
+        let long_ago = TimeSpec::new(999_990, 0);
+        assert_eq!(received_at(Some(later), wall, now), now);
+        assert_eq!(received_at(Some(long_ago), wall, now), now);
     }
 }
