@@ -261,7 +261,7 @@ W1=$!; PIDS+=($W1)
 ip netns exec "$C" "$TD" watch -i eth0 --filter "tcp port 80" --duration 14s --format json \
   --prometheus "$CLIENT_IP:9465" > "$WORK/w2.jsonl" 2> "$WORK/w2.err" &
 W2=$!; PIDS+=($W2)
-sleep 0.5
+e2e_wait_line "tcpdoctor: watching" "$WORK/w1.err" "$WORK/w2.err"
 ip netns exec "$C" wrk -c 4 -t 1 -d 11s "http://$SERVER_IP:8080/" > /dev/null &
 PIDS+=($!)
 ip netns exec "$C" wrk -c 4 -t 1 -d 11s "http://$SERVER_IP:80/" > /dev/null &

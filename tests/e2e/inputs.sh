@@ -49,11 +49,11 @@ e2e_nginx "  server { listen $SERVER_IP:8080; tcp_nodelay off; root $WORK/html; 
 e2e_wait_port 8080 8081
 
 # Capture at both ends while wrk runs against both ports.
-ip netns exec "$C" tcpdump -i eth0 -s 0 -U --immediate-mode -w "$WORK/client.pcap" tcp 2>/dev/null &
+ip netns exec "$C" tcpdump -i eth0 -s 0 -U --immediate-mode -w "$WORK/client.pcap" tcp 2>"$WORK/tc.err" &
 TC=$!; PIDS+=("$TC")
-ip netns exec "$S" tcpdump -i eth0 -s 0 -U --immediate-mode -w "$WORK/server.pcap" tcp 2>/dev/null &
+ip netns exec "$S" tcpdump -i eth0 -s 0 -U --immediate-mode -w "$WORK/server.pcap" tcp 2>"$WORK/ts.err" &
 TS=$!; PIDS+=("$TS")
-sleep 1
+e2e_wait_line "listening on" "$WORK/tc.err" "$WORK/ts.err"
 ip netns exec "$C" wrk -c 4 -t 1 -d 1s "http://$SERVER_IP:8080/" >/dev/null
 ip netns exec "$C" wrk -c 4 -t 1 -d 1s "http://$SERVER_IP:8081/" >/dev/null
 sleep 0.5
@@ -75,7 +75,12 @@ grep -q nagle_delayed_ack "$WORK/whole.json" || fail "the whole capture names no
 
 # 1. tcpdump's own rotation (-C 1: every 1,000,000 bytes) with -z gzip.
 (cd "$WORK/rot" && tcpdump -r "$W" -w part -C 1 -Z root -z gzip 2>/dev/null)
-sleep 0.5 # -z runs gzip in the background
+# -z runs gzip in the background on each file but the last: wait (10 s at most) until
+# only the last is left uncompressed.
+for _ in $(seq 100); do
+  [ "$(ls "$WORK/rot" | grep -vc '\.gz$')" -eq 1 ] && break
+  sleep 0.1
+done
 ls "$WORK/rot" | grep -q '\.gz$' || fail "tcpdump -z gzip left no .gz file"
 files=$(ls "$WORK/rot" | wc -l)
 [ "$files" -ge 2 ] || fail "tcpdump -C 1 made only $files file(s)"

@@ -155,36 +155,36 @@ PY
 }
 export TD
 
-# run_case CASE [ARGS...]: one lab run with --compare, checked; a case made of random
-# loss gets a second try (a retransmission timer can fire where a loss was meant).
+# run_case CASE [ARGS...]: one lab run with --compare, checked. Each case is a timing
+# measurement on two cores shared with everything else CI runs, so a case that falls
+# short gets one more run (its first result is printed); two short runs in a row fail.
+# One rehearsal's tls-handshake fixed run took 4.78 ms of key exchange per handshake
+# (ECDSA P-256 signs in well under 1 ms here when the cores are free).
 run_case() {
-  local case=$1 out=$WORK/$1.json try
+  local case=$1 out=$WORK/$1.json try tries=2
   shift
-  for try in 1 2 3; do
+  # Random by design, three runs: packet-loss's run without loss is one slow start across
+  # the delay line, and took 0.235-0.513 s in 5 runs here (0.302-0.725 s with the loss):
+  # 1 of 5 showed no 1.1x improvement, and 2 in a row fell short once. policer: the rule's
+  # ceiling test (3/4 of the loss events at the delivery rate of their median) sees 6-10
+  # events here, and 2-4 of them are slow start's exit and the back-to-back drop rounds
+  # after it (rates 0.6-0.8 and 1.9-2.1 of the ceiling; the later ones sit at 1.00): 2 of
+  # 6 runs on a loaded machine fell short. After three it is reported, not held
+  # (fixtures/policer.client.pcap holds the verdict in the accuracy test).
+  case $case in packet-loss | policer) tries=3 ;; esac
+  for try in $(seq "$tries"); do
     local rc=0
     "$TD" lab run "$case" --compare --format json --write "$WORK/$case.pcap" --html "$WORK/$case.html" \
       "$@" >"$out" || rc=$?
     if [ "$rc" -eq 0 ] && check_run "$out"; then return 0; fi
-    # Random by design: packet-loss drops at random (one more try). policer: the rule's
-    # ceiling test (3/4 of the loss events at the delivery rate of their median) sees 6-10
-    # events here, and 2-4 of them are slow start's exit and the back-to-back drop rounds
-    # after it (rates 0.6-0.8 and 1.9-2.1 of the ceiling; the later ones sit at 1.00): 2 of
-    # 6 runs on a loaded machine fell short. Three tries, and then it is reported, not held
-    # (fixtures/policer.client.pcap holds the verdict in the accuracy test).
-    if [ "$case" = policer ] && [ "$try" -eq 3 ]; then
-      say "policer: NOT reproduced in 3 tries (the policer rule's ceiling test; see run_case): reported, not held"
-      return 0
+    if [ "$try" -eq "$tries" ]; then
+      if [ "$case" = policer ]; then
+        say "policer: NOT reproduced in 3 tries (the policer rule's ceiling test; see run_case): reported, not held"
+        return 0
+      fi
+      fail "$case $* (exit $rc, $tries runs): $(head -c 2000 "$out")"
     fi
-    # syn-flood: the flood (10,000 SYNs a second) shares this machine's two cores with
-    # the server and the client, so what is left of an exchange once its SYN retries are
-    # taken out (~1 ms) took 4 ms in one of four runs here: a second run, same tolerance.
-    # packet-loss: the run without loss is one slow start across the delay line, and it
-    # took 0.235-0.513 s in 5 runs here (0.302-0.725 s with the loss): 1 of 5 showed no
-    # 1.1x improvement, and 2 tries in a row fell short once: three tries.
-    { [ "$case" = packet-loss ] && [ "$try" -lt 3 ]; } \
-      || { [ "$case" = syn-flood ] && [ "$try" -eq 1 ]; } \
-      || [ "$case" = policer ] || fail "$case $* (exit $rc): $(head -c 2000 "$out")"
-    say "$case: not reproduced on try $try (random loss, rate or load); once more"
+    say "$case: not reproduced on run $try of $tries (random loss, rate or load); once more"
   done
 }
 

@@ -77,6 +77,19 @@ e2e_wait_port() {
   done
 }
 
+# e2e_wait_line TEXT FILE...: wait (10 s at most) until each FILE holds TEXT: a tcpdump's
+# stderr "listening on", a watch's "tcpdoctor: watching" (each captures from then on).
+e2e_wait_line() {
+  local text=$1 f
+  shift
+  for f in "$@"; do
+    for _ in $(seq 100); do
+      grep -q "$text" "$f" 2>/dev/null && break
+      sleep 0.1
+    done
+  done
+}
+
 e2e_delay_path() {
   local p=$1 net=$2 delay=$3 n
   A=$p-a B=$p-b A_IP=$net.1.1 B_IP=$net.2.2

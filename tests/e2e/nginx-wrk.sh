@@ -27,7 +27,7 @@ e2e_wait_port 8080 8081
 ip netns exec "$S" tcpdump -i eth0 --immediate-mode -s 256 -w "$WORK/off.pcap" tcp port 8080 2>"$WORK/tcpdump-off.log" &
 TCPDUMP=$!
 PIDS+=($TCPDUMP)
-sleep 1
+e2e_wait_line "listening on" "$WORK/tcpdump-off.log"
 ip netns exec "$C" wrk -c 4 -t 1 -d 2s --latency http://10.77.0.2:8080/ | tee "$WORK/wrk-off.txt"
 sleep 1
 kill "$TCPDUMP"; wait "$TCPDUMP" 2>/dev/null || true
@@ -51,7 +51,7 @@ PY
 ( ip netns exec "$C" tcpdump -i eth0 -U -s 256 -w - tcp port 8081 2>"$WORK/tcpdump-on.log" \
     | "$TD" analyze --format json - > "$WORK/on.json" ) &
 PIPE=$!
-sleep 1
+e2e_wait_line "listening on" "$WORK/tcpdump-on.log"
 ip netns exec "$C" wrk -c 4 -t 1 -d 2s --latency http://10.77.0.2:8081/ | tee "$WORK/wrk-on.txt"
 sleep 1
 # tcpdump is all that still runs in the client namespace.

@@ -210,7 +210,11 @@ else
     TCPLIFE_SKIP="tcplife did not start on this kernel: $(head -c 300 "$WORK/tcplife.err" | tr '\n' ' ')"
   else
     clean_run beside
-    sleep 0.3
+    # tcplife prints a connection as it closes: until its 5 server ends are there (5 s at most).
+    for _ in $(seq 50); do
+      [ "$(grep -c " $PORT " "$WORK/tcplife.txt")" -ge 5 ] && break
+      sleep 0.1
+    done
     kill -INT "$TCPLIFE"; wait "$TCPLIFE" 2>/dev/null || true
     check_clean beside "$WORK/tcplife.txt" || fail "top and tcplife disagree"
   fi
@@ -251,11 +255,16 @@ MPORT=$((19000 + $$ % 1000))
   > "$WORK/loss.jsonl" 2> "$WORK/loss.err" &
 TOP=$!
 PIDS+=("$TOP")
-sleep 0.7
+for _ in $(seq 100); do grep -q tracing "$WORK/loss.err" && break; sleep 0.1; done
+grep -q tracing "$WORK/loss.err" || fail "top did not start: $(cat "$WORK/loss.err")"
 ip netns exec "$C" curl -s -m 3 -o /dev/null "http://$SERVER_IP:$PORT/huge.bin" || true
-# An interval later, the metrics have the worker's bytes.
-sleep 1.2
-curl -s "http://127.0.0.1:$MPORT/metrics" > "$WORK/metrics.txt" || fail "no /metrics at 127.0.0.1:$MPORT"
+# An interval later, the metrics have the worker's bytes (10 s at most).
+for _ in $(seq 100); do
+  curl -s "http://127.0.0.1:$MPORT/metrics" > "$WORK/metrics.txt" \
+    && grep -Eq '^tcpdoctor_top_written_bytes_total\{command="nginx"\} [0-9]{7}' "$WORK/metrics.txt" && break
+  sleep 0.1
+done
+[ -s "$WORK/metrics.txt" ] || fail "no /metrics at 127.0.0.1:$MPORT"
 python3 - "$WORK/metrics.txt" <<'PY' || fail "metrics"
 import re, sys
 t = open(sys.argv[1]).read()

@@ -77,7 +77,7 @@ ip netns exec "$S" "$TD" watch -i eth0 --filter "port 80 and host $SERVER_IP" --
   --format json > "$WORK/on.jsonl" 2> "$WORK/on.err" &
 WATCH_ON=$!
 PIDS+=($WATCH_ON)
-sleep 0.5
+e2e_wait_line "tcpdoctor: watching" "$WORK/off.err" "$WORK/on.err"
 ip netns exec "$C" wrk -c 4 -t 1 -d 10s http://$SERVER_IP:8080/ > "$WORK/wrk-off.txt" &
 PIDS+=($!)
 ip netns exec "$C" wrk -c 4 -t 1 -d 6s http://$SERVER_IP:80/ > "$WORK/wrk-on.txt" &
