@@ -22,6 +22,7 @@ fn syn(n: u32, isn: u32, options_raw: &'static [u8]) -> TcpSegment<'static> {
         src: IpAddr::V4(Ipv4Addr::from(0xC612_0000 | (n & 0x1_FFFF))),
         dst: IpAddr::V4(SERVER),
         ttl: 64,
+        ip_id: 0,
         src_port: 1024 + (n >> 17) as u16,
         dst_port: 80,
         seq: isn,

@@ -20,7 +20,7 @@ use std::hash::Hasher;
 
 use rustc_hash::FxHasher;
 
-use crate::conn::{copy_sig, Connection, Half, Handshake, Mark, RoleSource};
+use crate::conn::{copy_sig, Connection, Half, Handshake, IpIds, Mark, RoleSource};
 use crate::ConnBox;
 use crate::{Dir, SegKind, Segment, Seq};
 
@@ -60,6 +60,8 @@ struct Compact {
     synack_tsval: u32,
     /// The first nonzero TTL each side sent.
     ttl: [u8; 2],
+    /// The client's IPv4 identification, counted (the SYN-ACK is not).
+    ip_ids: IpIds,
     /// The SYN.
     syn: Mark,
     /// The SYN-ACK, or the RST.
@@ -119,6 +121,13 @@ pub(crate) fn is_plain_syn(seg: &TcpSegment<'_>) -> bool {
         && seg.payload_len == 0
         && seg.ack == 0
         && (seg.src, seg.src_port) != (seg.dst, seg.dst_port)
+}
+
+/// The client's identification counter after its SYN.
+fn first_id(syn: &TcpSegment<'_>, ts: Timestamp) -> IpIds {
+    let mut ids = IpIds::default();
+    ids.count(syn, 0, ts.nanos());
+    ids
 }
 
 /// Address equality as plain integers.
@@ -194,6 +203,7 @@ impl Core {
                 sack_permitted: [o.sack_permitted, false],
                 timestamps: [o.timestamps.is_some(), false],
                 ttl: [syn.ttl, 0],
+                ip_ids: first_id(syn, mark.ts),
                 syn: mark,
                 last_ts: mark.ts,
                 ..Compact::default()
@@ -313,6 +323,7 @@ impl Core {
                 if c.ttl[0] == 0 {
                     c.ttl[0] = seg.ttl;
                 }
+                c.ip_ids.count(seg, 0, ts.nanos());
                 c.ack = mark;
             }
             _ => return false,
@@ -350,6 +361,7 @@ impl Core {
         let c = &self.c;
         let shifts = c.shifts();
         c.fill_syn(&mut conn.client, 0, shifts[0], c.syn);
+        conn.client.ip_ids = c.ip_ids;
         let mut handshake = Handshake {
             syn: Some(c.syn),
             first_syn: Some(c.syn),

@@ -300,9 +300,124 @@ pub struct Half {
     pub(crate) partials: u32,
     /// How fast the peer's ACKs showed this side's data arriving.
     pub rate: DeliveryRate,
+    /// This side's IPv4 identification counter, as its packets show it.
+    pub(crate) ip_ids: IpIds,
+}
+
+/// A sender's IPv4 identification, counted along its packets. Linux numbers
+/// the packets of a connection one by one from a per-socket counter (a TSO
+/// or GRO packet of n segments takes n numbers); once a connection's
+/// packets have counted up exactly, a number skipped after a timer's
+/// silence is a packet of this sender the capture did not see: lost before
+/// the capture point. A host that numbers at random does not count up; one
+/// that numbers all its connections from one counter (older systems, per
+/// peer or for all) counts up while the others are quiet, and its other
+/// connections in the capture show the numbers skipped (the tracker checks,
+/// [`IpIds::skipped`], and marks the counter shared: nothing is read from
+/// it).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct IpIds {
+    next: u16,
+    /// Packets counted (at most 255).
+    run: u8,
+    shared: bool,
+    /// When the last packet counted was captured.
+    last_ns: i64,
+    /// The sender's packets just before the last one counted that the
+    /// capture did not see.
+    unseen: u16,
+}
+
+/// A number skipped after a silence at least this long is read as packets
+/// lost (a retransmission timer's: Linux's is at least 200 ms); a shorter
+/// one, as reordering.
+pub(crate) const MIN_QUIET_NS: i64 = 150_000_000;
+
+/// At most this many packets missing at once are read as lost; a larger
+/// jump is another numbering.
+const MAX_UNSEEN: u16 = 2;
+
+impl IpIds {
+    /// Counts a packet numbered `id` that took `segs` numbers: how many of
+    /// the sender's packets before it the capture did not see.
+    #[inline]
+    pub(crate) fn step(&mut self, id: u16, segs: u16, ns: i64) -> u16 {
+        let d = id.wrapping_sub(self.next);
+        let unseen = if d != 0 && self.gap(d, ns) { d } else { 0 };
+        // Any other break in the count (a skip without a timer's silence,
+        // a number going back) is not one connection's counter on a clean
+        // path: nothing is read from it again.
+        if self.run > 0 && d != 0 && unseen == 0 {
+            self.shared = true;
+        }
+        self.last_ns = ns;
+        self.run = self.run.saturating_add(1);
+        self.next = id.wrapping_add(segs);
+        self.unseen = unseen;
+        unseen
+    }
+
+    fn gap(&self, d: u16, ns: i64) -> bool {
+        !self.shared
+            && self.run >= 2
+            && (1..=MAX_UNSEEN).contains(&d)
+            && ns.saturating_sub(self.last_ns) >= MIN_QUIET_NS
+    }
+
+    /// The numbers `seg`, captured at `ns`, would skip, `[from, to)`: for
+    /// the tracker to look for them among the host's other connections.
+    #[inline]
+    pub(crate) fn skipped(&self, seg: &TcpSegment<'_>, ns: i64) -> Option<(u16, u16)> {
+        let d = seg.ip_id.wrapping_sub(self.next);
+        (self.gap(d, ns) && !(seg.flags.syn() && seg.flags.ack()) && !seg.flags.rst())
+            .then_some((self.next, seg.ip_id))
+    }
+
+    /// The last number this sender used, while counted.
+    pub(crate) fn last(&self) -> Option<u16> {
+        (self.run > 0).then(|| self.next.wrapping_sub(1))
+    }
+
+    /// The counter serves other connections too: read nothing from it.
+    pub(crate) fn share(&mut self) {
+        self.shared = true;
+    }
+
+    /// Counts `seg` (SYN-ACKs and resets come from no connection's counter
+    /// on Linux: not counted). `smss`: the sender's segment size, 0 when
+    /// unknown: a packet with data then starts the count again (it may
+    /// have taken several numbers).
+    #[inline]
+    pub(crate) fn count(&mut self, seg: &TcpSegment<'_>, smss: u32, ns: i64) -> u16 {
+        self.unseen = 0;
+        if (seg.flags.syn() && seg.flags.ack()) || seg.flags.rst() {
+            return 0;
+        }
+        if smss == 0 && seg.payload_len > 0 {
+            *self = IpIds {
+                shared: self.shared,
+                ..IpIds::default()
+            };
+            return 0;
+        }
+        let segs = if seg.payload_len > smss {
+            seg.payload_len.div_ceil(smss).min(u32::from(u16::MAX)) as u16
+        } else {
+            1
+        };
+        self.step(seg.ip_id, segs, ns)
+    }
 }
 
 impl Half {
+    /// Packets of this side just before its last one that the capture did
+    /// not see, told by its IPv4 identification counting up one per packet
+    /// of the connection (Linux, [`IpIds`]); 0 when it does not count so.
+    #[inline]
+    pub fn unseen_before_last(&self) -> u16 {
+        self.ip_ids.unseen
+    }
+
     pub(crate) fn new(addr: SocketAddr) -> Half {
         Half {
             addr,
@@ -346,6 +461,7 @@ impl Half {
             sent: SentRing::default(),
             partials: 0,
             rate: DeliveryRate::default(),
+            ip_ids: IpIds::default(),
         }
     }
 
@@ -394,6 +510,7 @@ impl Half {
             sent,
             partials,
             rate,
+            ip_ids,
         } = self;
         *addr = address;
         *base = Seq(0);
@@ -437,6 +554,7 @@ impl Half {
         sent.head = 0;
         *partials = 0;
         *rate = DeliveryRate::default();
+        *ip_ids = IpIds::default();
     }
 
     /// The shift of this endpoint's windows: the handshake's, else the one
@@ -971,6 +1089,13 @@ impl Connection {
         smss
     }
 
+    pub(crate) fn half_mut(&mut self, dir: Dir) -> &mut Half {
+        match dir {
+            Dir::ClientToServer => &mut self.client,
+            Dir::ServerToClient => &mut self.server,
+        }
+    }
+
     pub fn half(&self, dir: Dir) -> &Half {
         match dir {
             Dir::ClientToServer => &self.client,
@@ -1168,9 +1293,7 @@ impl Connection {
     ) {
         let mark = Mark { ts, frame };
         self.packets += 1;
-        if ts > self.last_ts {
-            self.last_ts = ts;
-        }
+        self.last_ts = self.last_ts.max(ts);
         let (me, peer) = match dir {
             Dir::ClientToServer => (&mut self.client, &mut self.server),
             Dir::ServerToClient => (&mut self.server, &mut self.client),
@@ -1182,6 +1305,9 @@ impl Connection {
         if me.is_capture_copy(seg, ts) {
             return;
         }
+        // How many numbers a TSO or GRO packet took: read off the MSS the handshake set.
+        let smss = self.smss[dir.index()] * u32::from(peer.mss.is_some());
+        me.ip_ids.count(seg, smss, ts.nanos());
         let mut refresh_rtt = false;
         let mut refresh_smss = false;
         if seg.flags.syn() {
@@ -1730,6 +1856,37 @@ mod steps {
     const ACK: u16 = TcpFlags::ACK;
     const PSH: u16 = TcpFlags::PSH | TcpFlags::ACK;
 
+    /// A connection's own counter (Linux): the SYN and the handshake's ACK
+    /// count up by one; the request after a timer's silence skips the one
+    /// the capture never saw. A TSO packet of three segments takes three
+    /// numbers. A skip without a silence (another connection's packet, or
+    /// reordering) stops the reading for good.
+    #[test]
+    fn ip_ids_skipped_after_a_silence_are_packets_lost_upstream() {
+        const MS: i64 = 1_000_000;
+        let mut ids = IpIds::default();
+        assert_eq!(ids.step(100, 1, 0), 0);
+        assert_eq!(ids.step(101, 1, 20 * MS), 0);
+        assert_eq!(ids.step(103, 1, 240 * MS), 1);
+        assert_eq!(ids.skipped(&seg(1, 1, PSH, 10, &[]), 500 * MS), None);
+        assert_eq!(ids.step(104, 3, 241 * MS), 0);
+        assert_eq!(ids.step(107, 1, 242 * MS), 0);
+        assert_eq!(ids.last(), Some(107));
+        // Not after a short pause: a shared or shuffled counter.
+        let mut ids = IpIds::default();
+        for (i, id) in [500u16, 501, 502].into_iter().enumerate() {
+            assert_eq!(ids.step(id, 1, i as i64 * MS), 0);
+        }
+        assert_eq!(ids.step(504, 1, 3 * MS), 0);
+        assert_eq!(ids.step(505, 1, 4 * MS), 0);
+        assert_eq!(ids.step(507, 1, 400 * MS), 0);
+        // A counter starting anew, and one wrapping around.
+        let mut ids = IpIds::default();
+        assert_eq!(ids.step(u16::MAX, 1, 0), 0);
+        assert_eq!(ids.step(0, 1, MS), 0);
+        assert_eq!(ids.step(2, 1, 300 * MS), 1);
+    }
+
     /// A window of unknown scale: flights beyond the field at shift 0 rule
     /// it out; flights ending exactly at the edge of 63 << 10, four times,
     /// reveal shift 10. Seen at the receiver, the edge is that of an ACK
@@ -1792,6 +1949,7 @@ mod steps {
             src: "10.0.0.1".parse().unwrap(),
             dst: "10.0.0.2".parse().unwrap(),
             ttl: 64,
+            ip_id: 0,
             src_port: 40000,
             dst_port: 80,
             seq,

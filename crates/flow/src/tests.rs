@@ -33,6 +33,7 @@ fn seg(
         src: src.parse().unwrap(),
         dst: dst.parse().unwrap(),
         ttl: 64,
+        ip_id: 0,
         src_port: sp,
         dst_port: dp,
         seq,

@@ -127,6 +127,7 @@ fn pkt(
         src,
         dst,
         ttl,
+        ip_id: 0,
         src_port: sp,
         dst_port: dp,
         seq,

@@ -186,6 +186,10 @@ pub struct Setup {
     pub peer_nodelay: bool,
     /// nginx `listen … rcvbuf=` for the real server (bytes).
     pub peer_rcvbuf: Option<usize>,
+    /// The router drops the workload's first data packet towards the
+    /// server (once): a request lost before a capture at the router's
+    /// server side, sent again by the client's retransmission timer.
+    pub lose_first_request: bool,
 }
 
 impl Default for Setup {
@@ -212,6 +216,7 @@ impl Default for Setup {
             action: Action::None,
             peer_nodelay: true,
             peer_rcvbuf: None,
+            lose_first_request: false,
         }
     }
 }

@@ -442,6 +442,22 @@ fn fixtures_listen_to_packet_loss() -> Vec<Fixture> {
             same,
             LATENCY,
         ),
+        // The first request lost between the client and the router's
+        // server-side capture: the capture never sees it, only its resend a
+        // retransmission timeout after the handshake. The client's IP ID,
+        // counting one per packet, skips the lost one: not the client's time
+        // (client-delay.* are a client idling as long, IDs in step).
+        fixture(
+            "request-lost.router.pcap",
+            "network-latency",
+            false,
+            RouterServer,
+            |s| {
+                s.one_way = Duration::from_millis(10);
+                s.lose_first_request = true;
+            },
+            RTO,
+        ),
         // examples/nginx-nagle.pcap is a copy of this one.
         Fixture {
             peer: Peer::Nginx,

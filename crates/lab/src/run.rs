@@ -218,6 +218,9 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
         ),
     );
     t.set_loss(s.loss)?;
+    if s.lose_first_request {
+        t.lose_first_request()?;
+    }
     if let Some((n, rule)) = action_rule(t, s.action) {
         iptables(n, "-A", rule)?;
     }

@@ -211,6 +211,46 @@ impl Topology {
         Ok(())
     }
 
+    /// Drops the first data packet forwarded towards the server, once: the
+    /// `statistic` match's nth mode counts only the packets the matches
+    /// before it let through (those with a payload), and takes the first of
+    /// every million. Cleared with the loss.
+    pub fn lose_first_request(&mut self) -> Result<()> {
+        let port = PORT.to_string();
+        let rule: Vec<String> = [
+            "FORWARD",
+            "-o",
+            "eths",
+            "-p",
+            "tcp",
+            "--dport",
+            &port,
+            "--tcp-flags",
+            "SYN",
+            "NONE",
+            "-m",
+            "length",
+            "--length",
+            "53:65535",
+            "-m",
+            "statistic",
+            "--mode",
+            "nth",
+            "--every",
+            "1000000",
+            "--packet",
+            "0",
+            "-j",
+            "DROP",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        self.iptables("-A", &rule)?;
+        self.loss_rules.push(rule);
+        Ok(())
+    }
+
     pub fn clear_loss(&mut self) -> Result<()> {
         for rule in std::mem::take(&mut self.loss_rules) {
             self.iptables("-D", &rule)?;

@@ -306,6 +306,42 @@ fn a_window_edge_pinned_by_a_hole_is_the_losss_wait() {
     );
 }
 
+/// A request lost between the client and a capture at the router's server
+/// side is never seen; its resend comes a retransmission timeout after the
+/// handshake, as a client idling would. The client numbers its packets one
+/// by one (Linux's IPv4 identification): the number skipped is the lost
+/// request, and the wait is the timer's, not the client's. A client that
+/// idles as long (`client-delay`), its numbers in step, is still the client.
+#[test]
+fn a_request_lost_before_the_capture_is_not_the_clients_time() {
+    let named = |v: &Value, kind: &str| {
+        ["findings", "minor_findings"]
+            .iter()
+            .flat_map(|k| v[k].as_array().unwrap().iter())
+            .any(|f| f["kind"] == kind)
+    };
+    let (v, lost) = budget_shares("request-lost.router.pcap");
+    assert_eq!(v["findings"][0]["kind"], "retransmission_timeout", "{v:#}");
+    assert_eq!(v["findings"][0]["culprit"]["role"], "network");
+    assert!(!named(&v, "client_delay"), "{v:#}");
+    assert!(
+        lost("client_idle") < 0.05,
+        "idle {:.3}",
+        lost("client_idle")
+    );
+    assert!(
+        lost("retransmission_wait") >= 0.3,
+        "timer {:.3}",
+        lost("retransmission_wait")
+    );
+    for idle in ["client-delay.client.pcap", "client-delay.server.pcap"] {
+        let (v, share) = budget_shares(idle);
+        assert_eq!(v["findings"][0]["kind"], "client_delay", "{idle}");
+        assert!(!named(&v, "retransmission_timeout"), "{idle}");
+        assert_eq!(share("retransmission_wait"), 0.0, "{idle}");
+    }
+}
+
 /// A response that waited in a queue on its way back is network time, told
 /// from a slow server by the server's own timestamp clock: the round trip at
 /// the response, not the handshake's, is subtracted before the server's time.

@@ -55,6 +55,10 @@ impl<'a> Ipv4Packet<'a> {
         self.buf[8]
     }
 
+    pub fn identification(&self) -> u16 {
+        be16(self.buf, 4)
+    }
+
     pub fn protocol(&self) -> u8 {
         self.buf[9]
     }
@@ -147,7 +151,7 @@ pub(crate) fn decode_v4(buf: &[u8]) -> Decoded<'_> {
     tcp(
         IpAddr::V4(ip.src()),
         IpAddr::V4(ip.dst()),
-        ip.ttl(),
+        (ip.ttl(), ip.identification()),
         ip.payload(),
         l4_len,
     )
@@ -169,7 +173,7 @@ pub(crate) fn decode_v6(buf: &[u8]) -> Decoded<'_> {
                 return tcp(
                     IpAddr::V6(ip.src()),
                     IpAddr::V6(ip.dst()),
-                    ip.hop_limit(),
+                    (ip.hop_limit(), 0),
                     rest,
                     remaining,
                 )
@@ -220,7 +224,14 @@ pub(crate) fn decode_v6(buf: &[u8]) -> Decoded<'_> {
     ))
 }
 
-fn tcp<'a>(src: IpAddr, dst: IpAddr, ttl: u8, buf: &'a [u8], l4_len: usize) -> Decoded<'a> {
+/// `(ttl, ip_id)`: the IP header's TTL or hop limit, and its identification.
+fn tcp<'a>(
+    src: IpAddr,
+    dst: IpAddr,
+    (ttl, ip_id): (u8, u16),
+    buf: &'a [u8],
+    l4_len: usize,
+) -> Decoded<'a> {
     let tcp = TcpHeader::new_checked(buf)?;
     let hlen = tcp.header_len();
     let payload_len = l4_len.checked_sub(hlen).ok_or(DecodeError::Malformed(
@@ -233,6 +244,7 @@ fn tcp<'a>(src: IpAddr, dst: IpAddr, ttl: u8, buf: &'a [u8], l4_len: usize) -> D
         src,
         dst,
         ttl,
+        ip_id,
         src_port: tcp.src_port(),
         dst_port: tcp.dst_port(),
         seq: tcp.seq(),

@@ -34,6 +34,11 @@ pub struct TcpSegment<'a> {
     pub dst: IpAddr,
     /// IPv4 TTL or IPv6 hop limit.
     pub ttl: u8,
+    /// The IPv4 identification field (RFC 791); 0 for IPv6. Linux counts
+    /// it up by one per packet of a connection (RFC 6864 §4.1's atomic
+    /// datagrams may carry any value; Linux's per-socket counter makes a
+    /// gap a packet the capture did not see).
+    pub ip_id: u16,
     pub src_port: u16,
     pub dst_port: u16,
     pub seq: u32,

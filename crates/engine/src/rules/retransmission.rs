@@ -75,6 +75,8 @@ struct DirState {
     /// This side's last segment was a retransmission.
     last_resent: bool,
     episode: Option<Episode>,
+    /// This side's last packet of any kind (an ACK too).
+    last_packet: Option<Mark>,
 }
 
 impl DirState {
@@ -157,7 +159,9 @@ impl DirState {
                 if let Some(ep) = self.episode.as_mut() {
                     ep.sent(seg.ts, claims);
                 }
-                if timer_silence {
+                let unseen = conn.half(seg.dir).unseen_before_last() > 0
+                    && self.lost_unseen(conn, seg, rtt, out, claims);
+                if timer_silence && !unseen {
                     self.resumed_after_silence(conn, seg, silence, out, claims);
                 }
                 self.note_hole(seg);
@@ -298,6 +302,60 @@ impl DirState {
         });
     }
 
+    /// New data after a timer's silence of the sender, whose IPv4
+    /// identification skips the packets it sent before (Linux numbers a
+    /// connection's packets one by one): they were lost before the capture
+    /// point, and this is the timer re-sending them. The first segment of a
+    /// message shows no hole in the sequence numbers, only this; a request
+    /// lost on its way to a router's capture would otherwise read as the
+    /// client's own time, a response lost on its way to the client's as the
+    /// server's. Whether it named the loss.
+    #[cold]
+    fn lost_unseen(
+        &mut self,
+        conn: &Connection,
+        seg: &Segment<'_>,
+        rtt: i64,
+        out: &mut Vec<Occurrence>,
+        claims: &mut Claims,
+    ) -> bool {
+        let Some(last) = self.last_packet else {
+            return false;
+        };
+        let quiet = seg.ts.since(last.ts);
+        let timer = quiet >= MIN_RTO_NS && quiet >= rtt.saturating_mul(5) / 2;
+        // At the sender, nothing it sent can be lost before the capture.
+        let at_sender = crate::text::vantage(conn).0 == rule::endpoint_of(conn, seg.dir).1;
+        if !timer || self.window_closed || self.episode.is_some() || at_sender {
+            return false;
+        }
+        claims.claim(Part::Retransmission, last.ts, seg.ts);
+        let n = conn.half(seg.dir).unseen_before_last();
+        out.push(Occurrence {
+            kind: Kind::RetransmissionTimeout,
+            culprit: Blame::Network(seg.dir),
+            delay_ns: quiet,
+            frames: vec![last.frame, seg.frame],
+            notes: vec![(
+                seg.frame,
+                format!(
+                    "sent again after {:.0} ms: IP ID skips {n} packet(s) the capture never saw",
+                    quiet as f64 / 1e6
+                ),
+            )],
+            ladder_from: Some(last.frame),
+            ladder: None,
+            span: None,
+            detail: Detail::Loss(Loss {
+                retransmissions: 0,
+                upstream: true,
+                recovered: true,
+                rtt_ns: conn.path_rtt_ns(),
+            }),
+        });
+        true
+    }
+
     /// Data beyond what was seen before: the capture missed the bytes between.
     #[inline]
     fn note_hole(&mut self, seg: &Segment<'_>) {
@@ -331,12 +389,19 @@ impl LossState {
         if seg.flags.ack() && !seg.flags.syn() && !seg.flags.rst() {
             peer.on_ack(conn, seg, out, claims);
         }
+        let mark = Mark {
+            ts: seg.ts,
+            frame: seg.frame,
+        };
         if seg.len == 0 {
+            self.dirs[d.index()].last_packet = Some(mark);
             return;
         }
         peer.peer_spoke = true;
         // As the sender.
-        self.dirs[d.index()].on_data(conn, seg, out, claims);
+        let me = &mut self.dirs[d.index()];
+        me.on_data(conn, seg, out, claims);
+        me.last_packet = Some(mark);
     }
 
     pub fn on_close(&mut self, conn: &Connection, out: &mut Vec<Occurrence>) {

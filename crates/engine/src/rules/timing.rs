@@ -106,16 +106,21 @@ pub fn server_delay(
 /// The client's own time in an exchange: after the handshake before its first
 /// request (`before_request`), and the pauses inside a request that were the
 /// client application's ([`super::idle`]: `inside_request`).
+///
+/// `unclaimed_idle`: the budget's `client_idle`, the time after the
+/// handshake no mechanism claimed (a request lost on its way and sent again
+/// by the timer is that wait's, not the client's).
 pub fn client_delay(
     conn: &Connection,
     ex: &Exchange,
     inside_ns: i64,
     longest: Pause,
     expect_unanswered: bool,
+    unclaimed_idle: i64,
 ) -> Option<Occurrence> {
     // Both leave the client and travel the same path: no correction needed.
     let before = match (ex.index, conn.handshake.ack, ex.request_first) {
-        (0, Some(ack), Some(first)) => first.ts.since(ack.ts).max(0),
+        (0, Some(ack), Some(first)) => first.ts.since(ack.ts).max(0).min(unclaimed_idle),
         _ => 0,
     };
     let idle = before + inside_ns.max(0);
@@ -682,15 +687,33 @@ impl rule::Fold for Latency {
     }
 }
 
+impl LatencyState {
+    fn client(&self, cx: &mut rule::ExchangeCx<'_>, conn: &Connection, ex: &Exchange, idle: i64) {
+        let c = Dir::ClientToServer.index();
+        let (inside, longest) = (cx.inside[c], cx.longest[c]);
+        if let Some(o) = client_delay(conn, ex, inside, longest, cx.expect_unanswered, idle) {
+            cx.out.push(o);
+        }
+    }
+}
+
 impl rule::Rule for LatencyState {
     fn on_exchange(&mut self, cx: &mut rule::ExchangeCx<'_>, conn: &Connection, ex: &Exchange) {
-        let c = Dir::ClientToServer.index();
-        if let Some(o) = client_delay(conn, ex, cx.inside[c], cx.longest[c], cx.expect_unanswered) {
-            cx.out.push(o);
+        // A complete exchange's, once its budget tells what was claimed.
+        if !ex.is_complete() {
+            self.client(cx, conn, ex, i64::MAX);
         }
     }
 
     fn on_budget(&mut self, cx: &mut rule::ExchangeCx<'_>, conn: &Connection, ex: &Exchange) {
+        // Only a connection's first exchange holds time before its request.
+        let budgeted = ex.index == 0 && ex.setup.is_some() && cx.split.iter().any(|&p| p != 0);
+        let idle = if budgeted {
+            cx.split[index(Part::ClientIdle)]
+        } else {
+            i64::MAX
+        };
+        self.client(cx, conn, ex, idle);
         let s = Dir::ServerToClient.index();
         if let Some(o) = server_delay(
             conn,
