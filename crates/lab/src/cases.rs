@@ -150,6 +150,8 @@ pub struct Setup {
     pub rate: Option<String>,
     /// Congestion control of the server (`reno`, `bbr`).
     pub server_cc: Option<&'static str>,
+    /// Congestion control of the client (`reno`, `bbr`): the sender of an upload.
+    pub client_cc: Option<&'static str>,
     /// initcwnd on the server's route to the client.
     pub server_initcwnd: Option<u32>,
     /// net.ipv4.tcp_rmem of the client.
@@ -199,6 +201,7 @@ impl Default for Setup {
             loss: 0.0,
             rate: None,
             server_cc: None,
+            client_cc: None,
             server_initcwnd: None,
             client_rmem: None,
             server_slow_start_after_idle: true,
@@ -371,6 +374,7 @@ fn receive_window_cases() -> Vec<Case> {
             vantage: Vantage::Client,
             setup: Setup {
                 one_way: Duration::from_micros(17_500),
+                client_cc: Some("reno"),
                 server: ServerSpec {
                     listen_rcvbuf: Some(4096),
                     body_bytes: 3,

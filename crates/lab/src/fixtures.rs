@@ -29,6 +29,10 @@ pub struct Fixture {
 
 fn same(_: &mut Setup) {}
 
+fn client_bbr(s: &mut Setup) {
+    s.client_cc = Some("bbr");
+}
+
 const NAGLE: Option<(&str, &str)> = Some(("nagle_delayed_ack", "server"));
 const NAGLE_CLIENT: Option<(&str, &str)> = Some(("nagle_delayed_ack", "client"));
 const RWND: Option<(&str, &str)> = Some(("receive_window_limited", "server"));
@@ -816,12 +820,14 @@ fn fixtures_tls_to_zero_window() -> Vec<Fixture> {
                 TLS,
             )
         },
+        // Made while the case's client sent with BBR (the host's default):
+        // its pacing spaces the segments of each flight.
         fixture(
             "upload-default.client.pcap",
             "small-receive-window",
             true,
             Client,
-            same,
+            client_bbr,
             None,
         ),
         fixture(
@@ -829,7 +835,7 @@ fn fixtures_tls_to_zero_window() -> Vec<Fixture> {
             "small-receive-window",
             false,
             Client,
-            same,
+            client_bbr,
             RWND,
         ),
         fixture(
@@ -837,6 +843,17 @@ fn fixtures_tls_to_zero_window() -> Vec<Fixture> {
             "small-receive-window",
             false,
             Server,
+            client_bbr,
+            RWND,
+        ),
+        // The case as it is (a Reno client): at the sender, each ACK
+        // releases the next window-full within microseconds, sooner than
+        // the sender answered the SYN-ACK.
+        fixture(
+            "upload-rcvbuf4k-reno.client.pcap",
+            "small-receive-window",
+            false,
+            Client,
             same,
             RWND,
         ),

@@ -125,6 +125,11 @@ fn prepare(t: &mut Topology, s: &Setup, peer: Peer) -> Result<(Running, Duration
         "net.ipv4.tcp_congestion_control",
         s.server_cc.unwrap_or("bbr"),
     )?;
+    ns::sysctl(
+        &t.client,
+        "net.ipv4.tcp_congestion_control",
+        s.client_cc.unwrap_or("bbr"),
+    )?;
     if let Some(rmem) = s.client_rmem {
         ns::sysctl(&t.client, "net.ipv4.tcp_rmem", rmem)?;
     }

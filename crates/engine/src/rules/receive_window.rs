@@ -84,12 +84,21 @@ impl AckHistory {
         self.len = (self.len + 1).min(ACK_HISTORY);
     }
 
-    /// The newest ACK seen at or before `ns`.
-    fn as_of(&self, ns: i64) -> Option<(u32, u32, bool)> {
-        (1..=self.len)
-            .map(|k| self.entries[(self.next + ACK_HISTORY - k) % ACK_HISTORY])
-            .find(|e| e.0 <= ns)
-            .map(|e| (e.1, e.2 & !HOLE, e.2 & HOLE != 0))
+    /// The ACK the sender of data ending at `end` knew: the newest seen at
+    /// or before `ns`, unless the data overran that ACK's window by more
+    /// than a segment. A sender never sends past the window it knows, so
+    /// then it had a newer one, sooner than the capture point's distance
+    /// to it said (that distance is the handshake's, which includes the
+    /// sender's own time to answer a SYN-ACK; an ACK can release data
+    /// faster). Which newer one is not known: the newest seen, the one that
+    /// leaves the most room, so that a window is called full only when it
+    /// was full whichever the sender had.
+    fn known(&self, ns: i64, end: u32, mss: u32) -> Option<(u32, u32, bool)> {
+        let at = |k: usize| self.entries[(self.next + ACK_HISTORY - k) % ACK_HISTORY];
+        let known = (1..=self.len).map(at).find(|e| e.0 <= ns)?;
+        let overran = end.wrapping_sub(known.1) > (known.2 & !HOLE).saturating_add(mss);
+        let e = if overran { at(1) } else { known };
+        Some((e.1, e.2 & !HOLE, e.2 & HOLE != 0))
     }
 }
 
@@ -201,9 +210,11 @@ impl WindowState {
             .distance_to(seg.dir)
             .or_else(|| receiver.edge_release_ns())
             .unwrap_or(0);
-        let known = st
-            .acks
-            .as_of(seg.ts.since(Timestamp::from_nanos(0)) - to_sender);
+        let known = st.acks.known(
+            seg.ts.since(Timestamp::from_nanos(0)) - to_sender,
+            seg.seq.wrapping_add(seg.len),
+            mss,
+        );
         let (in_flight, window, hole) = match known {
             Some((ack, window, hole)) => (
                 seg.seq.wrapping_add(seg.len).wrapping_sub(ack),
@@ -465,4 +476,52 @@ pub(crate) fn window_fix(ep: &str, hint: Option<&'static str>, rtt_ms: Option<f6
          drop the setsockopt(SO_RCVBUF) or raise it. Check net.ipv4.tcp_rmem (its max bounds autotuning), \
          net.core.rmem_max (bounds SO_RCVBUF) and net.ipv4.tcp_window_scaling=1.{need}"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn history(acks: &[(i64, u32, u32)]) -> AckHistory {
+        let mut h = AckHistory::default();
+        for &(ns, ack, window) in acks {
+            h.push(Timestamp::from_nanos(ns), ack, window);
+        }
+        h
+    }
+
+    #[test]
+    fn data_that_would_overrun_the_known_window_had_the_newest_ack() {
+        // ACKs at 100 µs (edge 5792) and 200 µs (edge 8688), window 2896; the
+        // sender's answer to an ACK is 20 µs, the handshake said 46 µs.
+        let h = history(&[(100_000, 2896, 2896), (200_000, 5792, 2896)]);
+        // Data ending at 8688, seen 20 µs after the second ACK: against the
+        // first it overruns by 2896, so the second released it.
+        assert_eq!(
+            h.known(220_000 - 46_000, 8688, 1448),
+            Some((5792, 2896, false))
+        );
+        // Data that keeps to the older ACK's window is judged against it.
+        assert_eq!(
+            h.known(220_000 - 46_000, 5792, 1448),
+            Some((2896, 2896, false))
+        );
+        // Nothing known yet: no ACK at or before the cut-off.
+        assert_eq!(h.known(50_000, 2896, 1448), None);
+    }
+
+    #[test]
+    fn an_overrun_takes_the_newest_ack_not_the_first_that_fits() {
+        // Seen at the receiver: ACKs every 100 µs advance 1448 each. Data
+        // that overruns the cut-off's ACK is judged against the newest, the
+        // most room the sender could have had, so the window reads full
+        // only if it was full whichever ACK the sender had.
+        let h = history(&[
+            (100_000, 1448, 2896),
+            (200_000, 2896, 2896),
+            (300_000, 4344, 2896),
+            (400_000, 5792, 2896),
+        ]);
+        assert_eq!(h.known(150_000, 7240, 1448), Some((5792, 2896, false)));
+    }
 }
