@@ -306,8 +306,9 @@ pub struct Half {
 
 /// A sender's IPv4 identification, counted along its packets. Linux numbers
 /// the packets of a connection one by one from a per-socket counter (a TSO
-/// or GRO packet of n segments takes n numbers); once a connection's
-/// packets have counted up exactly, a number skipped after a timer's
+/// or GRO packet of n segments takes n numbers); once one packet of a
+/// side is counted (a server's ACK of the request is enough: its SYN-ACK
+/// comes from no connection's counter), a number skipped after a timer's
 /// silence is a packet of this sender the capture did not see: lost before
 /// the capture point. A host that numbers at random does not count up; one
 /// that numbers all its connections from one counter (older systems, per
@@ -359,7 +360,7 @@ impl IpIds {
 
     fn gap(&self, d: u16, ns: i64) -> bool {
         !self.shared
-            && self.run >= 2
+            && self.run >= 1
             && (1..=MAX_UNSEEN).contains(&d)
             && ns.saturating_sub(self.last_ns) >= MIN_QUIET_NS
     }

@@ -566,3 +566,25 @@ fn a_sender_repeating_a_size_a_little_below_the_mss_sends_full_segments_at_it() 
     // Far below: messages, not a smaller full size.
     assert_eq!(smss_after(1000, 6), 1460);
 }
+
+#[test]
+fn one_counted_packet_is_enough_to_see_a_number_skipped_after_a_timer() {
+    use crate::conn::IpIds;
+    const MS: i64 = 1_000_000;
+    // A server's ACK of the request, then its response lost before the
+    // capture and sent again 228 ms later: one number skipped.
+    let mut ids = IpIds::default();
+    assert_eq!(ids.step(0x0e89, 1, 41 * MS), 0);
+    assert_eq!(ids.step(0x0e8b, 1, 269 * MS), 1);
+    assert_eq!(ids.step(0x0e8c, 1, 289 * MS), 0);
+    // A server thinking as long: its numbers in step, nothing unseen.
+    let mut ids = IpIds::default();
+    ids.step(0x31d9, 1, 70 * MS);
+    assert_eq!(ids.step(0x31da, 1, 374 * MS), 0);
+    // A skip with no silence before it is another numbering: nothing is
+    // read from the counter after it, silence or not.
+    let mut ids = IpIds::default();
+    ids.step(10, 1, 0);
+    assert_eq!(ids.step(12, 1, MS), 0);
+    assert_eq!(ids.step(14, 1, 500 * MS), 0);
+}

@@ -192,6 +192,10 @@ pub struct Setup {
     /// server (once): a request lost before a capture at the router's
     /// server side, sent again by the client's retransmission timer.
     pub lose_first_request: bool,
+    /// The router drops the workload's first data packet towards the
+    /// client (once): a response lost before a capture at the client, sent
+    /// again by the server's retransmission timer.
+    pub lose_first_response: bool,
 }
 
 impl Default for Setup {
@@ -220,6 +224,7 @@ impl Default for Setup {
             peer_nodelay: true,
             peer_rcvbuf: None,
             lose_first_request: false,
+            lose_first_response: false,
         }
     }
 }

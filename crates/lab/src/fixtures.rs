@@ -462,6 +462,22 @@ fn fixtures_listen_to_packet_loss() -> Vec<Fixture> {
             },
             RTO,
         ),
+        // The first response lost between the router and a capture at the
+        // client: the capture sees the request, then nothing until the
+        // server's retransmission timer sends the response again. The
+        // server's IP ID, counting one per packet, skips the lost one: not
+        // the server's time (server-delay.* are a server thinking as long).
+        fixture(
+            "response-lost.client.pcap",
+            "network-latency",
+            false,
+            Client,
+            |s| {
+                s.one_way = Duration::from_millis(10);
+                s.lose_first_response = true;
+            },
+            RTO,
+        ),
         // examples/nginx-nagle.pcap is a copy of this one.
         Fixture {
             peer: Peer::Nginx,

@@ -25,7 +25,7 @@ use crate::metrics::{metrics, Metrics};
 use crate::ns;
 use crate::peers::{self, Server};
 pub use crate::topo::server_addr;
-use crate::topo::{Topology, Vantage};
+use crate::topo::{Topology, Towards, Vantage};
 
 /// What the capture held.
 #[derive(Debug, Clone, Serialize)]
@@ -224,7 +224,10 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
     );
     t.set_loss(s.loss)?;
     if s.lose_first_request {
-        t.lose_first_request()?;
+        t.lose_first_message(Towards::Server)?;
+    }
+    if s.lose_first_response {
+        t.lose_first_message(Towards::Client)?;
     }
     if let Some((n, rule)) = action_rule(t, s.action) {
         iptables(n, "-A", rule)?;

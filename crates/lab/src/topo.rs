@@ -211,19 +211,23 @@ impl Topology {
         Ok(())
     }
 
-    /// Drops the first data packet forwarded towards the server, once: the
+    /// Drops the first data packet forwarded towards `to`, once: the
     /// `statistic` match's nth mode counts only the packets the matches
     /// before it let through (those with a payload), and takes the first of
     /// every million. Cleared with the loss.
-    pub fn lose_first_request(&mut self) -> Result<()> {
+    pub fn lose_first_message(&mut self, to: Towards) -> Result<()> {
         let port = PORT.to_string();
+        let (dev, port_match) = match to {
+            Towards::Server => ("eths", "--dport"),
+            Towards::Client => ("ethc", "--sport"),
+        };
         let rule: Vec<String> = [
             "FORWARD",
             "-o",
-            "eths",
+            dev,
             "-p",
             "tcp",
-            "--dport",
+            port_match,
             &port,
             "--tcp-flags",
             "SYN",
@@ -358,4 +362,11 @@ impl Topology {
 
 fn ip(args: &[&str]) -> Result<()> {
     ns::run("ip", args)
+}
+
+/// Which end a packet travels towards across the router.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Towards {
+    Server,
+    Client,
 }

@@ -342,6 +342,37 @@ fn a_request_lost_before_the_capture_is_not_the_clients_time() {
     }
 }
 
+/// A response lost between the router and a capture at the client is the
+/// network's wait, not the server's: the server answered at once and its
+/// retransmission timer sent the response again. Its IP ID, one packet
+/// counted after the handshake, skips the lost one; a server thinking as
+/// long keeps its IDs in step and stays `server_delay`.
+#[test]
+fn a_response_lost_before_the_capture_is_not_the_servers_time() {
+    let named = |v: &Value, kind: &str| {
+        ["findings", "minor_findings"]
+            .iter()
+            .flat_map(|k| v[k].as_array().unwrap().iter())
+            .any(|f| f["kind"] == kind)
+    };
+    let (v, lost) = budget_shares("response-lost.client.pcap");
+    assert_eq!(v["findings"][0]["kind"], "retransmission_timeout", "{v:#}");
+    assert_eq!(v["findings"][0]["culprit"]["role"], "network");
+    assert!(!named(&v, "server_delay"), "{v:#}");
+    assert!(lost("server") < 0.05, "server {:.3}", lost("server"));
+    assert!(
+        lost("retransmission_wait") >= 0.3,
+        "timer {:.3}",
+        lost("retransmission_wait")
+    );
+    for thinking in ["server-delay.client.pcap", "server-delay.server.pcap"] {
+        let (v, share) = budget_shares(thinking);
+        assert_eq!(v["findings"][0]["kind"], "server_delay", "{thinking}");
+        assert!(!named(&v, "retransmission_timeout"), "{thinking}");
+        assert_eq!(share("retransmission_wait"), 0.0, "{thinking}");
+    }
+}
+
 /// A response that waited in a queue on its way back is network time, told
 /// from a slow server by the server's own timestamp clock: the round trip at
 /// the response, not the handshake's, is subtracted before the server's time.
