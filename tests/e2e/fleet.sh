@@ -266,7 +266,6 @@ ip netns exec "$C" wrk -c 4 -t 1 -d 11s "http://$SERVER_IP:8080/" > /dev/null &
 PIDS+=($!)
 ip netns exec "$C" wrk -c 4 -t 1 -d 11s "http://$SERVER_IP:80/" > /dev/null &
 PIDS+=($!)
-sleep 2
 ip netns exec "$S" python3 - "$SERVER_IP" "$ROOT/examples/prometheus/grafana-dashboard.json" <<'PY' \
   || fail "PromQL over Prometheus' API did not return the expected findings"
 import json, sys, time, urllib.parse, urllib.request

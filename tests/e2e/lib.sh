@@ -90,6 +90,17 @@ e2e_wait_line() {
   done
 }
 
+# e2e_wait_closed NS PORT: waits (10 s at most) until no connection to PORT in namespace NS is
+# still open or closing: every FIN has been answered, so a capture holds the whole exchange.
+e2e_wait_closed() {
+  local ns=$1 port=$2
+  for _ in $(seq 100); do
+    [ -z "$(ip netns exec "$ns" ss -Htn state established state fin-wait-1 state fin-wait-2 \
+      state close-wait state last-ack state closing "( dport = :$port or sport = :$port )")" ] && return 0
+    sleep 0.1
+  done
+}
+
 e2e_delay_path() {
   local p=$1 net=$2 delay=$3 n
   A=$p-a B=$p-b A_IP=$net.1.1 B_IP=$net.2.2

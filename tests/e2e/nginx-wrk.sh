@@ -29,7 +29,7 @@ TCPDUMP=$!
 PIDS+=($TCPDUMP)
 e2e_wait_line "listening on" "$WORK/tcpdump-off.log"
 ip netns exec "$C" wrk -c 4 -t 1 -d 2s --latency http://10.77.0.2:8080/ | tee "$WORK/wrk-off.txt"
-sleep 1
+e2e_wait_closed "$C" 8080
 kill "$TCPDUMP"; wait "$TCPDUMP" 2>/dev/null || true
 "$TD" analyze --format json "$WORK/off.pcap" > "$WORK/off.json"
 "$TD" analyze "$WORK/off.pcap" | head -12
@@ -53,7 +53,7 @@ PY
 PIPE=$!
 e2e_wait_line "listening on" "$WORK/tcpdump-on.log"
 ip netns exec "$C" wrk -c 4 -t 1 -d 2s --latency http://10.77.0.2:8081/ | tee "$WORK/wrk-on.txt"
-sleep 1
+e2e_wait_closed "$C" 8081
 # tcpdump is all that still runs in the client namespace.
 ip netns pids "$C" | xargs -r kill
 wait "$PIPE" || fail "the pipeline into 'tcpdoctor analyze -' failed"

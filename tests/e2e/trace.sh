@@ -138,7 +138,9 @@ grep -q "loss%" "$WORK/rounds.txt" || fail "--count prints no per-hop table"
 # Started directly, so that $! is tcpdoctor itself (ip netns exec execs it).
 ip netns exec "$P-c" "$TD" trace -w 5s 10.82.6.2:8082 > "$WORK/int.txt" 2>&1 &
 pid=$!
-sleep 1.5
+# Hop 6 (r6) is the last that answers: once its line is out, the probes wait on silence.
+for _ in $(seq 40); do grep -q "^ 6  10.82.5.2" "$WORK/int.txt" && break; sleep 0.1; done
+grep -q "^ 6  10.82.5.2" "$WORK/int.txt" || fail "trace printed no hop 6 within 4 s: $(cat "$WORK/int.txt")"
 kill -INT "$pid"
 rc=0; wait "$pid" || rc=$?
 cat "$WORK/int.txt"
