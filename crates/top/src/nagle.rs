@@ -38,6 +38,12 @@
 //! Segments processed in the writing process's context (queued while it
 //! held the socket, run when its write releases it) are read before that
 //! write's own event: they update the count but do not move the floor.
+//! Nor, at once, does a segment received on another CPU: `sock_send_length`
+//! fires when the write returns, after its bytes left, so a segment read
+//! between the two shows them sent before they were written, and would set
+//! the floor one write too low (every later pause would then read as a
+//! tail held). Such a floor waits [`FLOOR_RACE_NS`]: a write of at least
+//! the dip in that time was its cause, and the floor stays.
 
 use crate::decode::Probe;
 
@@ -48,6 +54,10 @@ pub const MIN_HOLD_NS: u64 = 20_000_000;
 
 /// Nagle holds less than a segment; loopback's segments reach 64 KB.
 pub const MAX_HELD_BYTES: i64 = 65_535;
+
+/// A lower floor seen on a received segment waits this long for the write
+/// whose bytes it may show sent before their event.
+pub const FLOOR_RACE_NS: u64 = 5_000_000;
 
 /// The smallest segment TCP sends (RFC 1122's default MSS): a congestion
 /// window of `cwnd` segments has room for at least `cwnd × 536` bytes.
@@ -69,6 +79,10 @@ pub struct Nagle {
     /// The least `backlog` seen: nothing held then.
     #[serde(skip)]
     floor: i64,
+    /// A lower `backlog` seen on a received segment, and when: the floor
+    /// once no write explains it within [`FLOOR_RACE_NS`].
+    #[serde(skip)]
+    pending_floor: Option<(i64, u64)>,
     #[serde(skip)]
     last_write_ns: u64,
     #[serde(skip)]
@@ -98,13 +112,27 @@ impl Nagle {
     /// Bytes written and not yet sent, as of the last received segment
     /// (its least value over the connection counts as none).
     pub fn unsent(&self) -> i64 {
-        self.backlog - self.floor
+        self.backlog - self.floor_now()
+    }
+
+    /// The floor, with a lower one still waiting counted (the fewer bytes
+    /// read as held, the fewer holds named).
+    fn floor_now(&self) -> i64 {
+        self.pending_floor
+            .map_or(self.floor, |(f, _)| f.min(self.floor))
     }
 
     /// The process wrote `n` bytes at `t`.
     pub fn write(&mut self, t: u64, n: u64) {
         if self.last_nxt.is_some() {
             self.backlog += n as i64;
+        }
+        // A floor seen just before this write's event, lower by at most
+        // its bytes: the write's bytes seen leaving before it was read.
+        if let Some((f, at)) = self.pending_floor {
+            if t.saturating_sub(at) < FLOOR_RACE_NS && self.floor - f <= n as i64 {
+                self.pending_floor = None;
+            }
         }
         self.last_write_ns = t;
         self.window_short = false;
@@ -128,10 +156,16 @@ impl Nagle {
         }
         self.last_nxt = Some(nxt);
         self.backlog -= i64::from(sent);
-        if in_softirq {
-            self.floor = self.floor.min(self.backlog);
+        if let Some((f, at)) = self.pending_floor {
+            if t.saturating_sub(at) >= FLOOR_RACE_NS {
+                self.floor = self.floor.min(f);
+                self.pending_floor = None;
+            }
         }
-        let unsent = self.backlog - self.floor;
+        if in_softirq && self.backlog < self.floor_now() {
+            self.pending_floor = Some((self.backlog, t));
+        }
+        let unsent = self.backlog - self.floor_now();
         let (Some(una), Some(wnd)) = (p.snd_una, p.snd_wnd) else {
             return false;
         };
@@ -225,6 +259,35 @@ mod tests {
         assert_eq!(n.held_bytes, 1800);
         assert_eq!(n.last_sent_at_once, 240);
         assert!((n.hold_ns / 3).abs_diff(40 * MS) < MS, "{}", n.hold_ns);
+    }
+
+    /// wrk with TCP_NODELAY under load: each 38-byte request leaves at
+    /// once, but a segment received on another CPU shows it sent before
+    /// the write's own event; the server, busy, answers after its
+    /// delayed-ACK timer. Nothing was ever held.
+    #[test]
+    fn a_write_seen_sent_before_its_event_moves_no_floor() {
+        let mut n = Nagle::default();
+        assert!(!n.segment(0, &seg(0, 0, 100), CA_OPEN, true));
+        let mut base = 0;
+        for i in 0..5 {
+            let t0 = (i + 1) * 100 * MS;
+            // The request leaves; an ACK read on another CPU sees it sent
+            // 20 µs before the write's event.
+            assert!(!n.segment(t0, &seg(base + 38, base, 0), CA_OPEN, true));
+            n.write(t0 + 20_000, 38);
+            base += 38;
+            // The next request, written at once after the response…
+            n.write(t0 + 30 * MS, 38);
+            // …left too; the server's delayed ACK of it, 45 ms later.
+            assert!(
+                !n.segment(t0 + 75 * MS, &seg(base + 38, base, 0), CA_OPEN, true),
+                "request {i}"
+            );
+            base += 38;
+        }
+        assert_eq!(n.holds, 0);
+        assert_eq!(n.unsent(), 0);
     }
 
     #[test]
