@@ -85,6 +85,14 @@ fn budget_shares(file: &str) -> (Value, impl Fn(&str) -> f64) {
     })
 }
 
+/// Whether `kind` is among the findings, major or minor.
+fn named(v: &Value, kind: &str) -> bool {
+    ["findings", "minor_findings"]
+        .iter()
+        .flat_map(|k| v[k].as_array().unwrap().iter())
+        .any(|f| f["kind"] == kind)
+}
+
 fn sum(parts: &Value) -> f64 {
     parts
         .as_object()
@@ -279,12 +287,6 @@ fn resends_the_receiver_already_had_are_not_loss() {
 #[test]
 fn a_window_edge_pinned_by_a_hole_is_the_losss_wait() {
     let (v, lossy) = budget_shares("packet-loss.router.pcap");
-    let named = |v: &Value, kind: &str| {
-        ["findings", "minor_findings"]
-            .iter()
-            .flat_map(|k| v[k].as_array().unwrap().iter())
-            .any(|f| f["kind"] == kind)
-    };
     assert!(!named(&v, "receive_window_limited"), "{v:#}");
     assert_eq!(v["findings"][0]["kind"], "packet_loss");
     assert!(
@@ -314,12 +316,6 @@ fn a_window_edge_pinned_by_a_hole_is_the_losss_wait() {
 /// idles as long (`client-delay`), its numbers in step, is still the client.
 #[test]
 fn a_request_lost_before_the_capture_is_not_the_clients_time() {
-    let named = |v: &Value, kind: &str| {
-        ["findings", "minor_findings"]
-            .iter()
-            .flat_map(|k| v[k].as_array().unwrap().iter())
-            .any(|f| f["kind"] == kind)
-    };
     let (v, lost) = budget_shares("request-lost.router.pcap");
     assert_eq!(v["findings"][0]["kind"], "retransmission_timeout", "{v:#}");
     assert_eq!(v["findings"][0]["culprit"]["role"], "network");
@@ -349,12 +345,6 @@ fn a_request_lost_before_the_capture_is_not_the_clients_time() {
 /// long keeps its IDs in step and stays `server_delay`.
 #[test]
 fn a_response_lost_before_the_capture_is_not_the_servers_time() {
-    let named = |v: &Value, kind: &str| {
-        ["findings", "minor_findings"]
-            .iter()
-            .flat_map(|k| v[k].as_array().unwrap().iter())
-            .any(|f| f["kind"] == kind)
-    };
     let (v, lost) = budget_shares("response-lost.client.pcap");
     assert_eq!(v["findings"][0]["kind"], "retransmission_timeout", "{v:#}");
     assert_eq!(v["findings"][0]["culprit"]["role"], "network");
