@@ -85,6 +85,7 @@ pub fn all() -> Vec<Fixture> {
         fixtures_close_to_cork(),
         fixtures_cwnd_to_jdk(),
         fixtures_listen_to_packet_loss(),
+        fixtures_lost_before_the_capture(),
         fixtures_path_mtu_to_send_buffer(),
         fixtures_server_to_slow_start(),
         fixtures_syn(),
@@ -446,38 +447,6 @@ fn fixtures_listen_to_packet_loss() -> Vec<Fixture> {
             same,
             LATENCY,
         ),
-        // The first request lost between the client and the router's
-        // server-side capture: the capture never sees it, only its resend a
-        // retransmission timeout after the handshake. The client's IP ID,
-        // counting one per packet, skips the lost one: not the client's time
-        // (client-delay.* are a client idling as long, IDs in step).
-        fixture(
-            "request-lost.router.pcap",
-            "network-latency",
-            false,
-            RouterServer,
-            |s| {
-                s.one_way = Duration::from_millis(10);
-                s.lose_first_request = true;
-            },
-            RTO,
-        ),
-        // The first response lost between the router and a capture at the
-        // client: the capture sees the request, then nothing until the
-        // server's retransmission timer sends the response again. The
-        // server's IP ID, counting one per packet, skips the lost one: not
-        // the server's time (server-delay.* are a server thinking as long).
-        fixture(
-            "response-lost.client.pcap",
-            "network-latency",
-            false,
-            Client,
-            |s| {
-                s.one_way = Duration::from_millis(10);
-                s.lose_first_response = true;
-            },
-            RTO,
-        ),
         // examples/nginx-nagle.pcap is a copy of this one.
         Fixture {
             peer: Peer::Nginx,
@@ -523,6 +492,46 @@ fn fixtures_listen_to_packet_loss() -> Vec<Fixture> {
 }
 
 /// The fixtures from `path-mtu` to `send-buffer-limited`: black holes, timeouts, send buffers.
+/// A message lost between its sender and the capture point, once: only
+/// its resend is seen.
+fn fixtures_lost_before_the_capture() -> Vec<Fixture> {
+    use Vantage::*;
+    vec![
+        // The first request lost between the client and the router's
+        // server-side capture: the capture never sees it, only its resend a
+        // retransmission timeout after the handshake. The client's IP ID,
+        // counting one per packet, skips the lost one: not the client's time
+        // (client-delay.* are a client idling as long, IDs in step).
+        fixture(
+            "request-lost.router.pcap",
+            "network-latency",
+            false,
+            RouterServer,
+            |s| {
+                s.one_way = Duration::from_millis(10);
+                s.lose_first_request = true;
+            },
+            RTO,
+        ),
+        // The first response lost between the router and a capture at the
+        // client: the capture sees the request, then nothing until the
+        // server's retransmission timer sends the response again. The
+        // server's IP ID, counting one per packet, skips the lost one: not
+        // the server's time (server-delay.* are a server thinking as long).
+        fixture(
+            "response-lost.client.pcap",
+            "network-latency",
+            false,
+            Client,
+            |s| {
+                s.one_way = Duration::from_millis(10);
+                s.lose_first_response = true;
+            },
+            RTO,
+        ),
+    ]
+}
+
 fn fixtures_path_mtu_to_send_buffer() -> Vec<Fixture> {
     use Vantage::*;
     vec![
