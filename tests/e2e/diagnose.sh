@@ -210,13 +210,23 @@ assert d["measured"]["load"]["latency_ms"]["p50"] > 30
 print("e2e ok: lab nagle-delayed-ack --peer nginx --diagnose ->", d["verdict"]["headline"])
 PY
 fi
-"$TD" lab run healthy --diagnose --format json > "$WORK/lab-healthy.json" || fail "lab run healthy --diagnose exited $?"
-python3 - "$WORK/lab-healthy.json" <<'PY' || fail "lab healthy --diagnose: expected no finding"
+# A timing measurement on two cores shared with whatever else runs: like tests/e2e/lab.sh's
+# cases, a healthy run that shows a finding (printed) gets one more run; two in a row fail.
+healthy_run() {
+  local rc=0
+  "$TD" lab run healthy --diagnose --format json > "$WORK/lab-healthy.json" || rc=$?
+  python3 - "$WORK/lab-healthy.json" "$rc" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert d["reproduced"] is True and all(f["share_of_time"] < 0.05 for f in d["findings"]), d["findings"]
+top = [(f["kind"], f["culprit"]["role"], round(f["share_of_time"], 3)) for f in d["findings"]]
+ok = sys.argv[2] == "0" and d["reproduced"] is True and all(f["share_of_time"] < 0.05 for f in d["findings"])
+if not ok:
+    print("e2e diagnose: lab healthy --diagnose (exit %s) found %s" % (sys.argv[2], top), file=sys.stderr)
+    sys.exit(1)
 print("e2e ok: lab healthy --diagnose -> p50", round(d["measured"]["load"]["latency_ms"]["p50"], 3), "ms, no finding")
 PY
+}
+healthy_run || healthy_run || fail "lab run healthy --diagnose: a finding in two runs in a row (above)"
 set +e
 "$TD" lab run small-receive-window --diagnose > "$WORK/refused.txt" 2>&1
 rc=$?

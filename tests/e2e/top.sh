@@ -159,7 +159,12 @@ for lport, size, hdr in curls:
     assert peer["role"] == "client", peer["role"]
 procs = {p["pid"]: p for p in doc["processes"]}
 assert procs[worker]["command"] == "nginx" and "nginx" in procs[worker]["cmdline"], procs[worker]
-assert not [f for f in doc["findings"] if f["kind"] in ("packet_loss", "retransmission_timeout")], doc["findings"]
+# A tail-loss probe sent because curl's ACK came late (a busy machine) repaired nothing and
+# is no loss; the retransmitting connections' congestion episodes say why when this fails.
+lossy = [f for f in doc["findings"] if f["kind"] in ("packet_loss", "retransmission_timeout")]
+assert not lossy, (lossy, [{k: c[k] for k in ("local", "remote", "retransmissions", "recovery_episodes",
+                                            "rto_episodes", "cwr_episodes")}
+                           for c in doc["connections"] if c["retransmissions"]])
 print("top e2e ok: clean (%s): 5 connections of the nginx worker %d, %s bytes written; %d events, %d lost"
       % ("strict" if mode == "strict" else "beside tcplife", worker,
          [conns[("%s:%d" % (server, port), "%s:%s" % (client, l))]["bytes"]["sent"] for l, _, _ in curls],

@@ -7,7 +7,8 @@
 //! - `retransmission_timeout`: the socket entered the Loss state
 //!   (`tcp_cong_state_set` → `TCP_CA_Loss`: the retransmission timer fired).
 //! - `packet_loss`: segments retransmitted outside the Loss state (fast
-//!   retransmit, SACK recovery, tail-loss probes).
+//!   retransmit, SACK recovery, tail-loss probes); with the congestion
+//!   states traced, only in a connection that went through Recovery or CWR.
 //! - `syn_retransmit`: a SYN sent again (`tcp_retransmit_skb` in SYN-SENT),
 //!   or a listener's SYN-ACK sent again (`tcp_retransmit_synack`).
 //! - `connection_reset`: an RST sent on or received by a connection.
@@ -134,6 +135,21 @@ pub struct Findings {
     acc: FxHashMap<Key, Acc>,
 }
 
+/// `packet_loss` occurrences of a connection with `fast` retransmissions
+/// outside the Loss state: its Recovery episodes when the congestion-state
+/// tracepoint saw them; else one. With the states traced, a retransmission
+/// outside any Recovery, Loss or CWR episode repaired nothing: a tail-loss
+/// probe that finds its segment lost ends in CWR (or Recovery, from the
+/// SACKs it draws), one whose segment had arrived (the ACK was late: a busy
+/// receiver, not the path) leaves the socket Open.
+fn loss_occurrences(c: &Conn, fast: u64, states: bool) -> u64 {
+    if fast == 0 || (states && c.recovery_episodes + c.cwr_episodes == 0) {
+        0
+    } else {
+        c.recovery_episodes.max(1)
+    }
+}
+
 fn ep(a: Option<SocketAddr>) -> String {
     a.map_or_else(|| "?".to_string(), |a| a.to_string())
 }
@@ -204,8 +220,9 @@ impl Findings {
         );
     }
 
-    /// Folds one connection's counts in.
-    pub fn add(&mut self, c: &Conn, peer: Option<Peer>) {
+    /// Folds one connection's counts in; `states` says whether the
+    /// congestion-state tracepoint was traced.
+    pub fn add(&mut self, c: &Conn, peer: Option<Peer>, states: bool) {
         let role = c.role.unwrap_or(Role::ClientGuessed);
         let mut hit = |kind,
                        endpoint: Option<SocketAddr>,
@@ -227,12 +244,7 @@ impl Findings {
                 ("retransmissions", c.rto_retransmits),
             ],
         );
-        // Episodes when the congestion-state tracepoint saw them; else retransmissions.
-        let loss_occ = if fast == 0 {
-            0
-        } else {
-            c.recovery_episodes.max(1)
-        };
+        let loss_occ = loss_occurrences(c, fast, states);
         hit(
             FindingKind::PacketLoss,
             c.local,

@@ -654,6 +654,9 @@ impl Session {
         });
         let probe_period = config.probe_every.max(1);
         tracker.probe_every = probe_period;
+        let cong = Kind::CongState.label();
+        tracker.states_traced = !setup.unavailable.contains(&cong)
+            && !setup.missing_fields.iter().any(|m| m.starts_with(&cong));
         tracker.stats.max_sample_rate =
             std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
                 .ok()

@@ -551,6 +551,35 @@ fn rto_is_told_from_fast_retransmit_by_the_congestion_state() {
     assert_eq!(f.findings[1].details.get("retransmissions"), Some(&1));
 }
 
+/// A tail-loss probe whose segment had arrived (the peer's ACK was late)
+/// leaves the socket Open: with the congestion states traced it is no loss;
+/// one that repaired a loss ends in CWR and is.
+#[test]
+fn a_probe_that_repaired_nothing_is_no_loss_when_states_are_traced() {
+    let run = |states: bool, cwr: bool| {
+        let mut t = Tracker::new(Filter::default());
+        t.states_traced = states;
+        accepted(&mut t, 1);
+        t.handle(10, 7, &ev(Kind::SendLength, SK, None, 0, send(100_000)));
+        let rtx = Detail::Retransmit {
+            state: Some(1),
+            err: 0,
+        };
+        t.handle(20, 0, &ev(Kind::Retransmit, SK, Some(SERVER), SOFTIRQ, rtx));
+        if cwr {
+            for s in [ca::CWR, ca::OPEN] {
+                let d = Detail::CongState(Some(s));
+                t.handle(30, 0, &ev(Kind::CongState, SK, Some(SERVER), SOFTIRQ, d));
+            }
+        }
+        let f = t.finish();
+        f.findings.iter().any(|x| x.kind == FindingKind::PacketLoss)
+    };
+    assert!(!run(true, false), "a probe that repaired nothing");
+    assert!(run(true, true), "a probe that repaired a loss (CWR)");
+    assert!(run(false, false), "without the states: counted as before");
+}
+
 #[test]
 fn zero_window_blames_the_reader_at_the_other_end() {
     let mut t = Tracker::new(Filter::default());

@@ -633,6 +633,10 @@ pub struct Tracker {
     /// for (1: every segment is traced), and reads one `sock_recv_length`
     /// sample stands for; zero-window samples stand for one.
     pub probe_every: u32,
+    /// Whether `tcp_cong_state_set` is traced: then a retransmission that
+    /// led to no Recovery, Loss or CWR episode is known to have repaired
+    /// nothing (see [`Findings::add`]).
+    pub states_traced: bool,
 }
 
 impl Tracker {
@@ -653,6 +657,7 @@ impl Tracker {
             last_ns: 0,
             interval_mark_ns: 0,
             probe_every: 1,
+            states_traced: false,
         }
     }
 
@@ -929,7 +934,7 @@ impl Tracker {
             e.resets += c.resets_sent + c.resets_received;
         }
         let peer = self.peer_of(&c);
-        self.findings.add(&c, peer);
+        self.findings.add(&c, peer, self.states_traced);
         if self.finished.len() < MAX_FINISHED {
             self.finished.push(c);
         } else {
