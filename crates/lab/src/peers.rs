@@ -7,7 +7,7 @@
 use std::io::{self, Read, Write};
 use std::net::{SocketAddrV4, TcpListener, TcpStream};
 use std::os::fd::{AsFd, AsRawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -85,6 +85,42 @@ impl Default for ServerSpec {
             close_after: None,
             bulk_bytes: 0,
             sndbuf: None,
+        }
+    }
+}
+
+/// Nanoseconds the built-in peers' threads that ended so far waited for a
+/// CPU while runnable (the kernel's `run_delay`): a phase reads it before
+/// and after, and a prediction checked against that phase allows for it.
+static RUN_DELAY_NS: AtomicU64 = AtomicU64::new(0);
+
+/// What [`RUN_DELAY_NS`] holds now.
+pub fn run_delay_ns() -> u64 {
+    RUN_DELAY_NS.load(Ordering::Relaxed)
+}
+
+/// This thread's `run_delay` so far (`/proc/thread-self/schedstat`: time
+/// on the CPU, time runnable and waiting for one, time slices; ns).
+fn thread_run_delay() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Adds the thread's wait for a CPU, from its birth (the wait before it
+/// first ran included) to the guard's drop, to [`RUN_DELAY_NS`]. Made first
+/// thing in a thread the lab spawned for this phase.
+struct Waits(Option<u64>);
+
+impl Waits {
+    fn since_birth() -> Waits {
+        Waits(Some(0))
+    }
+}
+
+impl Drop for Waits {
+    fn drop(&mut self) {
+        if let (Some(a), Some(b)) = (self.0, thread_run_delay()) {
+            RUN_DELAY_NS.fetch_add(b.saturating_sub(a), Ordering::Relaxed);
         }
     }
 }
@@ -236,6 +272,7 @@ fn accept_loop(
             Ok((s, _)) => {
                 let (resp, stop) = (resp.clone(), stop.clone());
                 conns.push(thread::spawn(move || {
+                    let _waits = Waits::since_birth();
                     let _ = serve(s, &resp, &stop);
                 }));
                 if !every.is_zero() {
@@ -478,7 +515,9 @@ pub fn run_client(ns_name: &str, server: SocketAddrV4, spec: &ClientSpec) -> Res
             ns_name,
             &format!("lab-client-{i}"),
             move || {
+                let waits = Waits::since_birth();
                 let r = worker(server, &spec, start);
+                drop(waits);
                 let mut t = total.lock().unwrap_or_else(|e| e.into_inner());
                 t.latencies.extend(r.latencies);
                 t.bytes_up += r.bytes_up;

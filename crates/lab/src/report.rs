@@ -181,6 +181,7 @@ pub fn outcome(out: &mut impl Write, plan: &Plan, o: &Outcome) -> io::Result<boo
                 "metrics": p.metrics,
                 "capture": p.capture,
                 "delay_line_drops": p.delay_line_drops,
+                "cpu_wait_ms_per_request": run::round3(p.cpu_wait_ms_per_request),
                 "findings": p.analysis.findings,
                 "minor_findings": p.analysis.minor_findings,
             })
@@ -203,7 +204,8 @@ pub fn outcome(out: &mut impl Write, plan: &Plan, o: &Outcome) -> io::Result<boo
             }),
             "prediction": o.after.as_ref().and_then(|p| prediction(case, &o.before, p)).map(|p| {
                 json!({"finding": p.kind, "parts": p.parts, "predicted_p50_ms": p.predicted,
-                       "measured_p50_ms": p.measured, "within_tolerance": p.within})
+                       "measured_p50_ms": p.measured, "tolerance_ms": p.tolerance_ms,
+                       "within_tolerance": p.within})
             }),
             "expected_first": first,
             "expected_gone_after_fix": gone,
@@ -270,11 +272,7 @@ pub fn outcome(out: &mut impl Write, plan: &Plan, o: &Outcome) -> io::Result<boo
                 p.parts.join(" + "),
                 p.kind,
                 fmt_ms(p.measured),
-                if p.within {
-                    "within 25% or 2 ms ✓"
-                } else {
-                    "off by more than 25% and 2 ms ✗"
-                }
+                tolerance_text(&p)
             )?;
         }
     }
@@ -313,8 +311,19 @@ struct Predicted {
     parts: Vec<&'static str>,
     predicted: f64,
     measured: f64,
+    tolerance_ms: f64,
     within: bool,
 }
+
+/// A prediction is right within 25% of the measurement, or this much (the
+/// noise of a sub-millisecond exchange's timing on a quiet machine) and
+/// what the built-in peers waited for a CPU per request in the phase that
+/// waited longer: a woken server or a thread just spawned may wait a
+/// scheduler's slice. Beside `stress-ng --cpu 2` on 2 cores, the server of
+/// `syn-retransmit` answered in 4 ms instead of 0.1 in one phase and not in
+/// the other, and `path-mtu-blackhole`'s exchanges took 3 ms instead of 0.3
+/// (their peers waited 2.3-6.6 ms per request; 0.1-2.4 ms on a quiet machine).
+const TOLERANCE_MS: f64 = 2.0;
 
 fn prediction(case: &Case, before: &Phase, after: &Phase) -> Option<Predicted> {
     let f = before
@@ -326,13 +335,35 @@ fn prediction(case: &Case, before: &Phase, after: &Phase) -> Option<Predicted> {
     let measured = after.analysis.capture.exchange_latency_ms?.p50;
     let predicted = p.all.p50_ms;
     let off = (predicted - measured).abs();
+    let tolerance_ms = TOLERANCE_MS
+        + before
+            .cpu_wait_ms_per_request
+            .max(after.cpu_wait_ms_per_request);
     Some(Predicted {
         kind: f.kind,
         parts: p.parts.clone(),
         predicted,
         measured,
-        within: off <= 2.0 || off <= 0.25 * measured,
+        tolerance_ms,
+        within: off <= tolerance_ms || off <= 0.25 * measured,
     })
+}
+
+/// The prediction's verdict against its tolerance, in words.
+fn tolerance_text(p: &Predicted) -> String {
+    match (p.within, p.tolerance_ms > TOLERANCE_MS + 0.05) {
+        (true, false) => "within 25% or 2 ms ✓".to_string(),
+        (false, false) => "off by more than 25% and 2 ms ✗".to_string(),
+        (w, true) => format!(
+            "{} 25% {} {} ms: 2 ms and the {} its peers waited for a CPU per \
+             request {}",
+            if w { "within" } else { "off by more than" },
+            if w { "or" } else { "and" },
+            run::round3(p.tolerance_ms),
+            fmt_ms(p.tolerance_ms - TOLERANCE_MS),
+            if w { "✓" } else { "✗" }
+        ),
+    }
 }
 
 /// The headline metric of a case: (name, before, after).

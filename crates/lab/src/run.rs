@@ -47,6 +47,10 @@ pub struct Phase {
     /// The exchange-latency distribution, for the HTML report's chart.
     pub latency_bins: Vec<LatencyBin>,
     pub delay_line_drops: u64,
+    /// How long the built-in peers' threads waited for a CPU while runnable,
+    /// per request (ms; the kernel's `run_delay`, 0 with external peers): on
+    /// a busy machine a woken server or client waits a scheduler's slice.
+    pub cpu_wait_ms_per_request: f64,
 }
 
 pub struct PhaseOptions {
@@ -214,6 +218,7 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
         format_args!("setting the path up, starting the server"),
     );
     let (server, rtt) = prepare(t, s, o.peer)?;
+    let waited0 = peers::run_delay_ns();
     say(
         o.progress,
         format_args!(
@@ -299,7 +304,9 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
     }
     t.set_loss(0.0)?;
     server.stop();
+    let waited = peers::run_delay_ns().saturating_sub(waited0);
     let mut metrics = result?;
+    let cpu_wait_ms_per_request = waited as f64 / 1e6 / metrics.requests.max(1) as f64;
     metrics.syn_flood = flood.transpose()?;
     let capture = CaptureInfo {
         vantage: o.vantage,
@@ -314,6 +321,7 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
         analysis,
         latency_bins,
         delay_line_drops: t.delay.as_ref().map_or(0, |d| d.dropped()) - drops_before,
+        cpu_wait_ms_per_request,
     })
 }
 
