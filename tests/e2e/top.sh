@@ -12,6 +12,9 @@
 #      a tracefs instance of the test's recorded (the namespace's TcpRetransSegs, the
 #      server's eth0 at gso_max_segs 1 so that each buffer re-sent is one segment), those fired
 #      in a CPU's idle task too; /metrics (--prometheus) counts the worker's bytes.
+#   2b. Each response's last segment dropped once at the client: the server's tail-loss probes
+#      repair it, and top names packet_loss on the worker (a probe that repaired nothing, in 1.,
+#      is no loss): its retransmissions those the namespace counted.
 #   3. Nagle: the same worker serves a 600-byte page on :8087 with tcp_nodelay off and on
 #      :8088 with it on, each to wrk -c 2 at once, top traced without a port: an interval
 #      within 5 s of wrk's start names nagle_delayed_ack on 10.86.0.2:8087, the worker's pid,
@@ -328,6 +331,49 @@ assert all(x["culprit"]["role"] == "network" for x in f), f
 f = ours
 print("top e2e ok: 5%% loss: %d retransmissions by nginx %d, %d SYN-ACKs (ftrace %d, %d of them in the idle task; TcpRetransSegs %d); findings %s" %
       (rtx, worker, synacks, len(events), len(idle), nstat, ", ".join("%s x%d" % (x["kind"], x["occurrences"]) for x in f)))
+PY
+
+# 2b. A tail loss repaired by a probe: each response's last segment dropped once at the client
+# (every second packet of its length), its copy let through. The server's kernel re-sends it as
+# a tail-loss probe (tcp_retransmit_skb fires) and, the hole repaired, enters CWR: a loss, which
+# top must name on the worker, as it must not name a probe that repaired nothing (1.).
+# 3 full segments and a 600-byte tail (IP length 652; 892 when nginx sends the headers with the
+# body); nothing else the server sends is 600-1000 bytes long.
+ip netns exec "$C" iptables -F INPUT
+head -c $((3 * 1448 + 600)) /dev/urandom > "$WORK/html/tail.bin"
+ip netns exec "$C" iptables -A INPUT -p tcp --sport "$PORT" -m length --length 600:1000 \
+  -m statistic --mode nth --every 2 --packet 0 -j DROP
+"$TD" top --duration 30 --format json --port "$PORT" > "$WORK/tlp.jsonl" 2> "$WORK/tlp.err" &
+TOP=$!
+PIDS+=("$TOP")
+for _ in $(seq 100); do grep -q tracing "$WORK/tlp.err" && break; sleep 0.1; done
+grep -q tracing "$WORK/tlp.err" || fail "top did not start: $(cat "$WORK/tlp.err")"
+RTX0=$(retrans "$S")
+for _ in $(seq 20); do
+  ip netns exec "$C" curl -s -m 5 -o /dev/null "http://$SERVER_IP:$PORT/tail.bin" || fail "curl of tail.bin"
+done
+for _ in $(seq 100); do
+  [ -z "$(ip netns exec "$S" ss -Htn state all "( sport = :$PORT )" | grep -v -e LISTEN -e TIME-WAIT)" ] && break
+  sleep 0.1
+done
+kill -INT "$TOP"
+wait "$TOP" || { cat "$WORK/tlp.err" >&2; fail "top exited with $?"; }
+DROPPED=$(ip netns exec "$C" iptables -L INPUT -v -n -x | awk '/DROP/ {print $1; exit}')
+python3 - "$WORK/tlp.jsonl" "$WORKER" "$(( $(retrans "$S") - RTX0 ))" "$DROPPED" <<'PY' || fail "tail-loss probes"
+import json, sys
+doc = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+worker, nstat, dropped = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+conns = [c for c in doc["connections"] if c["pid"] == worker and c["role"] == "server"]
+rtx = sum(c["retransmissions"] for c in conns)
+eps = sum(c["recovery_episodes"] + c["cwr_episodes"] for c in conns)
+why = "%d dropped at the client, the server's TcpRetransSegs %d; top: %d connections of the worker, %d re-sent, " \
+      "%d recovery or CWR episodes; findings %s" % (dropped, nstat, len(conns), rtx, eps,
+      [(f["kind"], f["occurrences"]) for f in doc["findings"]])
+assert dropped >= 20 and nstat >= dropped, why
+assert rtx == nstat and eps > 0, why
+f = [x for x in doc["findings"] if x["kind"] == "packet_loss" and x["process"] and x["process"]["pid"] == worker]
+assert f and f[0]["culprit"]["role"] == "network", why
+print("top e2e ok: tail-loss probes: " + why)
 PY
 
 # 3. Nagle on :8087 (tcp_nodelay off), none on :8088 (on): one top, no port filter.
