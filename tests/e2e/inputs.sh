@@ -56,7 +56,9 @@ TS=$!; PIDS+=("$TS")
 e2e_wait_line "listening on" "$WORK/tc.err" "$WORK/ts.err"
 ip netns exec "$C" wrk -c 4 -t 1 -d 1s "http://$SERVER_IP:8080/" >/dev/null
 ip netns exec "$C" wrk -c 4 -t 1 -d 1s "http://$SERVER_IP:8081/" >/dev/null
-sleep 0.5
+# Until every connection's FIN is answered (10 s at most): the captures hold their ends.
+e2e_wait_closed "$S" 8080
+e2e_wait_closed "$S" 8081
 kill -INT "$TC" "$TS"; wait "$TC" "$TS" 2>/dev/null || true
 W=$WORK/server.pcap
 n=$(tcpdump -r "$W" 2>/dev/null | wc -l)

@@ -287,7 +287,9 @@ for sig in TERM INT; do
     if [ -e "/run/netns/tdlab$pid-s" ] && { [ "$peer" = builtin ] || pgrep -f "tdlab$pid-nginx" >/dev/null; }; then break; fi
     sleep 0.1
   done
-  sleep 1.5   # into the upload
+  # Into the upload: its workload has started (the progress line; 20 s at most).
+  for _ in $(seq 200); do grep -q "while the workload runs" "$WORK/sig.out" && break; sleep 0.1; done
+  grep -q "while the workload runs" "$WORK/sig.out" || fail "the run did not start its workload: $(cat "$WORK/sig.out")"
   [ -e "/run/netns/tdlab$pid-c" ] || fail "the run did not start: $(cat "$WORK/sig.out")"
   kill "-$sig" "$pid"
   rc=0; wait "$pid" || rc=$?
@@ -305,8 +307,9 @@ left=$(leftovers "$pid")
 say "SIGKILL midway, then lab clean"
 "$TD" lab run small-receive-window --peer "$peer" >"$WORK/kill.out" 2>&1 &
 pid=$!
-for _ in $(seq 100); do [ -e "/run/netns/tdlab$pid-s" ] && break; sleep 0.1; done
-sleep 1.5
+# Midway: its workload has started (the progress line; 20 s at most).
+for _ in $(seq 200); do grep -q "while the workload runs" "$WORK/kill.out" && break; sleep 0.1; done
+grep -q "while the workload runs" "$WORK/kill.out" || fail "SIGKILL: the run did not start its workload: $(cat "$WORK/kill.out")"
 kill -KILL "$pid"; wait "$pid" 2>/dev/null || true
 [ -n "$(leftovers "$pid")" ] || fail "SIGKILL: expected namespaces left behind to clean"
 "$TD" lab clean | grep -q "tdlab$pid-" || fail "lab clean did not report tdlab$pid-*"

@@ -56,7 +56,17 @@ ip netns exec "$C" wrk -c 4 -t 1 -d 12s "http://$SERVER_IP:8080/" > "$WORK/wrk-o
 PIDS+=($!)
 ip netns exec "$C" wrk -c 4 -t 1 -d 12s "http://$SERVER_IP:80/" > "$WORK/wrk-on.txt" &
 PIDS+=($!)
-sleep 3
+# segs_at_least NS PORT N: every established server socket of PORT in NS (4 of them) has sent
+# N data segments or more (ss -i's data_segs_out).
+segs_at_least() {
+  ip netns exec "$1" ss -Htin state established "( sport = :$2 )" | tr ' \t' '\n\n' \
+    | awk -v n="$3" -F: '/^data_segs_out:/ { c++; if ($2 + 0 < n) low++ } END { exit !(c == 4 && !low) }'
+}
+# Until wrk's 4 connections to each port have exchanged messages (10 s at most; wrk runs 12).
+for _ in $(seq 100); do
+  segs_at_least "$S" 8080 20 && segs_at_least "$S" 80 20 && break
+  sleep 0.1
+done
 
 ip netns exec "$S" "$TD" sockets --port 8080 --format json > "$WORK/off.json" \
   || fail "sockets --port 8080 failed"
@@ -177,7 +187,13 @@ PIDS+=($!)
 for _ in $(seq 50); do grep -q listening "$WORK/receiver.log" 2>/dev/null && break; sleep 0.1; done
 ip netns exec "$A" python3 "$WORK/sender.py" 10.83.2.2 > "$WORK/sender.log" 2>&1 &
 PIDS+=($!)
-sleep 3
+# Until the sender's connection has been busy 2.5 s (ss -i's busy:, 10 s at most): the share of
+# that time the window limited is then measured over ~80 round trips.
+for _ in $(seq 100); do
+  ip netns exec "$A" ss -Htin state established "( dport = :5001 )" | tr ' \t' '\n\n' \
+    | awk -F: '/^busy:/ { if ($2 + 0 >= 2500) ok = 1 } END { exit !ok }' && break
+  sleep 0.1
+done
 
 ip netns exec "$P-a" "$TD" sockets --port 5001 --format json > "$WORK/sender.json" || fail "sockets (sender) failed"
 ip netns exec "$P-b" "$TD" sockets --port 5001 --format json > "$WORK/receiver.json" || fail "sockets (receiver) failed"

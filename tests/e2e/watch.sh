@@ -83,12 +83,16 @@ PIDS+=($!)
 ip netns exec "$C" wrk -c 4 -t 1 -d 6s http://$SERVER_IP:80/ > "$WORK/wrk-on.txt" &
 PIDS+=($!)
 
-# Scraped with curl while the watch runs.
-sleep 6
-ip netns exec "$S" curl -sf "http://127.0.0.1:$PROM_PORT/metrics" > "$WORK/metrics.txt" \
-  || fail "GET /metrics failed during the watch"
-grep -E "^tcpdoctor_time_lost_seconds_total\{kind=\"nagle_delayed_ack\",culprit=\"$SERVER_IP:8080\",role=\"server\"\} [0-9.]+" \
-  "$WORK/metrics.txt" || fail "no Nagle time-lost counter in /metrics: $(grep -v '^#' "$WORK/metrics.txt" | head)"
+# Scraped with curl while the watch runs (12 s), until the Nagle finding's counter is there
+# (9 s at most).
+NAGLE_RE="^tcpdoctor_time_lost_seconds_total\\{kind=\"nagle_delayed_ack\",culprit=\"$SERVER_IP:8080\",role=\"server\"\\} [0-9.]+"
+for _ in $(seq 90); do
+  ip netns exec "$S" curl -sf "http://127.0.0.1:$PROM_PORT/metrics" > "$WORK/metrics.txt" \
+    && grep -qE "$NAGLE_RE" "$WORK/metrics.txt" && break
+  sleep 0.1
+done
+[ -s "$WORK/metrics.txt" ] || fail "GET /metrics failed during the watch"
+grep -E "$NAGLE_RE" "$WORK/metrics.txt" || fail "no Nagle time-lost counter in /metrics: $(grep -v '^#' "$WORK/metrics.txt" | head)"
 grep -E "^tcpdoctor_exchange_duration_seconds_bucket\{server=\"$SERVER_IP:8080\",le=" "$WORK/metrics.txt" >/dev/null \
   || fail "no exchange-duration histogram for $SERVER_IP:8080"
 
