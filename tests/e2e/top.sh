@@ -102,28 +102,35 @@ done
 [ -n "$WORKER" ] || fail "no nginx worker under master $MASTER"
 echo "top e2e: nginx master $MASTER, worker $WORKER"
 
+# server_closed: waits (10 s at most) until the server has no connection on $PORT but its
+# listener and those in TIME-WAIT: it re-sends until then, so top has seen every retransmission.
+server_closed() {
+  for _ in $(seq 100); do
+    [ -z "$(ip netns exec "$S" ss -Htn state all "( sport = :$PORT )" | grep -v -e LISTEN -e TIME-WAIT)" ] && return 0
+    sleep 0.1
+  done
+}
+
 # One run of top over 5 curl downloads of 300 KB; $1 names it. Every wait is on a condition
 # (a fixed 0.7 s for top to start and a fixed 4 s run lost the last download's server end
 # on a loaded machine): top has started tracing, the downloads are done and the server's
-# connections gone, and at least 2.5 s have passed (the report follows interval lines);
-# then Ctrl-C ends top.
+# connections gone, and two interval lines written (the report follows interval lines); then
+# Ctrl-C ends top.
 clean_run() {
   : > "$WORK/curl-$1.txt"
   "$TD" top --duration 60 --format json --port "$PORT" > "$WORK/$1.jsonl" 2> "$WORK/$1.err" &
   TOP=$!
   PIDS+=("$TOP")
-  local started=$SECONDS
   for _ in $(seq 100); do grep -q tracing "$WORK/$1.err" && break; sleep 0.1; done
   grep -q tracing "$WORK/$1.err" || fail "top did not start: $(cat "$WORK/$1.err")"
   for _ in 1 2 3 4 5; do
     ip netns exec "$C" curl -s -o /dev/null -w '%{local_port} %{size_download} %{size_header}\n' \
       "http://$SERVER_IP:$PORT/big.bin" >> "$WORK/curl-$1.txt"
   done
-  for _ in $(seq 100); do
-    [ -z "$(ip netns exec "$S" ss -Htn state all "( sport = :$PORT )" | grep -v -e LISTEN -e TIME-WAIT)" ] && break
-    sleep 0.1
-  done
-  while [ $((SECONDS - started)) -lt 3 ]; do sleep 0.1; done
+  server_closed
+  # Two interval lines written (10 s at most): bash's whole-second $SECONDS let a fast run
+  # stop at 2.0 s, after one interval.
+  for _ in $(seq 100); do [ "$(wc -l < "$WORK/$1.jsonl")" -ge 2 ] && break; sleep 0.1; done
   kill -INT "$TOP"
   wait "$TOP" || { cat "$WORK/$1.err" >&2; fail "top exited with $?"; }
 }
@@ -286,10 +293,7 @@ for _ in 1 2; do
 done
 # Until the server's last connection is gone (it re-sends until then), then Ctrl-C: top ends
 # with every retransmission the counters hold.
-for _ in $(seq 100); do
-  [ -z "$(ip netns exec "$S" ss -Htn state all "( sport = :$PORT )" | grep -v -e LISTEN -e TIME-WAIT)" ] && break
-  sleep 0.1
-done
+server_closed
 kill -INT "$TOP"
 wait "$TOP" || { cat "$WORK/loss.err" >&2; fail "top exited with $?"; }
 echo 0 > "$T/tracing_on"
@@ -352,10 +356,7 @@ RTX0=$(retrans "$S")
 for _ in $(seq 20); do
   ip netns exec "$C" curl -s -m 5 -o /dev/null "http://$SERVER_IP:$PORT/tail.bin" || fail "curl of tail.bin"
 done
-for _ in $(seq 100); do
-  [ -z "$(ip netns exec "$S" ss -Htn state all "( sport = :$PORT )" | grep -v -e LISTEN -e TIME-WAIT)" ] && break
-  sleep 0.1
-done
+server_closed
 kill -INT "$TOP"
 wait "$TOP" || { cat "$WORK/tlp.err" >&2; fail "top exited with $?"; }
 DROPPED=$(ip netns exec "$C" iptables -L INPUT -v -n -x | awk '/DROP/ {print $1; exit}')
