@@ -109,18 +109,12 @@ fn thread_run_delay() -> Option<u64> {
 /// Adds the thread's wait for a CPU, from its birth (the wait before it
 /// first ran included) to the guard's drop, to [`RUN_DELAY_NS`]. Made first
 /// thing in a thread the lab spawned for this phase.
-struct Waits(Option<u64>);
-
-impl Waits {
-    fn since_birth() -> Waits {
-        Waits(Some(0))
-    }
-}
+struct Waits;
 
 impl Drop for Waits {
     fn drop(&mut self) {
-        if let (Some(a), Some(b)) = (self.0, thread_run_delay()) {
-            RUN_DELAY_NS.fetch_add(b.saturating_sub(a), Ordering::Relaxed);
+        if let Some(waited) = thread_run_delay() {
+            RUN_DELAY_NS.fetch_add(waited, Ordering::Relaxed);
         }
     }
 }
@@ -272,7 +266,7 @@ fn accept_loop(
             Ok((s, _)) => {
                 let (resp, stop) = (resp.clone(), stop.clone());
                 conns.push(thread::spawn(move || {
-                    let _waits = Waits::since_birth();
+                    let _waits = Waits;
                     let _ = serve(s, &resp, &stop);
                 }));
                 if !every.is_zero() {
@@ -515,7 +509,7 @@ pub fn run_client(ns_name: &str, server: SocketAddrV4, spec: &ClientSpec) -> Res
             ns_name,
             &format!("lab-client-{i}"),
             move || {
-                let waits = Waits::since_birth();
+                let waits = Waits;
                 let r = worker(server, &spec, start);
                 drop(waits);
                 let mut t = total.lock().unwrap_or_else(|e| e.into_inner());

@@ -25,8 +25,9 @@
 //! trip; at least [`MIN_EVENTS`] loss episodes (a loss within
 //! [`EPISODE_ROUNDS`] round trips of the one before continues its episode),
 //! and the delivery rate in the round trip before each episode's first loss
-//! within ±20% of their median (a fixed ceiling) for three quarters of them; that ceiling at or above the 90th percentile of all the
-//! round trips' rates since the first loss (losses come at the ceiling) and
+//! within ±20% of their median (a fixed ceiling) for three quarters of them;
+//! that ceiling at or above the 80th percentile of all the round trips'
+//! rates since the first loss (losses come at the ceiling) and
 //! the rate below 3/4 of it in some of them (the sender backed off and came
 //! back). The loss occurrences of a policed transfer are folded into one
 //! `policer` occurrence.
