@@ -10,7 +10,9 @@
 #   wrk https://                   answers on the same server (the comparison runs in bench/)
 #   diagnose -k https://IP/        connect, TLS handshake and first byte timed; 200s
 #   diagnose https://IP/ (no -k)   exit 2 and the certificate error
-# Needs root, nginx, openssl, wrk. Usage: tests/e2e/tls.sh [TCPDOCTOR]
+#   analyze, a certificate lookup  a server (tls_lookup_server.py, ECDSA key) whose handshakes wait
+#                                  30 ms: its time found, the key named from the ServerHello's suite
+# Needs root, nginx, openssl, wrk, curl, tcpdump, python3. Usage: tests/e2e/tls.sh [TCPDOCTOR]
 set -euo pipefail
 TD=${1:-${TCPDOCTOR:-target/release/tcpdoctor}}
 TD=$(readlink -f "$TD")
@@ -97,4 +99,56 @@ rc=$?
 set -e
 [ "$rc" = 2 ] || fail "diagnose, untrusted certificate: exit $rc, not 2"
 grep -qi "certificate" "$WORK/err" || fail "diagnose, untrusted certificate: $(cat "$WORK/err")"
+
+# 6. analyze names the certificate's key from the ServerHello's suite. A Python HTTPS server with
+# an ECDSA P-256 certificate whose handshakes wait 30 ms on a certificate lookup (its SNI
+# callback), 6 curls with TLS 1.2 and 6 with TLS 1.3, captured at the server: the server's time
+# in the handshake is found, and the fix is not "an ECDSA certificate" (TLS 1.2: its suite says
+# ECDSA) or is conditional on the key (TLS 1.3: the certificate travels encrypted). The server
+# resets each connection when the client's close_notify follows its FIN: no request was lost.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+  -subj /CN=tls.test -keyout "$WORK/ec.key" -out "$WORK/ec.pem" 2>/dev/null
+ip netns exec "$S" python3 "$(dirname "$0")/tls_lookup_server.py" "$SERVER_IP" 9443 \
+  "$WORK/ec.pem" "$WORK/ec.key" 30 > "$WORK/lookup.out" 2>&1 &
+PIDS+=($!)
+e2e_wait_line "listening on" "$WORK/lookup.out"
+for v in 1.2 1.3; do
+  ip netns exec "$S" tcpdump -i eth0 -s 256 -U --immediate-mode -w "$WORK/lookup$v.pcap" "tcp port 9443" \
+    2> "$WORK/tcpdump$v.err" &
+  dump=$!
+  PIDS+=($dump)
+  e2e_wait_line "listening on" "$WORK/tcpdump$v.err"
+  for _ in 1 2 3 4 5 6; do
+    ip netns exec "$C" curl -sk --tlsv"$v" --tls-max "$v" --resolve "tls.test:9443:$SERVER_IP" \
+      -o /dev/null https://tls.test:9443/ || fail "curl TLS $v to the lookup server"
+  done
+  e2e_wait_closed "$S" 9443
+  kill -INT "$dump"
+  wait "$dump" || true
+  "$TD" analyze --format json "$WORK/lookup$v.pcap" > "$WORK/lookup$v.json" || true
+done
+python3 - "$WORK/lookup1.2.json" "$WORK/lookup1.3.json" <<'PY' || fail "certificate key in tls_handshake"
+import json, sys
+for path, key in zip(sys.argv[1:], ("ecdsa", "encrypted")):
+    r = json.load(open(path))
+    f = [f for f in r["findings"] if f["kind"] == "tls_handshake"]
+    assert f, (path, [(g["kind"], g["culprit"]) for g in r["findings"]])
+    f = f[0]
+    d = f["details"]
+    assert f["culprit"]["role"] == "server" and d["cause"] == "key_exchange", (path, f["culprit"], d)
+    assert d["handshakes"] >= 5 and 25 <= d["key_exchange_ms"] < 60, (path, d)
+    assert d["certificate_key"] == key, (path, d)
+    # The server closes its socket after each response, so the client's close_notify that
+    # follows its FIN is answered by an RST: the request had its answer, none was lost.
+    ended = [c["end"] for c in r["connections"]]
+    assert ended.count("rst") >= 5, (path, ended)
+    assert not [g for g in r["findings"] + r["minor_findings"] if g["kind"] == "connection_reset"], \
+        (path, [(g["kind"], g["culprit"]) for g in r["findings"] + r["minor_findings"]])
+    if key == "ecdsa":
+        assert "sign with an ECDSA" not in f["fix"] and "ECDSA already" in f["fix"], f["fix"]
+    else:
+        assert "If it is RSA" in f["fix"] and "Server public key" in f["fix"], f["fix"]
+    print(f"e2e tls: certificate lookup, TLS {'1.2' if key == 'ecdsa' else '1.3'}: "
+          f"{d['handshakes']} handshakes, {d['key_exchange_ms']:.1f} ms the server's, key {key}")
+PY
 echo "e2e tls: PASS"

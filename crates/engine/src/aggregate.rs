@@ -63,6 +63,9 @@ pub(crate) struct Aggregate {
     /// Connections the culprit (a client) opened and never sent a request
     /// on: it opens connections ahead of use (filled in at the report).
     pub(crate) preconnects: u64,
+    /// `tls_handshake`: handshakes by the certificate key their suite named
+    /// (indexed by [`rules::tls::CertKey::index`]).
+    pub(crate) tls_keys: [u32; 4],
 }
 
 impl Aggregate {
@@ -110,6 +113,7 @@ impl Aggregate {
             servers: Vec::new(),
             servers_overflow: false,
             preconnects: 0,
+            tls_keys: [0; 4],
         }
     }
 }

@@ -53,13 +53,160 @@ pub fn looks_like_record(p: &[u8]) -> bool {
 }
 
 /// How many leading payload bytes the rule reads: the record header and the
-/// handshake message type.
+/// handshake message type; of a ServerHello, up to its cipher suite.
 pub fn payload_needed(p: &[u8]) -> usize {
-    if looks_like_record(p) {
-        p.len().min(6)
-    } else {
+    if !looks_like_record(p) {
         0
+    } else if server_hello_at(p).is_some() {
+        p.len().min(PLAIN_ALERT + SERVER_HELLO_NEEDED)
+    } else {
+        p.len().min(6)
     }
+}
+
+/// A plaintext alert record: the header and 2 bytes.
+const PLAIN_ALERT: usize = 7;
+
+/// Where the ServerHello that `p` starts with begins: at 0, or after one
+/// plaintext alert (a server warns `unrecognized_name` before its
+/// ServerHello when it has no certificate for the name the client gave).
+fn server_hello_at(p: &[u8]) -> Option<usize> {
+    let hello = |q: &[u8]| record_type(q) == Some(HANDSHAKE) && q.get(5) == Some(&SERVER_HELLO);
+    if hello(p) {
+        Some(0)
+    } else if record_type(p) == Some(ALERT) && p[3..5] == [0, 2] && hello(p.get(PLAIN_ALERT..)?) {
+        Some(PLAIN_ALERT)
+    } else {
+        None
+    }
+}
+
+const SERVER_HELLO: u8 = 2;
+/// A ServerHello's bytes up to its cipher suite, with the longest session id
+/// (RFC 5246 §7.4.1.3): the record header (5), the handshake header (4), the
+/// version (2), the random (32), the session id's length (1) and at most 32
+/// bytes of it, the suite (2).
+const SERVER_HELLO_NEEDED: usize = 5 + 4 + 2 + 32 + 1 + 32 + 2;
+
+/// The certificate's key, as the server's handshake shows it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CertKey {
+    /// No ServerHello seen (the capture began later, or cut it short), or a
+    /// suite that names no key (pre-shared keys, anonymous).
+    #[default]
+    Unknown,
+    /// A TLS 1.2 suite signed or decrypted with RSA (`ECDHE_RSA`, `DHE_RSA`,
+    /// or the RSA key exchange).
+    Rsa,
+    /// A TLS 1.2 suite signed with ECDSA (`ECDHE_ECDSA`, `ECDH_ECDSA`).
+    Ecdsa,
+    /// TLS 1.3: the suite names no key, and the certificate travels
+    /// encrypted (RFC 8446 §2).
+    Encrypted,
+}
+
+impl CertKey {
+    /// The word in a finding's details.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CertKey::Unknown => "unknown",
+            CertKey::Rsa => "rsa",
+            CertKey::Ecdsa => "ecdsa",
+            CertKey::Encrypted => "encrypted",
+        }
+    }
+
+    /// Index in [`crate::Aggregate::tls_keys`].
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+
+    pub(crate) const ALL: [CertKey; 4] = [
+        CertKey::Unknown,
+        CertKey::Rsa,
+        CertKey::Ecdsa,
+        CertKey::Encrypted,
+    ];
+
+    /// The key a cipher suite names (the IANA TLS Cipher Suites registry).
+    pub fn of_suite(suite: u16) -> CertKey {
+        match suite {
+            // TLS 1.3's five suites (RFC 8446 §B.4).
+            0x1301..=0x1305 => CertKey::Encrypted,
+            // ECDH(E)_ECDSA: RFC 8422, 5289, 6209 (ARIA), 6367 (Camellia),
+            // 7251 (CCM), 7905 (ChaCha20).
+            0xC001..=0xC00A
+            | 0xC023..=0xC026
+            | 0xC02B..=0xC02E
+            | 0xC048..=0xC04B
+            | 0xC05C..=0xC05F
+            | 0xC072..=0xC075
+            | 0xC086..=0xC089
+            | 0xC0AC..=0xC0AF
+            | 0xCCA9 => CertKey::Ecdsa,
+            // The RSA key exchange, DHE_RSA, ECDHE_RSA (the same RFCs; a
+            // fixed ECDH_RSA key is an EC key that a CA signed with RSA: not
+            // named).
+            0x0001..=0x000A
+            | 0x0014..=0x0016
+            | 0x002F
+            | 0x0033
+            | 0x0035
+            | 0x0039
+            | 0x003B..=0x003D
+            | 0x0041
+            | 0x0045
+            | 0x0067
+            | 0x006B
+            | 0x0084
+            | 0x0088
+            | 0x0096
+            | 0x009A
+            | 0x009C..=0x009F
+            | 0x00BA
+            | 0x00BE
+            | 0x00C0
+            | 0x00C4
+            | 0xC010..=0xC014
+            | 0xC027..=0xC028
+            | 0xC02F..=0xC030
+            | 0xC03C..=0xC03D
+            | 0xC044..=0xC045
+            | 0xC04C..=0xC04D
+            | 0xC050..=0xC053
+            | 0xC060..=0xC061
+            | 0xC076..=0xC077
+            | 0xC07A..=0xC07D
+            | 0xC08A..=0xC08B
+            | 0xC09C..=0xC0A3
+            | 0xCCA8
+            | 0xCCAA
+            // RSA_PSK (RFC 4279, 5487, 6209, 6367, 7905), SRP_RSA (RFC 5054).
+            | 0x002E
+            | 0x0092..=0x0095
+            | 0x00AC..=0x00AD
+            | 0x00B6..=0x00B9
+            | 0xC01B
+            | 0xC01E
+            | 0xC021
+            | 0xC06E..=0xC06F
+            | 0xC098..=0xC099
+            | 0xCCAE => CertKey::Rsa,
+            _ => CertKey::Unknown,
+        }
+    }
+}
+
+/// The cipher suite of a ServerHello that `p` starts with (RFC 5246
+/// §7.4.1.3, RFC 8446 §4.1.3: the same layout up to the suite).
+pub fn server_hello_suite(p: &[u8]) -> Option<u16> {
+    let p = &p[server_hello_at(p)?..];
+    let sid = usize::from(*p.get(43)?);
+    if sid > 32 {
+        return None;
+    }
+    let at = 44 + sid;
+    Some(u16::from_be_bytes([*p.get(at)?, *p.get(at + 1)?]))
 }
 
 /// The content type of the record `p` starts, if it starts one.
@@ -67,7 +214,22 @@ fn record_type(p: &[u8]) -> Option<u8> {
     looks_like_record(p).then(|| p[0])
 }
 
+/// Whether a segment of `len` bytes starting `p` is one TLS alert record: a
+/// TLS 1.2 alert (content type 21), or a record of application data too
+/// short for anything but an alert — TLS 1.3 encrypts its alerts as
+/// application data (RFC 8446 §5.2): 2 bytes, the inner content type and a
+/// 16-byte tag make 19; an HTTP request in a record is 35 or more.
+pub fn is_alert_record(p: &[u8], len: u32) -> bool {
+    const MAX_ENCRYPTED_ALERT: u32 = 32;
+    let Some(t) = record_type(p) else {
+        return false;
+    };
+    let record = u32::from(u16::from_be_bytes([p[3], p[4]]));
+    len == 5 + record && (t == ALERT || (t == APPLICATION_DATA && record <= MAX_ENCRYPTED_ALERT))
+}
+
 const CHANGE_CIPHER_SPEC: u8 = 20;
+const ALERT: u8 = 21;
 const HANDSHAKE: u8 = 22;
 const APPLICATION_DATA: u8 = 23;
 /// A client flight that starts with change_cipher_spec and is no larger than
@@ -89,6 +251,10 @@ pub struct TlsState {
     false_start: bool,
     /// The client's first data: a TLS record (`Some(true)`), or not.
     tls: Option<bool>,
+    /// The certificate's key, from the last ServerHello.
+    key: CertKey,
+    /// The client's last message is one TLS alert: its close_notify.
+    closing_alert: bool,
     pending: Option<Pending>,
 }
 
@@ -119,6 +285,7 @@ pub struct Opened {
     pub client_ns: i64,
     /// The handshake's first segment.
     pub frame: u64,
+    pub key: CertKey,
 }
 
 impl TlsState {
@@ -149,6 +316,11 @@ impl TlsState {
             let tls = *self.tls.get_or_insert(record == Some(HANDSHAKE));
             self.request_record = record.filter(|_| tls);
             self.false_start = false;
+            self.closing_alert = tls && is_alert_record(seg.payload, seg.len);
+        } else if self.request_record == Some(HANDSHAKE) {
+            if let Some(suite) = server_hello_suite(seg.payload) {
+                self.key = CertKey::of_suite(suite);
+            }
         }
     }
 
@@ -217,6 +389,7 @@ impl TlsState {
                 rounds: p.rounds,
                 client_ns,
                 frame: p.first.request_first.map_or(0, |m| m.frame),
+                key: self.key,
             },
         )
     }
@@ -267,8 +440,73 @@ pub fn occurrence(conn: &Connection, split: &Split, o: &Opened) -> Option<Occurr
             network_ns: network,
             rounds: o.rounds,
             rtt_ns: conn.path_rtt_ns(),
+            key: o.key,
         }),
     })
+}
+
+/// Why a server's own time in its handshakes, and the fix, by the key its
+/// certificate signs with: a large RSA key is the usual cause; an ECDSA one
+/// is not, and then the time is the server's elsewhere.
+fn server_words(ep: &str, kx: f64, key: CertKey) -> (String, String) {
+    let own = format!("most of it is {ep}'s own time between the client's flight and its answer — {kx:.2} ms per handshake");
+    let costs = "RSA keys of 3072–4096 bits cost milliseconds per signature, 2048 bits about one; \
+                 ECDSA P-256 or Ed25519 tens of microseconds";
+    let elsewhere = "its CPU busy with other work or a worker blocked, a certificate or key \
+                     looked up per handshake (a certificate-selection callback, a remote key store \
+                     or hardware module), or an OCSP response fetched in line";
+    let rest = "let clients resume sessions (`ssl_session_cache shared:SSL:10m; \
+                ssl_session_tickets on;`) so repeat handshakes skip the signature; and keep \
+                connections alive so each request does not pay a handshake";
+    match key {
+        CertKey::Rsa => (
+            format!(
+                "{own}: computing its key share and signing it with the certificate's RSA key (the \
+                 cipher suite in its ServerHello is RSA-signed; {costs}), or waiting on a hardware \
+                 module or an OCSP lookup"
+            ),
+            format!(
+                "At {ep}: sign with an ECDSA P-256 certificate (or serve one beside the RSA one: nginx \
+                 takes several `ssl_certificate` lines) instead of the RSA key; enable TLS 1.3; {rest}. \
+                 `openssl speed rsa2048 rsa4096 ecdsap256` shows the cost per signature on this CPU."
+            ),
+        ),
+        CertKey::Ecdsa => (
+            format!(
+                "{own}. Its certificate's key is ECDSA already (the cipher suite in its ServerHello is \
+                 ECDSA-signed), and an ECDSA signature costs tens of microseconds: this is not the \
+                 signature but what the server did before answering — {elsewhere}"
+            ),
+            format!(
+                "At {ep}: find what the server does between a ClientHello and its answer — its CPU \
+                 during handshakes (`top -H`, `perf top`), certificate-selection callbacks and remote \
+                 key stores (cache what they return), OCSP responses fetched per handshake (staple a \
+                 cached one: nginx `ssl_stapling on`); {rest}. A different certificate key will not \
+                 help: it is ECDSA already."
+            ),
+        ),
+        CertKey::Encrypted | CertKey::Unknown => {
+            let hidden = if key == CertKey::Encrypted {
+                "TLS 1.3 sends the certificate encrypted, so the capture cannot show its key"
+            } else {
+                "the capture shows no ServerHello that names the certificate's key"
+            };
+            (
+                format!(
+                    "{own}: computing its key share and signing it with the certificate's key \
+                     ({hidden}; {costs}), or what the server did before answering — {elsewhere}"
+                ),
+                format!(
+                    "At {ep}: read the certificate's key (`openssl s_client -connect HOST:PORT \
+                     </dev/null 2>/dev/null | grep 'Server public key'`). If it is RSA, sign with an \
+                     ECDSA P-256 certificate (or serve one beside it: nginx takes several \
+                     `ssl_certificate` lines); if it is ECDSA already, find what the server does \
+                     before answering a ClientHello (its CPU, certificate-selection callbacks, OCSP \
+                     fetches); {rest}."
+                ),
+            )
+        }
+    }
 }
 
 /// The words of a `tls_handshake` finding: why, the fix, its details.
@@ -285,25 +523,12 @@ pub(crate) fn words(s: &Said<'_>) -> Words {
     } else {
         "a one-round-trip handshake (TLS 1.3, or a resumed TLS 1.2 session)"
     };
+    let key = key_of(a);
     let (cause, why, fix) = match role {
-        "server" => (
-            "key_exchange",
-            format!(
-                "most of it is {ep}'s own time between the client's flight and its answer — \
-                 {kx:.2} ms per handshake: computing its key share and signing it with the \
-                 certificate's private key (RSA keys of 3072–4096 bits cost milliseconds per \
-                 signature; ECDSA P-256 or Ed25519 a few microseconds), or waiting on a hardware \
-                 module or an OCSP lookup"
-            ),
-            format!(
-                "At {ep}: sign with an ECDSA P-256 certificate (or serve one beside the RSA one: nginx \
-                 takes several `ssl_certificate` lines) instead of a large RSA key; let clients resume \
-                 sessions (`ssl_session_cache shared:SSL:10m; ssl_session_tickets on;`) so repeat \
-                 handshakes skip the signature; enable TLS 1.3; and keep connections alive so each \
-                 request does not pay a handshake. `openssl speed rsa4096 ecdsap256` shows the cost per \
-                 signature on this CPU."
-            ),
-        ),
+        "server" => {
+            let (why, fix) = server_words(ep, kx, key);
+            ("key_exchange", why, fix)
+        }
         _ => (
             "client",
             format!(
@@ -331,7 +556,7 @@ pub(crate) fn words(s: &Said<'_>) -> Words {
         explanation,
         fix,
         json!({"cause": cause, "handshakes": a.occurrences, "handshakes_seen": a.flagged,
-               "round_trips": rounds,
+               "round_trips": rounds, "certificate_key": key.as_str(),
                "key_exchange_ms": kx, "client_ms": cl, "network_ms": network,
                "rtt_ms": rtt}),
     )
@@ -355,6 +580,99 @@ mod tests {
         assert_eq!(payload_needed(&[22, 3, 1, 0, 200, 1, 0, 0]), 6);
         assert_eq!(payload_needed(b"hello world"), 0);
     }
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn server_hello_suites() {
+        // fixtures/tls-ecdsa.client.pcap frame 66: nginx, TLS 1.2, no
+        // session id, ECDHE-ECDSA-AES128-GCM-SHA256.
+        let tls12 = hex(
+            "160303004c020000480303c9f1cfdc5cdd0eada261a514e3e4afd626575597d39a26c05f620f\
+             77caf2160700c02b000020ff01000100000b0004030001020010000b000908687474702f312e3100",
+        );
+        assert_eq!(server_hello_suite(&tls12), Some(0xC02B));
+        assert_eq!(payload_needed(&tls12), tls12.len());
+        // fixtures/corpus/zeek-tls13-ech.pcap frame 9: TLS 1.3 with a
+        // 32-byte legacy session id, TLS_AES_128_GCM_SHA256; its suite is
+        // the last two of the bytes kept.
+        let tls13 = hex(
+            "160303007a020000760303cd86afb4bb270220f3b7c330c6fc84b3ada6a00d98b285a5022de6\
+             f5ced70efc207c77f968ecbeda040598f47af5265fb5f0f5ef3279f08b43d03c31a57ce0c6301301\
+             00002e002b0002030400330024001d00",
+        );
+        assert_eq!(payload_needed(&tls13), PLAIN_ALERT + SERVER_HELLO_NEEDED);
+        assert_eq!(
+            server_hello_suite(&tls13[..SERVER_HELLO_NEEDED]),
+            Some(0x1301)
+        );
+        assert_eq!(CertKey::of_suite(0x1301), CertKey::Encrypted);
+        // Cut before the suite; a ClientHello; a session id too long.
+        assert_eq!(server_hello_suite(&tls13[..SERVER_HELLO_NEEDED - 1]), None);
+        assert_eq!(server_hello_suite(&[22, 3, 1, 0, 200, 1, 0, 0]), None);
+        // After a warning alert (unrecognized_name): as
+        // fixtures/corpus/ndpi-http-ipv6.pcap frame 149 begins (its real bytes).
+        let warned = [&hex("15030300020170")[..], &tls12].concat();
+        assert_eq!(server_hello_suite(&warned), Some(0xC02B));
+        assert_eq!(payload_needed(&warned), warned.len());
+        let mut bad = tls12.clone();
+        bad[43] = 33;
+        assert_eq!(server_hello_suite(&bad), None);
+    }
+
+    #[test]
+    fn alert_records() {
+        // A Python server's TLS 1.2 and 1.3 connections (tests/e2e/tls.sh
+        // part 6): the client's close_notify after the server's FIN, 31 and
+        // 24 bytes; its request, 106 and 99 bytes (their first 6 kept).
+        assert!(is_alert_record(&hex("150303001a44"), 31));
+        assert!(is_alert_record(&hex("170303001343"), 24));
+        assert!(!is_alert_record(&hex("170303006544"), 106));
+        assert!(!is_alert_record(&hex("170303005e63"), 99));
+        // A record cut short, one that another follows, plain text.
+        assert!(!is_alert_record(&hex("150303001a44"), 30));
+        assert!(!is_alert_record(&hex("170303001343"), 48));
+        assert!(!is_alert_record(b"GET / HTTP/1.1", 14));
+    }
+
+    /// Every suite OpenSSL 3.0 knows (`openssl ciphers -V
+    /// 'ALL:COMPLEMENTOFALL:@SECLEVEL=0'`), by its `Au=`: `R` RSA, `E` ECDSA,
+    /// `3` TLS 1.3 (`any`), `-` none of them (DSS, PSK, SRP, anonymous).
+    const OPENSSL_SUITES: &str = "
+        0001R 0002R 002c- 002d- 002eR 002fR 0032- 0033R 0034- 0035R 0038- 0039R 003a- 003bR
+        003cR 003dR 0040- 0041R 0044- 0045R 0046- 0067R 006a- 006bR 006c- 006d- 0084R 0087-
+        0088R 0089- 008c- 008d- 0090- 0091- 0094R 0095R 009cR 009dR 009eR 009fR 00a2- 00a3-
+        00a6- 00a7- 00a8- 00a9- 00aa- 00ab- 00acR 00adR 00ae- 00af- 00b0- 00b1- 00b2- 00b3-
+        00b4- 00b5- 00b6R 00b7R 00b8R 00b9R 00baR 00bd- 00beR 00bf- 00c0R 00c3- 00c4R 00c5-
+        13013 13023 13033 c006E c009E c00aE c010R c013R c014R c015- c018- c019- c01d- c01eR
+        c01f- c020- c021R c022- c023E c024E c027R c028R c02bE c02cE c02fR c030R c035- c036-
+        c037- c038- c039- c03a- c03b- c050R c051R c052R c053R c056- c057- c05cE c05dE c060R
+        c061R c06a- c06b- c06c- c06d- c06eR c06fR c072E c073E c076R c077R c094- c095- c096-
+        c097- c098R c099R c09a- c09b- c09cR c09dR c09eR c09fR c0a0R c0a1R c0a2R c0a3R c0a4-
+        c0a5- c0a6- c0a7- c0a8- c0a9- c0aa- c0ab- c0acE c0adE c0aeE c0afE cca8R cca9E ccaaR
+        ccab- ccac- ccad- ccaeR";
+
+    #[test]
+    fn suites_name_the_key_openssl_names() {
+        let mut n = 0;
+        for t in OPENSSL_SUITES.split_whitespace() {
+            let id = u16::from_str_radix(&t[..4], 16).unwrap();
+            let want = match &t[4..] {
+                "R" => CertKey::Rsa,
+                "E" => CertKey::Ecdsa,
+                "3" => CertKey::Encrypted,
+                _ => CertKey::Unknown,
+            };
+            assert_eq!(CertKey::of_suite(id), want, "suite {id:#06x}");
+            n += 1;
+        }
+        assert_eq!(n, 158);
+    }
 }
 
 /// What one occurrence measured.
@@ -368,6 +686,8 @@ pub struct Tls {
     /// Handshake round trips (2 for a full TLS 1.2 handshake, 1 for TLS 1.3).
     pub rounds: u32,
     pub rtt_ns: Option<i64>,
+    /// The certificate's key, from the ServerHello's suite.
+    pub key: CertKey,
 }
 
 impl rule::Fold for Tls {
@@ -377,6 +697,26 @@ impl rule::Fold for Tls {
         a.transfer_ns += self.client_ns;
         a.count += u64::from(self.rounds);
         a.rtt_ns_min = rule::min_opt(a.rtt_ns_min, self.rtt_ns);
+        a.tls_keys[self.key.index()] += 1;
+    }
+}
+
+/// The key most of a finding's handshakes showed; `Unknown` when no key was
+/// seen or two tie.
+fn key_of(a: &crate::Aggregate) -> CertKey {
+    let seen = CertKey::ALL.into_iter().filter(|&k| k != CertKey::Unknown);
+    let most = seen
+        .max_by_key(|k| a.tls_keys[k.index()])
+        .unwrap_or_default();
+    let n = a.tls_keys[most.index()];
+    let ties = CertKey::ALL
+        .into_iter()
+        .filter(|&k| k != CertKey::Unknown && a.tls_keys[k.index()] == n)
+        .count();
+    if n == 0 || ties > 1 {
+        CertKey::Unknown
+    } else {
+        most
     }
 }
 
@@ -393,16 +733,29 @@ impl rule::Rule for TlsState {
             cx.out.extend(occurrence(conn, &cx.split, &t));
         }
     }
+
+    /// A client that closes with its close_notify and gets an RST for it
+    /// (the server closed its socket without reading it, before or after its
+    /// FIN) lost nothing: the alert is no request, and its response had come.
+    fn on_close(&mut self, cx: &mut rule::CloseCx<'_>, _: &Connection) {
+        if self.closing_alert {
+            cx.out.retain(|o| o.kind != Kind::ConnectionReset);
+        }
+    }
 }
 
 /// The verdict's sentence of a `tls_handshake` finding.
 pub(crate) fn cause(c: &rule::Cause<'_>) -> String {
     let (ep, role, typ) = (c.ep, c.role, &c.typ);
     match c.str("cause") {
-        Some("key_exchange") => format!(
-            "{ep} ({role}) takes ~{typ} per TLS handshake, most of it its own key exchange \
-             (the certificate key's signature)"
-        ),
+        Some("key_exchange") => {
+            let what = match c.str("certificate_key") {
+                Some("ecdsa") => "its own time before answering, not its ECDSA key's signature",
+                Some("rsa") => "its own key exchange (its RSA key's signature)",
+                _ => "its own key exchange (the certificate key's signature)",
+            };
+            format!("{ep} ({role}) takes ~{typ} per TLS handshake, most of it {what}")
+        }
         Some("client") => format!(
             "each TLS handshake takes ~{typ}, most of it the client's own processing between flights"
         ),
