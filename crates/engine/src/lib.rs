@@ -942,6 +942,15 @@ pub(crate) fn fmt_ip(addr: SocketAddr) -> String {
 }
 
 impl Diagnoser {
+    /// A live run's exchange, for its interval's figures.
+    fn note_live(&mut self, server: SocketAddr, d: i64) {
+        if self.live_exchanges.len() < LIVE_EXCHANGES {
+            self.live_exchanges.push((server, d));
+        } else {
+            self.live_overflow += 1;
+        }
+    }
+
     fn state_bytes(&self) -> usize {
         use std::mem::size_of;
         (self.heavy_open + self.spare_heavy.len()) * size_of::<Heavy>()
@@ -1018,16 +1027,24 @@ impl Analyzer for Diagnoser {
 
     fn exchange(&mut self, conn: &Connection, state: &mut ConnState, ex: &Exchange) {
         let h = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
+        let step = h.rules.tls.on_exchange(conn, ex, &mut h.claims);
+        if let rules::tls::Step::Trimmed(_, pause, frame) = step {
+            h.rules.idle.before_request(pause, frame);
+        }
         let (inside, longest, cork_holds) = h.rules.idle.take_exchange();
         let buffered = h.rules.congestion.take_exchange();
         // A TLS handshake's rounds are not the application's exchanges: the
         // first exchange after them carries their time.
         let opened;
-        let (ex, tls) = match h.rules.tls.on_exchange(conn, ex, &mut h.claims) {
+        let (ex, tls) = match step {
             rules::tls::Step::Handshake => return,
             rules::tls::Step::Opened(e, o) => {
                 opened = *e;
                 (&opened, Some(o))
+            }
+            rules::tls::Step::Trimmed(e, ..) => {
+                opened = *e;
+                (&opened, None)
             }
             rules::tls::Step::Plain => (ex, None),
         };
@@ -1097,11 +1114,7 @@ impl Analyzer for Diagnoser {
             || policer.policed_ns(ex),
         );
         if self.options.live {
-            if self.live_exchanges.len() < LIVE_EXCHANGES {
-                self.live_exchanges.push((conn.server.addr, d));
-            } else {
-                self.live_overflow += 1;
-            }
+            self.note_live(conn.server.addr, d);
         }
         let sums = &mut self.bucket_budgets[bucket.min(Histogram::BUCKETS - 1) / BUDGET_BUCKET];
         for (s, v) in sums.iter_mut().zip(&split) {

@@ -314,6 +314,20 @@ impl IdleState {
         part
     }
 
+    /// The client's pause that ended at `frame`, `pause` long, after a
+    /// control record that began its message (a TLS rule's finding), was
+    /// before its request, not inside it: taken out of the sums when they
+    /// counted it (the longest pause ends there; a shorter one among others
+    /// stays in, as before).
+    #[cold]
+    pub fn before_request(&mut self, pause: i64, frame: u64) {
+        let c = Dir::ClientToServer.index();
+        if self.longest[c].2 == frame {
+            self.inside_ns[c] = (self.inside_ns[c] - pause).max(0);
+            self.longest[c] = (0, 0, 0);
+        }
+    }
+
     /// The application time found inside the exchange that just ended, per
     /// sending direction, its longest pause and its cork holds; starts the
     /// next exchange.

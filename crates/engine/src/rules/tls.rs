@@ -24,7 +24,7 @@
 //! processing between flights), whichever took more; the handshake's round
 //! trips are counted by `network_latency` with the others.
 
-use tcpdoctor_flow::{Connection, Dir, Exchange, SegKind, Segment};
+use tcpdoctor_flow::{Connection, Dir, Exchange, Mark, SegKind, Segment};
 use tcpdoctor_wire::Timestamp;
 
 use crate::budget::{index, Claims, Part, Split};
@@ -214,6 +214,19 @@ fn record_type(p: &[u8]) -> Option<u8> {
     looks_like_record(p).then(|| p[0])
 }
 
+/// Whether a segment of `len` bytes starting `p` is one record of
+/// application data too short to hold a request: a multiplexed protocol's
+/// control frame (HTTP/2's WINDOW_UPDATE, PING or SETTINGS ACK, 9 to 17 bytes;
+/// SPDY's PING, 12), with its record's overhead (17 bytes in TLS 1.3, 24 in
+/// TLS 1.2 with AES-GCM). 41 holds an HTTP/2 PING in TLS 1.2 with AES-GCM;
+/// an HTTP/1 request line alone is 16 bytes or more (`GET / HTTP/1.1`).
+fn is_control_record(p: &[u8], len: u32) -> bool {
+    const MAX_CONTROL_RECORD: u32 = 41;
+    record_type(p) == Some(APPLICATION_DATA)
+        && len == 5 + u32::from(u16::from_be_bytes([p[3], p[4]]))
+        && len - 5 <= MAX_CONTROL_RECORD
+}
+
 /// Whether a segment of `len` bytes starting `p` is one TLS alert record: a
 /// TLS 1.2 alert (content type 21), or a record of application data too
 /// short for anything but an alert — TLS 1.3 encrypts its alerts as
@@ -255,6 +268,11 @@ pub struct TlsState {
     key: CertKey,
     /// The client's last message is one TLS alert: its close_notify.
     closing_alert: bool,
+    /// The client's message in progress began with one control record
+    /// ([`is_control_record`]) of this many bytes; the segment after it,
+    /// and how long after.
+    lead: Option<(Mark, u32)>,
+    then: Option<(Mark, i64)>,
     pending: Option<Pending>,
 }
 
@@ -275,6 +293,11 @@ pub enum Step {
     Handshake,
     /// The first exchange after a handshake, stretched back to its start.
     Opened(Box<Exchange>, Opened),
+    /// An exchange whose request began with a control record and went on
+    /// later: the request starts after it. The pause from the record to the
+    /// rest (ns) and the frame that ended it: the client's time between its
+    /// control frame and its next request, not inside a request.
+    Trimmed(Box<Exchange>, i64, u64),
 }
 
 /// The handshake an exchange paid for.
@@ -296,11 +319,19 @@ impl TlsState {
             return;
         }
         if self.last_dir == Some(seg.dir) {
-            if seg.dir == Dir::ClientToServer
-                && self.request_record == Some(HANDSHAKE)
-                && record_type(seg.payload) == Some(APPLICATION_DATA)
-            {
-                self.false_start = true;
+            if seg.dir == Dir::ClientToServer {
+                if self.request_record == Some(HANDSHAKE)
+                    && record_type(seg.payload) == Some(APPLICATION_DATA)
+                {
+                    self.false_start = true;
+                }
+                if let (Some((lead, _)), None) = (self.lead, self.then) {
+                    let at = Mark {
+                        ts: seg.ts,
+                        frame: seg.frame,
+                    };
+                    self.then = Some((at, seg.ts.since(lead.ts)));
+                }
             }
             return;
         }
@@ -317,6 +348,14 @@ impl TlsState {
             self.request_record = record.filter(|_| tls);
             self.false_start = false;
             self.closing_alert = tls && is_alert_record(seg.payload, seg.len);
+            self.lead = (tls && is_control_record(seg.payload, seg.len)).then_some((
+                Mark {
+                    ts: seg.ts,
+                    frame: seg.frame,
+                },
+                seg.len,
+            ));
+            self.then = None;
         } else if self.request_record == Some(HANDSHAKE) {
             if let Some(suite) = server_hello_suite(seg.payload) {
                 self.key = CertKey::of_suite(suite);
@@ -372,7 +411,10 @@ impl TlsState {
         }
         // Most connections have no handshake pending: not taken (a copy).
         if self.pending.is_none() {
-            return Step::Plain;
+            if self.lead.is_none() {
+                return Step::Plain;
+            }
+            return self.trimmed(ex, req_last);
         }
         let Some(p) = self.pending.take() else {
             return Step::Plain;
@@ -392,6 +434,24 @@ impl TlsState {
                 key: self.key,
             },
         )
+    }
+}
+
+impl TlsState {
+    /// The exchange with its request started after a leading control
+    /// record, when the rest of the request followed it.
+    #[cold]
+    fn trimmed(&mut self, ex: &Exchange, req_last: Mark) -> Step {
+        let (Some((lead, len)), Some((then, pause))) = (self.lead.take(), self.then.take()) else {
+            return Step::Plain;
+        };
+        if ex.request_first.map(|m| m.frame) != Some(lead.frame) || then.frame > req_last.frame {
+            return Step::Plain;
+        }
+        let mut trimmed = *ex;
+        trimmed.request_first = Some(then);
+        trimmed.request_bytes = trimmed.request_bytes.saturating_sub(u64::from(len));
+        Step::Trimmed(Box::new(trimmed), pause, then.frame)
     }
 }
 
@@ -638,6 +698,20 @@ mod tests {
         assert!(!is_alert_record(&hex("150303001a44"), 30));
         assert!(!is_alert_record(&hex("170303001343"), 48));
         assert!(!is_alert_record(b"GET / HTTP/1.1", 14));
+    }
+
+    #[test]
+    fn control_records() {
+        // fixtures/corpus/zeek-tls-chrome-34-google.pcap: frame 31, a 41-byte
+        // record (SPDY's PING, 12 bytes, and 24 of AES-GCM); frame 33, the
+        // next request (145 bytes); frame 20, a 49-byte record.
+        assert!(is_control_record(&hex("170303002400"), 41));
+        assert!(!is_control_record(&hex("170303008c00"), 145));
+        assert!(!is_control_record(&hex("170303002c00"), 49));
+        // Not one whole record; not application data.
+        assert!(!is_control_record(&hex("170303002400"), 60));
+        assert!(!is_control_record(&hex("150303001a44"), 31));
+        assert!(!is_control_record(b"GET / HTTP/1.1", 14));
     }
 
     /// Every suite OpenSSL 3.0 knows (`openssl ciphers -V
