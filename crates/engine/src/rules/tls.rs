@@ -686,31 +686,32 @@ mod tests {
     }
 
     #[test]
-    fn alert_records() {
-        // A Python server's TLS 1.2 and 1.3 connections (tests/e2e/tls.sh
-        // part 6): the client's close_notify after the server's FIN, 31 and
-        // 24 bytes; its request, 106 and 99 bytes (their first 6 kept).
-        assert!(is_alert_record(&hex("150303001a44"), 31));
-        assert!(is_alert_record(&hex("170303001343"), 24));
-        assert!(!is_alert_record(&hex("170303006544"), 106));
-        assert!(!is_alert_record(&hex("170303005e63"), 99));
-        // A record cut short, one that another follows, plain text.
-        assert!(!is_alert_record(&hex("150303001a44"), 30));
-        assert!(!is_alert_record(&hex("170303001343"), 48));
+    fn alert_and_control_records() {
+        // (a segment's first bytes, its length, an alert, a control frame).
+        let cases = [
+            // A Python server's TLS 1.2 and 1.3 connections (tests/e2e/tls.sh
+            // part 6): the client's close_notify after the server's FIN;
+            // its requests.
+            ("150303001a44", 31, true, false),
+            ("170303001343", 24, true, true),
+            ("170303006544", 106, false, false),
+            ("170303005e63", 99, false, false),
+            // fixtures/corpus/zeek-tls-chrome-34-google.pcap: frame 31, a
+            // 41-byte record (SPDY's PING, 12 bytes, and 24 of AES-GCM);
+            // frame 33, the next request; frame 20, a 49-byte record.
+            ("170303002400", 41, false, true),
+            ("170303008c00", 145, false, false),
+            ("170303002c00", 49, false, false),
+            // Records cut short, or that another follows.
+            ("150303001a44", 30, false, false),
+            ("170303001343", 48, false, false),
+            ("170303002400", 60, false, false),
+        ];
+        for (p, len, alert, control) in cases {
+            assert_eq!(is_alert_record(&hex(p), len), alert, "{p} {len}");
+            assert_eq!(is_control_record(&hex(p), len), control, "{p} {len}");
+        }
         assert!(!is_alert_record(b"GET / HTTP/1.1", 14));
-    }
-
-    #[test]
-    fn control_records() {
-        // fixtures/corpus/zeek-tls-chrome-34-google.pcap: frame 31, a 41-byte
-        // record (SPDY's PING, 12 bytes, and 24 of AES-GCM); frame 33, the
-        // next request (145 bytes); frame 20, a 49-byte record.
-        assert!(is_control_record(&hex("170303002400"), 41));
-        assert!(!is_control_record(&hex("170303008c00"), 145));
-        assert!(!is_control_record(&hex("170303002c00"), 49));
-        // Not one whole record; not application data.
-        assert!(!is_control_record(&hex("170303002400"), 60));
-        assert!(!is_control_record(&hex("150303001a44"), 31));
         assert!(!is_control_record(b"GET / HTTP/1.1", 14));
     }
 
