@@ -49,17 +49,16 @@ e2e_nginx "  server { listen $SERVER_IP:8080; tcp_nodelay off; root $WORK/html; 
 e2e_wait_port 8080 8081
 
 # Capture at both ends while wrk runs against both ports.
-ip netns exec "$C" tcpdump -i eth0 -s 0 -U --immediate-mode -w "$WORK/client.pcap" tcp 2>"$WORK/tc.err" &
-TC=$!; PIDS+=("$TC")
-ip netns exec "$S" tcpdump -i eth0 -s 0 -U --immediate-mode -w "$WORK/server.pcap" tcp 2>"$WORK/ts.err" &
-TS=$!; PIDS+=("$TS")
-e2e_wait_line "listening on" "$WORK/tc.err" "$WORK/ts.err"
+e2e_tcpdump "$C" "$WORK/client.pcap" 0 tcp
+TC=$DUMP
+e2e_tcpdump "$S" "$WORK/server.pcap" 0 tcp
+TS=$DUMP
 ip netns exec "$C" wrk -c 4 -t 1 -d 1s "http://$SERVER_IP:8080/" >/dev/null
 ip netns exec "$C" wrk -c 4 -t 1 -d 1s "http://$SERVER_IP:8081/" >/dev/null
 # Until every connection's FIN is answered (10 s at most): the captures hold their ends.
 e2e_wait_closed "$S" 8080
 e2e_wait_closed "$S" 8081
-kill -INT "$TC" "$TS"; wait "$TC" "$TS" 2>/dev/null || true
+e2e_tcpdump_stop "$TC" "$TS"
 W=$WORK/server.pcap
 n=$(tcpdump -r "$W" 2>/dev/null | wc -l)
 [ "$n" -gt 2000 ] || fail "the server capture holds only $n packets"

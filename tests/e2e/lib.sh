@@ -90,6 +90,23 @@ e2e_wait_line() {
   done
 }
 
+# e2e_tcpdump NS FILE SNAPLEN FILTER...: tcpdump on namespace NS's eth0 into FILE, each packet
+# written as it comes (-U --immediate-mode), its stderr in FILE.err; returns once it captures
+# (10 s at most) and leaves its pid in DUMP (and PIDS). e2e_tcpdump_stop PID... ends them, each
+# with its last packet written.
+e2e_tcpdump() {
+  local ns=$1 file=$2 snap=$3
+  shift 3
+  ip netns exec "$ns" tcpdump -i eth0 -s "$snap" -U --immediate-mode -w "$file" "$@" 2> "$file.err" &
+  DUMP=$!
+  PIDS+=("$DUMP")
+  e2e_wait_line "listening on" "$file.err"
+}
+e2e_tcpdump_stop() {
+  kill -INT "$@" 2>/dev/null || true
+  wait "$@" 2>/dev/null || true
+}
+
 # e2e_wait_closed NS PORT: waits (10 s at most) until no connection to PORT in namespace NS is
 # still open or closing: every FIN has been answered, so a capture holds the whole exchange.
 e2e_wait_closed() {

@@ -24,13 +24,10 @@ e2e_nginx "  server { listen $SERVER_IP:8080; tcp_nodelay off; root $WORK/html; 
 e2e_wait_port 8080 8081
 
 # 1. tcp_nodelay off: capture at the server, analyse the file.
-ip netns exec "$S" tcpdump -i eth0 --immediate-mode -s 256 -w "$WORK/off.pcap" tcp port 8080 2>"$WORK/tcpdump-off.log" &
-TCPDUMP=$!
-PIDS+=($TCPDUMP)
-e2e_wait_line "listening on" "$WORK/tcpdump-off.log"
+e2e_tcpdump "$S" "$WORK/off.pcap" 256 tcp port 8080
 ip netns exec "$C" wrk -c 4 -t 1 -d 2s --latency http://10.77.0.2:8080/ | tee "$WORK/wrk-off.txt"
 e2e_wait_closed "$C" 8080
-kill "$TCPDUMP"; wait "$TCPDUMP" 2>/dev/null || true
+e2e_tcpdump_stop "$DUMP"
 "$TD" analyze --format json "$WORK/off.pcap" > "$WORK/off.json"
 "$TD" analyze "$WORK/off.pcap" | head -12
 python3 - "$WORK/off.json" <<'PY' || fail "tcp_nodelay off: expected nagle_delayed_ack blaming 10.77.0.2:8080"

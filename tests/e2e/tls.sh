@@ -113,18 +113,13 @@ ip netns exec "$S" python3 "$(dirname "$0")/tls_lookup_server.py" "$SERVER_IP" 9
 PIDS+=($!)
 e2e_wait_line "listening on" "$WORK/lookup.out"
 for v in 1.2 1.3; do
-  ip netns exec "$S" tcpdump -i eth0 -s 256 -U --immediate-mode -w "$WORK/lookup$v.pcap" "tcp port 9443" \
-    2> "$WORK/tcpdump$v.err" &
-  dump=$!
-  PIDS+=($dump)
-  e2e_wait_line "listening on" "$WORK/tcpdump$v.err"
+  e2e_tcpdump "$S" "$WORK/lookup$v.pcap" 256 tcp port 9443
   for _ in 1 2 3 4 5 6; do
     ip netns exec "$C" curl -sk --tlsv"$v" --tls-max "$v" --resolve "tls.test:9443:$SERVER_IP" \
       -o /dev/null https://tls.test:9443/ || fail "curl TLS $v to the lookup server"
   done
   e2e_wait_closed "$S" 9443
-  kill -INT "$dump"
-  wait "$dump" || true
+  e2e_tcpdump_stop "$DUMP"
   "$TD" analyze --format json "$WORK/lookup$v.pcap" > "$WORK/lookup$v.json" || true
 done
 python3 - "$WORK/lookup1.2.json" "$WORK/lookup1.3.json" <<'PY' || fail "certificate key in tls_handshake"

@@ -5,7 +5,10 @@
 #   1. clean: every curl download is a connection with the right 4-tuple, owned by the nginx
 #      worker's pid with command `nginx`, its bytes written within 3% (+ the headers) of what
 #      curl received; beside it, libbpf-tools' tcplife (sock:inet_sock_set_state, its own BPF)
-#      over the same traffic must agree on pid and bytes per connection.
+#      over the same traffic must agree on pid and bytes per connection. No loss is named,
+#      unless the run was not clean (checked): this host dropped a packet, or the server's
+#      kernel judged a tail-loss probe to have repaired a loss (TCPLossProbeRecovery); then it
+#      runs again (3 runs at most).
 #   2. 5% random loss of the server's segments (iptables -m statistic in the client
 #      namespace): retransmissions > 0 and a packet_loss or retransmission_timeout finding
 #      naming the nginx worker, its retransmissions and the listener's SYN-ACKs exactly those
@@ -111,6 +114,36 @@ server_closed() {
   done
 }
 
+# tcpext NS REGEX: the sum of namespace NS's TcpExt counters (/proc/net/netstat, nstat's)
+# whose names match REGEX, or each "name value" with --each.
+tcpext() {
+  local each=0
+  [ "$1" = --each ] && { each=1; shift; }
+  # shellcheck disable=SC2016 # awk's own fields
+  ip netns exec "$1" awk -v re="^($2)\$" -v each=$each '/^TcpExt:/ { if (!h) { split($0, k); h = 1 }
+    else for (i = 2; i <= NF; i++) if (k[i] ~ re) { s += $i; if (each) printf "%s %s ", k[i], $i } }
+    END { if (!each) print s + 0 }' /proc/net/netstat
+}
+# drops: packets this host's kernel dropped so far where a clean run's traffic passes: the
+# per-CPU input backlogs (/proc/net/softnet_stat's second column, host-wide), both veth ends,
+# the server's qdisc, and TCP's own drops in both namespaces (a socket's backlog or receive
+# queue over its limit while its process does not run). A CPU-starved machine can overflow
+# them, and then a clean run's retransmission repaired a real loss.
+drops() {
+  local n=0 v
+  while read -r _ v _; do n=$((n + 16#$v)); done < /proc/net/softnet_stat
+  for ns in "$S" "$C"; do
+    v=$(ip -n "$ns" -s link show eth0 | awk '/RX:|TX:/ { getline; s += $4 } END { print s + 0 }')
+    n=$((n + v + $(tcpext "$ns" 'TCPBacklogDrop|TCPRcvQDrop|TCPOFODrop|TCPZeroWindowDrop|RcvPruned|OfoPruned|TCPMinTTLDrop|PFMemallocDrop')))
+  done
+  v=$(ip netns exec "$S" tc -s qdisc show dev eth0 | awk '/dropped/ { gsub(",", ""); s += $7 } END { print s + 0 }')
+  echo $((n + v))
+}
+# The server's tail-loss probes as its kernel counts them: TCPLossProbeRecovery counts a probe
+# the kernel judged to have repaired a loss (the ACK after it went past the probe without a
+# DSACK), and reduced its congestion window for. The kernel's own verdict, as top reads it.
+TLP_COUNTERS='TCPLossProbes|TCPLossProbeRecovery|TCPDSACKRecv|TCPDSACKIgnoredNoUndo|TCPLostRetransmit|TCPSpuriousRtxHostQueues'
+
 # One run of top over 5 curl downloads of 300 KB; $1 names it. Every wait is on a condition
 # (a fixed 0.7 s for top to start and a fixed 4 s run lost the last download's server end
 # on a loaded machine): top has started tracing, the downloads are done and the server's
@@ -118,6 +151,8 @@ server_closed() {
 # Ctrl-C ends top.
 clean_run() {
   : > "$WORK/curl-$1.txt"
+  DROPS0=$(drops)
+  RECOVERED0=$(tcpext "$S" TCPLossProbeRecovery)
   "$TD" top --duration 60 --format json --port "$PORT" > "$WORK/$1.jsonl" 2> "$WORK/$1.err" &
   TOP=$!
   PIDS+=("$TOP")
@@ -133,11 +168,14 @@ clean_run() {
   for _ in $(seq 100); do [ "$(wc -l < "$WORK/$1.jsonl")" -ge 2 ] && break; sleep 0.1; done
   kill -INT "$TOP"
   wait "$TOP" || { cat "$WORK/$1.err" >&2; fail "top exited with $?"; }
+  DROPPED=$(( $(drops) - DROPS0 ))
+  RECOVERED=$(( $(tcpext "$S" TCPLossProbeRecovery) - RECOVERED0 ))
 }
 
 # Checks a clean run: $1 the run, $2 "strict" (roles from the handshake) or a tcplife output.
 check_clean() {
-python3 - "$WORK/$1.jsonl" "$WORK/curl-$1.txt" "$WORKER" "$SERVER_IP" "$CLIENT_IP" "$PORT" "$2" <<'PY'
+python3 - "$WORK/$1.jsonl" "$WORK/curl-$1.txt" "$WORKER" "$SERVER_IP" "$CLIENT_IP" "$PORT" "$2" \
+  "$DROPPED" "$RECOVERED" "$(tcpext --each "$S" "$TLP_COUNTERS")" <<'PY'
 import json, sys
 lines = open(sys.argv[1]).read().splitlines()
 doc = json.loads(lines[-1])
@@ -172,7 +210,23 @@ assert procs[worker]["command"] == "nginx" and "nginx" in procs[worker]["cmdline
 # A tail-loss probe sent because curl's ACK came late (a busy machine) repaired nothing and
 # is no loss; the retransmitting connections' congestion episodes say why when this fails.
 lossy = [f for f in doc["findings"] if f["kind"] in ("packet_loss", "retransmission_timeout")]
-assert not lossy, (lossy, [{k: c[k] for k in ("local", "remote", "retransmissions", "recovery_episodes",
+dropped, recovered, kernel = int(sys.argv[8]), int(sys.argv[9]), sys.argv[10]
+if any(c["retransmissions"] for c in doc["connections"]):
+    print("top e2e: the clean run re-sent %d segments; this host dropped %d packets; the server's kernel "
+          "judged %d probes to have repaired a loss (since its namespace was made: %s)"
+          % (sum(c["retransmissions"] for c in doc["connections"]), dropped, recovered, kernel))
+if lossy and (dropped or recovered):
+    # The run was not clean: this host dropped packets on the way (a CPU-starved machine
+    # overflows an input backlog), or the server's kernel judged a probe to have repaired a
+    # loss and cut its window (a client's ACK late enough, its DSACK missing or too late):
+    # top names what the kernel saw and did.
+    print("top e2e: %d packets dropped, %d losses the server's kernel repaired, top named %s: "
+          "not a clean run%s" % (dropped, recovered, [(f["kind"], f["occurrences"]) for f in lossy],
+                                 ", again" if mode == "strict" else ""))
+    if mode == "strict":
+        sys.exit(3)
+    lossy = []
+assert not lossy, ("no packet dropped on this host, no loss the kernel repaired", kernel, lossy, [{k: c[k] for k in ("local", "remote", "retransmissions", "recovery_episodes",
                                             "rto_episodes", "cwr_episodes")}
                            for c in doc["connections"] if c["retransmissions"]])
 print("top e2e ok: clean (%s): 5 connections of the nginx worker %d, %s bytes written; %d events, %d lost"
@@ -206,8 +260,14 @@ PY
 }
 
 # 1. Clean downloads, top alone.
-clean_run strict
-check_clean strict strict || fail "clean run"
+# A run the kernel dropped packets in is not clean (checked, 3 runs at most).
+for attempt in 1 2 3; do
+  clean_run strict
+  rc=0; check_clean strict strict || rc=$?
+  [ "$rc" -eq 3 ] && [ "$attempt" -lt 3 ] && continue
+  [ "$rc" -eq 0 ] || fail "clean run"
+  break
+done
 
 # 1b. The same again with libbpf-tools' tcplife beside it, compared connection by connection.
 # A BPF program on a tracepoint that returns 0 (tcplife's does) keeps the event from every

@@ -121,12 +121,8 @@ impl CertKey {
         self as usize
     }
 
-    pub(crate) const ALL: [CertKey; 4] = [
-        CertKey::Unknown,
-        CertKey::Rsa,
-        CertKey::Ecdsa,
-        CertKey::Encrypted,
-    ];
+    /// The keys a suite can name.
+    const KNOWN: [CertKey; 3] = [CertKey::Rsa, CertKey::Ecdsa, CertKey::Encrypted];
 
     /// The key a cipher suite names (the IANA TLS Cipher Suites registry).
     pub fn of_suite(suite: u16) -> CertKey {
@@ -583,7 +579,7 @@ pub(crate) fn words(s: &Said<'_>) -> Words {
     } else {
         "a one-round-trip handshake (TLS 1.3, or a resumed TLS 1.2 session)"
     };
-    let key = key_of(a);
+    let key = key_of(&a.tls_keys);
     let (cause, why, fix) = match role {
         "server" => {
             let (why, fix) = server_words(ep, kx, key);
@@ -639,6 +635,20 @@ mod tests {
         assert!(!looks_like_record(&[22, 3, 3]));
         assert_eq!(payload_needed(&[22, 3, 1, 0, 200, 1, 0, 0]), 6);
         assert_eq!(payload_needed(b"hello world"), 0);
+    }
+
+    #[test]
+    fn a_findings_key_is_the_one_most_handshakes_showed() {
+        let key = |rsa, ecdsa, encrypted| key_of(&[7, rsa, ecdsa, encrypted]);
+        assert_eq!(key(0, 0, 0), CertKey::Unknown);
+        assert_eq!(key(3, 0, 0), CertKey::Rsa);
+        assert_eq!(key(0, 1, 0), CertKey::Ecdsa);
+        assert_eq!(key(1, 2, 5), CertKey::Encrypted);
+        assert_eq!(key(2, 1, 0), CertKey::Rsa);
+        // Two keys seen as often: which one the slow handshakes had is not known.
+        assert_eq!(key(2, 2, 0), CertKey::Unknown);
+        assert_eq!(key(0, 3, 3), CertKey::Unknown);
+        assert_eq!(key(4, 1, 4), CertKey::Unknown);
     }
 
     fn hex(s: &str) -> Vec<u8> {
@@ -778,17 +788,17 @@ impl rule::Fold for Tls {
 
 /// The key most of a finding's handshakes showed; `Unknown` when no key was
 /// seen or two tie.
-fn key_of(a: &crate::Aggregate) -> CertKey {
-    let seen = CertKey::ALL.into_iter().filter(|&k| k != CertKey::Unknown);
-    let most = seen
-        .max_by_key(|k| a.tls_keys[k.index()])
-        .unwrap_or_default();
-    let n = a.tls_keys[most.index()];
-    let ties = CertKey::ALL
-        .into_iter()
-        .filter(|&k| k != CertKey::Unknown && a.tls_keys[k.index()] == n)
-        .count();
-    if n == 0 || ties > 1 {
+fn key_of(keys: &[u32; 4]) -> CertKey {
+    let (mut most, mut n, mut tie) = (CertKey::Unknown, 0, false);
+    for k in CertKey::KNOWN {
+        let c = keys[k.index()];
+        if c > n {
+            (most, n, tie) = (k, c, false);
+        } else if c == n {
+            tie = true;
+        }
+    }
+    if tie {
         CertKey::Unknown
     } else {
         most
