@@ -190,6 +190,18 @@ pub fn endpoint_of(conn: &Connection, side: Dir) -> (std::net::SocketAddr, &'sta
     }
 }
 
+/// Whether packets of `conn` can have been lost before the capture point
+/// without the capture showing a try: not over loopback (it loses nothing),
+/// and not in a capture that kept none of the connection's bare ACKs (not
+/// even the handshake's): filtered to data, it hides what a lost packet
+/// would leave (the sender's numbers skipped, its silences) behind ACKs
+/// never kept.
+pub(crate) fn unseen_loss_possible(conn: &Connection) -> bool {
+    let loopback = conn.client.addr.ip().is_loopback() && conn.server.addr.ip().is_loopback();
+    let filtered = conn.client.bare_acks == 0 && conn.server.bare_acks == 0;
+    !loopback && !filtered
+}
+
 /// The smaller of two optional values.
 pub(crate) fn min_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
     match (a, b) {

@@ -287,6 +287,10 @@ pub struct Half {
     pub rtt_bound_ns: Option<i64>,
     /// The IP TTL (hop limit) of this endpoint's first segment seen.
     pub ttl: u8,
+    /// Bare ACKs (no data, SYN, FIN or RST) captured from this side, at
+    /// most 255. A capture filtered to data keeps none, and then the
+    /// numbers its packets skip are those ACKs.
+    pub bare_acks: u8,
     /// Data segments (and SYNs) seen twice within [`DUPLICATE_NS`]: a mirror
     /// port or a capture on two interfaces, not retransmissions. Dropped.
     pub duplicates: u64,
@@ -452,6 +456,7 @@ impl Half {
             fin: None,
             rst: None,
             rst_ttl: 0,
+            bare_acks: 0,
             rtt_to_peer_ns: None,
             rtt_samples: 0,
             rtt_bound_ns: None,
@@ -505,6 +510,7 @@ impl Half {
             rtt_samples,
             rtt_bound_ns,
             ttl,
+            bare_acks,
             duplicates,
             last_data_sig,
             last_data_ts,
@@ -548,6 +554,7 @@ impl Half {
         *rtt_samples = 0;
         *rtt_bound_ns = None;
         *ttl = 0;
+        *bare_acks = 0;
         *duplicates = 0;
         *last_data_sig = 0;
         *last_data_ts = Timestamp::default();
@@ -1309,6 +1316,14 @@ impl Connection {
         // How many numbers a TSO or GRO packet took: read off the MSS the handshake set.
         let smss = self.smss[dir.index()] * u32::from(peer.mss.is_some());
         me.ip_ids.count(seg, smss, ts.nanos());
+        if seg.payload_len == 0
+            && seg.flags.ack()
+            && !seg.flags.syn()
+            && !seg.flags.fin()
+            && !seg.flags.rst()
+        {
+            me.bare_acks = me.bare_acks.saturating_add(1);
+        }
         let mut refresh_rtt = false;
         let mut refresh_smss = false;
         if seg.flags.syn() {

@@ -17,7 +17,10 @@
 //! retransmissions are invisible: the data arrives late — at least a second
 //! after the peer's last segment, longer than three timeouts backing off
 //! from 200 ms — and in segments of one size well below the MSS the
-//! receiver announced, three of them or more in a row.
+//! receiver announced, three of them or more in a row. Only beyond: a
+//! capture on the sender's host or its link (its packets' TTL still the
+//! initial one, no router crossed) sees every full-size try it makes, so
+//! late small data there is the sender's own pace, not a drop.
 
 use tcpdoctor_flow::{Connection, Dir, Mark, SegKind, Segment};
 use tcpdoctor_wire::Timestamp;
@@ -161,8 +164,12 @@ impl MtuState {
                 st.candidate = None;
                 return;
             } else {
-                // The remainder that ends the data.
+                // The remainder that ends the data: the run is over.
                 c.units += 1;
+                if c.units < MIN_UNITS {
+                    st.candidate = None;
+                    return;
+                }
             }
             if c.units >= MIN_UNITS {
                 let c = *c;
@@ -178,6 +185,7 @@ impl MtuState {
             return;
         };
         if awaited
+            && !before_any_router(conn, d)
             && seg.ts.since(from) >= MIN_UNSEEN_STALL_NS
             && conn.half(d.reverse()).mss.is_some()
             && seg.len >= MIN_PROBE_LEN
@@ -209,6 +217,13 @@ impl MtuState {
             relabel(st, d, conn, out);
         }
     }
+}
+
+/// The sender of `d`'s packets reach the capture point with their initial
+/// TTL (hop limit): captured on its host or its link, before any router, so
+/// before any link a black hole could be on.
+fn before_any_router(conn: &Connection, d: Dir) -> bool {
+    matches!(conn.half(d).ttl, 32 | 64 | 128 | 255)
 }
 
 /// The black hole seen beyond the drop: an occurrence of its own.

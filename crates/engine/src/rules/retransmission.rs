@@ -278,7 +278,7 @@ impl DirState {
         // is data the sender held with everything acknowledged (a corked
         // socket, the application), not a retransmission.
         let at_sender = crate::text::vantage(conn).0 == rule::endpoint_of(conn, seg.dir).1;
-        if at_sender || seg.len < mss {
+        if at_sender || seg.len < mss || !rule::unseen_loss_possible(conn) {
             return;
         }
         if let Some(prev) = self.last_send {
@@ -326,7 +326,12 @@ impl DirState {
         let timer = quiet >= MIN_RTO_NS && quiet >= rtt.saturating_mul(5) / 2;
         // At the sender, nothing it sent can be lost before the capture.
         let at_sender = crate::text::vantage(conn).0 == rule::endpoint_of(conn, seg.dir).1;
-        if !timer || self.window_closed || self.episode.is_some() || at_sender {
+        if !timer
+            || self.window_closed
+            || self.episode.is_some()
+            || at_sender
+            || !rule::unseen_loss_possible(conn)
+        {
             return false;
         }
         claims.claim(Part::Retransmission, last.ts, seg.ts);
