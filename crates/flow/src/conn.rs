@@ -287,9 +287,9 @@ pub struct Half {
     pub rtt_bound_ns: Option<i64>,
     /// The IP TTL (hop limit) of this endpoint's first segment seen.
     pub ttl: u8,
-    /// Bare ACKs (no data, SYN, FIN or RST) captured from this side, at
-    /// most 255. A capture filtered to data keeps none, and then the
-    /// numbers its packets skip are those ACKs.
+    /// Bare ACKs (no data, SYN, FIN or RST) captured from this side: 0 or
+    /// 1 (counting stops there). A capture filtered to data keeps none,
+    /// and then the numbers its packets skip are those ACKs.
     pub bare_acks: u8,
     /// Data segments (and SYNs) seen twice within [`DUPLICATE_NS`]: a mirror
     /// port or a capture on two interfaces, not retransmissions. Dropped.
@@ -1316,14 +1316,6 @@ impl Connection {
         // How many numbers a TSO or GRO packet took: read off the MSS the handshake set.
         let smss = self.smss[dir.index()] * u32::from(peer.mss.is_some());
         me.ip_ids.count(seg, smss, ts.nanos());
-        if seg.payload_len == 0
-            && seg.flags.ack()
-            && !seg.flags.syn()
-            && !seg.flags.fin()
-            && !seg.flags.rst()
-        {
-            me.bare_acks = me.bare_acks.saturating_add(1);
-        }
         let mut refresh_rtt = false;
         let mut refresh_smss = false;
         if seg.flags.syn() {
@@ -1339,6 +1331,14 @@ impl Connection {
         let end = Seq(seg.seq).plus(seg.seq_len());
         let idle = me.in_flight() == 0;
         let (kind, new_bytes) = me.classify(seg, end);
+        if kind == SegKind::Ack && me.bare_acks == 0 {
+            // Counting stops at 1: whether the capture kept any is what is read.
+            use tcpdoctor_wire::TcpFlags as F;
+            const BARE: u16 = F::ACK | F::SYN | F::FIN | F::RST;
+            if seg.flags.0 & BARE == F::ACK {
+                me.bare_acks = 1;
+            }
+        }
         if peer.scale_guess.is_some() && kind == SegKind::NewData && seg.payload_len > 0 {
             peer.infer_shift(end, ts);
         }

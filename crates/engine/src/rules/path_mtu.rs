@@ -185,8 +185,8 @@ impl MtuState {
             return;
         };
         if awaited
-            && !before_any_router(conn, d)
             && seg.ts.since(from) >= MIN_UNSEEN_STALL_NS
+            && !before_any_router(conn, d)
             && conn.half(d.reverse()).mss.is_some()
             && seg.len >= MIN_PROBE_LEN
             && seg.len <= MAX_PROBE_LEN
