@@ -423,6 +423,18 @@ impl Half {
         self.ip_ids.unseen
     }
 
+    /// Marks a segment without data from this side as a bare ACK unless it
+    /// is a FIN or RST: counting stops at 1, whether the capture kept any is
+    /// what is read.
+    #[inline]
+    fn note_bare_ack(&mut self, seg: &TcpSegment<'_>) {
+        use tcpdoctor_wire::TcpFlags as F;
+        const BARE: u16 = F::ACK | F::SYN | F::FIN | F::RST;
+        if self.bare_acks == 0 && seg.flags.0 & BARE == F::ACK {
+            self.bare_acks = 1;
+        }
+    }
+
     pub(crate) fn new(addr: SocketAddr) -> Half {
         Half {
             addr,
@@ -1331,14 +1343,6 @@ impl Connection {
         let end = Seq(seg.seq).plus(seg.seq_len());
         let idle = me.in_flight() == 0;
         let (kind, new_bytes) = me.classify(seg, end);
-        if kind == SegKind::Ack && me.bare_acks == 0 {
-            // Counting stops at 1: whether the capture kept any is what is read.
-            use tcpdoctor_wire::TcpFlags as F;
-            const BARE: u16 = F::ACK | F::SYN | F::FIN | F::RST;
-            if seg.flags.0 & BARE == F::ACK {
-                me.bare_acks = 1;
-            }
-        }
         if peer.scale_guess.is_some() && kind == SegKind::NewData && seg.payload_len > 0 {
             peer.infer_shift(end, ts);
         }
@@ -1693,6 +1697,7 @@ impl Half {
                 }
                 self.snd_max = end;
             }
+            self.note_bare_ack(seg);
             (SegKind::Ack, missed)
         } else if !self.snd_init || seq >= self.snd_max {
             // Past a gap, the bytes the capture skipped were sent too (the
