@@ -198,7 +198,7 @@ pub fn endpoint_of(conn: &Connection, side: Dir) -> (std::net::SocketAddr, &'sta
 /// never kept.
 pub(crate) fn unseen_loss_possible(conn: &Connection) -> bool {
     let loopback = conn.client.addr.ip().is_loopback() && conn.server.addr.ip().is_loopback();
-    let filtered = conn.client.bare_acks == 0 && conn.server.bare_acks == 0;
+    let filtered = !conn.client.bare_ack_seen && !conn.server.bare_ack_seen;
     !loopback && !filtered
 }
 

@@ -160,6 +160,13 @@ pub(crate) fn exchange_summary(e: &Exchange, split: &Split, t0_ns: i64) -> Excha
     }
 }
 
+/// A TTL (hop limit) a host starts its packets with: 64 Linux and macOS,
+/// 128 Windows, 255 some routers, 32 old systems. A packet still carrying
+/// one crossed no router before the capture point.
+pub(crate) fn initial_ttl(t: u8) -> bool {
+    matches!(t, 32 | 64 | 128 | 255)
+}
+
 /// Where the capture was taken, for one connection, and from what.
 ///
 /// A host sends with an initial TTL (64 Linux/macOS, 128 Windows, 255 some
@@ -168,9 +175,8 @@ pub(crate) fn exchange_summary(e: &Exchange, split: &Split, t0_ns: i64) -> Excha
 /// initial (one L2 segment), the handshake tells: the side the capture point
 /// is close to answers its half of the handshake fastest.
 pub fn vantage(conn: &Connection) -> (&'static str, &'static str) {
-    let initial = |t: u8| matches!(t, 32 | 64 | 128 | 255);
     let (c, s) = (conn.client.ttl, conn.server.ttl);
-    match (c != 0 && initial(c), s != 0 && initial(s)) {
+    match (initial_ttl(c), initial_ttl(s)) {
         (true, false) if s != 0 => return ("client", "ttl"),
         (false, true) if c != 0 => return ("server", "ttl"),
         (false, false) if c != 0 && s != 0 => return ("between", "ttl"),

@@ -395,7 +395,7 @@ impl Core {
         if c.step >= 3 {
             let w = c.ack_window();
             let client = &mut conn.client;
-            client.bare_acks = 1;
+            client.bare_ack_seen = true;
             client.window = w;
             client.window_min = Some(w);
             client.window_max = w;

@@ -287,10 +287,10 @@ pub struct Half {
     pub rtt_bound_ns: Option<i64>,
     /// The IP TTL (hop limit) of this endpoint's first segment seen.
     pub ttl: u8,
-    /// Bare ACKs (no data, SYN, FIN or RST) captured from this side: 0 or
-    /// 1 (counting stops there). A capture filtered to data keeps none,
-    /// and then the numbers its packets skip are those ACKs.
-    pub bare_acks: u8,
+    /// A bare ACK (no data, SYN, FIN or RST) from this side was captured.
+    /// A capture filtered to data keeps none, and then the numbers its
+    /// packets skip are those ACKs.
+    pub bare_ack_seen: bool,
     /// Data segments (and SYNs) seen twice within [`DUPLICATE_NS`]: a mirror
     /// port or a capture on two interfaces, not retransmissions. Dropped.
     pub duplicates: u64,
@@ -423,15 +423,13 @@ impl Half {
         self.ip_ids.unseen
     }
 
-    /// Marks a segment without data from this side as a bare ACK unless it
-    /// is a FIN or RST: counting stops at 1, whether the capture kept any is
-    /// what is read.
+    /// A segment without data or SYN from this side: a bare ACK unless it
+    /// is a FIN or RST.
     #[inline]
     fn note_bare_ack(&mut self, seg: &TcpSegment<'_>) {
         use tcpdoctor_wire::TcpFlags as F;
-        const BARE: u16 = F::ACK | F::SYN | F::FIN | F::RST;
-        if self.bare_acks == 0 && seg.flags.0 & BARE == F::ACK {
-            self.bare_acks = 1;
+        if !self.bare_ack_seen && seg.flags.0 & (F::ACK | F::FIN | F::RST) == F::ACK {
+            self.bare_ack_seen = true;
         }
     }
 
@@ -468,7 +466,7 @@ impl Half {
             fin: None,
             rst: None,
             rst_ttl: 0,
-            bare_acks: 0,
+            bare_ack_seen: false,
             rtt_to_peer_ns: None,
             rtt_samples: 0,
             rtt_bound_ns: None,
@@ -522,7 +520,7 @@ impl Half {
             rtt_samples,
             rtt_bound_ns,
             ttl,
-            bare_acks,
+            bare_ack_seen,
             duplicates,
             last_data_sig,
             last_data_ts,
@@ -566,7 +564,7 @@ impl Half {
         *rtt_samples = 0;
         *rtt_bound_ns = None;
         *ttl = 0;
-        *bare_acks = 0;
+        *bare_ack_seen = false;
         *duplicates = 0;
         *last_data_sig = 0;
         *last_data_ts = Timestamp::default();

@@ -186,7 +186,8 @@ impl MtuState {
         };
         if awaited
             && seg.ts.since(from) >= MIN_UNSEEN_STALL_NS
-            && !before_any_router(conn, d)
+            // Captured before any router, the capture sees every full-size try.
+            && !crate::text::initial_ttl(conn.half(d).ttl)
             && conn.half(d.reverse()).mss.is_some()
             && seg.len >= MIN_PROBE_LEN
             && seg.len <= MAX_PROBE_LEN
@@ -217,13 +218,6 @@ impl MtuState {
             relabel(st, d, conn, out);
         }
     }
-}
-
-/// The sender of `d`'s packets reach the capture point with their initial
-/// TTL (hop limit): captured on its host or its link, before any router, so
-/// before any link a black hole could be on.
-fn before_any_router(conn: &Connection, d: Dir) -> bool {
-    matches!(conn.half(d).ttl, 32 | 64 | 128 | 255)
 }
 
 /// The black hole seen beyond the drop: an occurrence of its own.
