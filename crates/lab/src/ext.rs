@@ -54,6 +54,64 @@ impl External {
         ns::stop_process(&mut self.child);
         ns::remove_dir(&self.dir);
     }
+
+    /// The server's time so far on a CPU and runnable waiting for one (ns),
+    /// summed over the threads of its process and of its children (nginx's
+    /// workers): `/proc/PID/task/TID/schedstat`, the kernel's own account.
+    pub fn cpu_ns(&self) -> CpuNs {
+        let root = self.child.id();
+        let mut pids = vec![root];
+        if let Ok(dir) = fs::read_dir("/proc") {
+            for entry in dir.flatten() {
+                let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+                    continue;
+                };
+                if parent_of(pid) == Some(root) {
+                    pids.push(pid);
+                }
+            }
+        }
+        let mut sum = CpuNs::default();
+        for pid in pids {
+            let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+                continue;
+            };
+            for task in tasks.flatten() {
+                let Ok(s) = fs::read_to_string(task.path().join("schedstat")) else {
+                    continue;
+                };
+                let mut f = s.split_whitespace().map(|x| x.parse::<u64>().unwrap_or(0));
+                sum.on_cpu += f.next().unwrap_or(0);
+                sum.waiting += f.next().unwrap_or(0);
+            }
+        }
+        sum
+    }
+}
+
+/// A process tree's time on a CPU and waiting for one (ns).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuNs {
+    pub on_cpu: u64,
+    pub waiting: u64,
+}
+
+impl CpuNs {
+    /// The time from `before` to `self`.
+    pub fn since(self, before: CpuNs) -> CpuNs {
+        CpuNs {
+            on_cpu: self.on_cpu.saturating_sub(before.on_cpu),
+            waiting: self.waiting.saturating_sub(before.waiting),
+        }
+    }
+}
+
+/// The parent of process `pid` (`/proc/PID/stat`'s fourth field, after the
+/// command in parentheses, which may itself hold spaces and parentheses).
+fn parent_of(pid: u32) -> Option<u32> {
+    let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &s[s.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Whether `program` is on the PATH.

@@ -51,6 +51,18 @@ pub struct Phase {
     /// per request (ms; the kernel's `run_delay`, 0 with external peers): on
     /// a busy machine a woken server or client waits a scheduler's slice.
     pub cpu_wait_ms_per_request: f64,
+    /// A real server's time on a CPU and waiting for one during the
+    /// workload, per request (ms; its threads' and its workers' `schedstat`):
+    /// the kernel's account of the server's own time, beside the one the
+    /// capture shows. None with the built-in server.
+    pub server_cpu: Option<ServerCpu>,
+}
+
+/// A real server's CPU time during a phase's workload, per request.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct ServerCpu {
+    pub on_cpu_ms_per_request: f64,
+    pub waiting_ms_per_request: f64,
 }
 
 pub struct PhaseOptions {
@@ -251,6 +263,7 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
     let (cap_ns, iface) = t.interface(o.vantage);
     let cap_ns = cap_ns.to_string();
     let cap = start_capture(&cap_ns, iface, o.snaplen, o.write.clone())?;
+    let server_cpu0 = server.cpu_ns();
 
     // The workload (and what happens to the path meanwhile).
     let blackout = match s.action {
@@ -303,10 +316,16 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
         iptables(n, "-D", rule)?;
     }
     t.set_loss(0.0)?;
+    let server_cpu = server.cpu_ns().zip(server_cpu0).map(|(n, n0)| n.since(n0));
     server.stop();
     let waited = peers::run_delay_ns().saturating_sub(waited0);
     let mut metrics = result?;
+    let per_request = |ns: u64| round3(ns as f64 / 1e6 / metrics.requests.max(1) as f64);
     let cpu_wait_ms_per_request = waited as f64 / 1e6 / metrics.requests.max(1) as f64;
+    let server_cpu = server_cpu.map(|c| ServerCpu {
+        on_cpu_ms_per_request: per_request(c.on_cpu),
+        waiting_ms_per_request: per_request(c.waiting),
+    });
     metrics.syn_flood = flood.transpose()?;
     let capture = CaptureInfo {
         vantage: o.vantage,
@@ -322,6 +341,7 @@ pub fn phase(t: &mut Topology, s: &Setup, o: &PhaseOptions) -> Result<Phase> {
         latency_bins,
         delay_line_drops: t.delay.as_ref().map_or(0, |d| d.dropped()) - drops_before,
         cpu_wait_ms_per_request,
+        server_cpu,
     })
 }
 
@@ -331,6 +351,15 @@ enum Running {
 }
 
 impl Running {
+    /// A real server's CPU account so far (None for the built-in one, whose
+    /// threads' waits are counted with the client's).
+    fn cpu_ns(&self) -> Option<ext::CpuNs> {
+        match self {
+            Running::Builtin(_) => None,
+            Running::External(e) => Some(e.cpu_ns()),
+        }
+    }
+
     fn stop(self) {
         match self {
             Running::Builtin(s) => s.stop(),
