@@ -114,15 +114,16 @@ server_closed() {
   done
 }
 
-# tcpext NS REGEX: the sum of namespace NS's TcpExt counters (/proc/net/netstat, nstat's)
-# whose names match REGEX, or each "name value" with --each.
-tcpext() {
+# counter [--each] NS GROUP REGEX: the sum of namespace NS's counters of GROUP (Tcp, TcpExt:
+# /proc/net/snmp and /proc/net/netstat, each a line of names and then one of values, as nstat
+# reads them) whose names match REGEX, or each "name value" with --each.
+counter() {
   local each=0
   [ "$1" = --each ] && { each=1; shift; }
   # shellcheck disable=SC2016 # awk's own fields
-  ip netns exec "$1" awk -v re="^($2)\$" -v each=$each '/^TcpExt:/ { if (!h) { split($0, k); h = 1 }
-    else for (i = 2; i <= NF; i++) if (k[i] ~ re) { s += $i; if (each) printf "%s %s ", k[i], $i } }
-    END { if (!each) print s + 0 }' /proc/net/netstat
+  ip netns exec "$1" awk -v g="$2:" -v re="^($3)\$" -v each=$each '$1 == g { if (!h) { split($0, k); h = 1; next }
+    for (i = 2; i <= NF; i++) if (k[i] ~ re) { s += $i; if (each) printf "%s %s ", k[i], $i }; h = 0 }
+    END { if (!each) print s + 0 }' /proc/net/snmp /proc/net/netstat
 }
 # drops: packets this host's kernel dropped so far where a clean run's traffic passes: the
 # per-CPU input backlogs (/proc/net/softnet_stat's second column, host-wide), both veth ends,
@@ -134,7 +135,7 @@ drops() {
   while read -r _ v _; do n=$((n + 16#$v)); done < /proc/net/softnet_stat
   for ns in "$S" "$C"; do
     v=$(ip -n "$ns" -s link show eth0 | awk '/RX:|TX:/ { getline; s += $4 } END { print s + 0 }')
-    n=$((n + v + $(tcpext "$ns" 'TCPBacklogDrop|TCPRcvQDrop|TCPOFODrop|TCPZeroWindowDrop|RcvPruned|OfoPruned|TCPMinTTLDrop|PFMemallocDrop')))
+    n=$((n + v + $(counter "$ns" TcpExt 'TCPBacklogDrop|TCPRcvQDrop|TCPOFODrop|TCPZeroWindowDrop|RcvPruned|OfoPruned|TCPMinTTLDrop|PFMemallocDrop')))
   done
   v=$(ip netns exec "$S" tc -s qdisc show dev eth0 | awk '/dropped/ { gsub(",", ""); s += $7 } END { print s + 0 }')
   echo $((n + v))
@@ -152,7 +153,7 @@ TLP_COUNTERS='TCPLossProbes|TCPLossProbeRecovery|TCPDSACKRecv|TCPDSACKIgnoredNoU
 clean_run() {
   : > "$WORK/curl-$1.txt"
   DROPS0=$(drops)
-  RECOVERED0=$(tcpext "$S" TCPLossProbeRecovery)
+  RECOVERED0=$(counter "$S" TcpExt TCPLossProbeRecovery)
   "$TD" top --duration 60 --format json --port "$PORT" > "$WORK/$1.jsonl" 2> "$WORK/$1.err" &
   TOP=$!
   PIDS+=("$TOP")
@@ -169,13 +170,13 @@ clean_run() {
   kill -INT "$TOP"
   wait "$TOP" || { cat "$WORK/$1.err" >&2; fail "top exited with $?"; }
   DROPPED=$(( $(drops) - DROPS0 ))
-  RECOVERED=$(( $(tcpext "$S" TCPLossProbeRecovery) - RECOVERED0 ))
+  RECOVERED=$(( $(counter "$S" TcpExt TCPLossProbeRecovery) - RECOVERED0 ))
 }
 
 # Checks a clean run: $1 the run, $2 "strict" (roles from the handshake) or a tcplife output.
 check_clean() {
 python3 - "$WORK/$1.jsonl" "$WORK/curl-$1.txt" "$WORKER" "$SERVER_IP" "$CLIENT_IP" "$PORT" "$2" \
-  "$DROPPED" "$RECOVERED" "$(tcpext --each "$S" "$TLP_COUNTERS")" <<'PY'
+  "$DROPPED" "$RECOVERED" "$(counter --each "$S" TcpExt "$TLP_COUNTERS")" <<'PY'
 import json, sys
 lines = open(sys.argv[1]).read().splitlines()
 doc = json.loads(lines[-1])
@@ -297,13 +298,6 @@ fi
 [ -z "$TCPLIFE_SKIP" ] || echo "top e2e: tcplife comparison skipped: $TCPLIFE_SKIP"
 
 # 2. 5% of the server's segments dropped at the client.
-# retrans NS: segments the kernel of namespace NS re-sent so far (/proc/net/snmp, nstat's
-# TcpRetransSegs).
-retrans() {
-  # shellcheck disable=SC2016 # awk's own fields
-  ip netns exec "$1" awk '/^Tcp:/ { if (!h) { for (i = 2; i <= NF; i++) if ($i == "RetransSegs") c = i; h = 1 }
-    else { print $c; exit } }' /proc/net/snmp
-}
 # One segment per buffer on the server (no segmentation offload): each retransmission the
 # tracepoint reports is then one of the segments the kernel counts.
 ip -n "$S" link set eth0 gso_max_segs 1
@@ -322,7 +316,7 @@ echo "sport == $PORT" > "$T/events/tcp/tcp_retransmit_synack/filter"
 echo 1 > "$T/events/tcp/tcp_retransmit_skb/enable"
 echo 1 > "$T/events/tcp/tcp_retransmit_synack/enable"
 echo 1 > "$T/tracing_on"
-RTX0=$(retrans "$S")
+RTX0=$(counter "$S" Tcp RetransSegs)
 ip netns exec "$C" iptables -A INPUT -p tcp --sport "$PORT" -m statistic --mode random \
   --probability 0.05 -j DROP
 MPORT=$((19000 + $$ % 1000))
@@ -358,7 +352,7 @@ kill -INT "$TOP"
 wait "$TOP" || { cat "$WORK/loss.err" >&2; fail "top exited with $?"; }
 echo 0 > "$T/tracing_on"
 cat "$T/trace" > "$WORK/ftrace.txt"
-python3 - "$WORK/loss.jsonl" "$WORKER" "$(( $(retrans "$S") - RTX0 ))" "$PORT" "$WORK/ftrace.txt" \
+python3 - "$WORK/loss.jsonl" "$WORKER" "$(( $(counter "$S" Tcp RetransSegs) - RTX0 ))" "$PORT" "$WORK/ftrace.txt" \
   <<'PY' || fail "lossy run"
 import json, re, sys
 doc = json.loads(open(sys.argv[1]).read().splitlines()[-1])
@@ -412,7 +406,7 @@ TOP=$!
 PIDS+=("$TOP")
 for _ in $(seq 100); do grep -q tracing "$WORK/tlp.err" && break; sleep 0.1; done
 grep -q tracing "$WORK/tlp.err" || fail "top did not start: $(cat "$WORK/tlp.err")"
-RTX0=$(retrans "$S")
+RTX0=$(counter "$S" Tcp RetransSegs)
 for _ in $(seq 20); do
   ip netns exec "$C" curl -s -m 5 -o /dev/null "http://$SERVER_IP:$PORT/tail.bin" || fail "curl of tail.bin"
 done
@@ -420,7 +414,7 @@ server_closed
 kill -INT "$TOP"
 wait "$TOP" || { cat "$WORK/tlp.err" >&2; fail "top exited with $?"; }
 DROPPED=$(ip netns exec "$C" iptables -L INPUT -v -n -x | awk '/DROP/ {print $1; exit}')
-python3 - "$WORK/tlp.jsonl" "$WORKER" "$(( $(retrans "$S") - RTX0 ))" "$DROPPED" <<'PY' || fail "tail-loss probes"
+python3 - "$WORK/tlp.jsonl" "$WORKER" "$(( $(counter "$S" Tcp RetransSegs) - RTX0 ))" "$DROPPED" <<'PY' || fail "tail-loss probes"
 import json, sys
 doc = json.loads(open(sys.argv[1]).read().splitlines()[-1])
 worker, nstat, dropped = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])

@@ -179,10 +179,7 @@ impl Claims {
         if end < start {
             return None;
         }
-        // Without a round trip of its own (no handshake captured, no ACK
-        // that cannot have been delayed), the connection's path is no
-        // shorter than the least round trip its other connections showed.
-        let to_server = conn.distance_for(ex).or(base.to_server).unwrap_or(0);
+        let to_server = to_server(conn, ex, &base);
         let excess = base.excess(conn, to_server);
         if self.list.is_empty() && ex.setup.is_none() {
             return Some(Self::plain(
@@ -285,6 +282,26 @@ impl Claims {
         }
         Some(split)
     }
+}
+
+/// How long capture point → server → capture point took when `ex`'s
+/// response left the server ([`Connection::distance_for`]).
+///
+/// Without a round trip of its own (no handshake captured, no ACK
+/// that cannot have been delayed), the connection's path is no
+/// shorter than the least round trip its other connections showed.
+/// Without those either, when the server's packets crossed a router
+/// before the capture point (a path of unknown length between), the
+/// round trip is no longer than the quickest the server ever
+/// acknowledged the client's data ([`Connection::distance_bound`]):
+/// the path may have taken all of that, and the server is blamed only
+/// for what lies beyond it. On the server's own link the wait is the
+/// server's.
+fn to_server(conn: &Connection, ex: &Exchange, base: &Base) -> i64 {
+    conn.distance_for(ex)
+        .or(base.to_server)
+        .or_else(|| crate::rule::server_bound(conn))
+        .unwrap_or(0)
 }
 
 impl Claims {

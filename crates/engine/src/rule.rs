@@ -202,6 +202,31 @@ pub(crate) fn unseen_loss_possible(conn: &Connection) -> bool {
     !loopback && !filtered
 }
 
+/// At most how long capture point → server → capture point takes, for a
+/// connection that measured no round trip of its own (no handshake captured,
+/// no ACK that cannot have been delayed): the quickest the server ever
+/// acknowledged the client's data ([`Connection::distance_bound`]), when the
+/// server's packets crossed a router before the capture point. The path may
+/// have taken all of it; on the server's own link it is the server's time.
+pub(crate) fn server_bound(conn: &Connection) -> Option<i64> {
+    if !crate::text::crossed_router(conn.server.ttl) {
+        return None;
+    }
+    conn.distance_bound(Dir::ServerToClient)
+}
+
+/// The connection's round trip between the endpoints: measured, or else
+/// bounded ([`server_bound`] and the client's side where known); with
+/// whether it is the bound.
+pub(crate) fn round_trip(conn: &Connection) -> Option<(i64, bool)> {
+    if let Some(rtt) = conn.path_rtt_ns() {
+        return Some((rtt, false));
+    }
+    let to_server = server_bound(conn)?;
+    let to_client = conn.distance_to(Dir::ClientToServer).unwrap_or(0);
+    Some((to_server + to_client, true))
+}
+
 /// The smaller of two optional values.
 pub(crate) fn min_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
     match (a, b) {

@@ -167,6 +167,12 @@ pub(crate) fn initial_ttl(t: u8) -> bool {
     matches!(t, 32 | 64 | 128 | 255)
 }
 
+/// Whether a sender's packets, their TTL `t` (0: none seen), crossed a
+/// router before the capture point: a path of unknown length lies between.
+pub(crate) fn crossed_router(t: u8) -> bool {
+    t != 0 && !initial_ttl(t)
+}
+
 /// Where the capture was taken, for one connection, and from what.
 ///
 /// A host sends with an initial TTL (64 Linux/macOS, 128 Windows, 255 some

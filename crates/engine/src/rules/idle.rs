@@ -80,6 +80,9 @@ struct DirState {
     window_full: bool,
     /// Bytes unacknowledged after the last new data.
     in_flight: u32,
+    /// The ACK number the last new data carried: how much of the peer's
+    /// data the sender had received when it sent it.
+    sent_ack: u32,
     /// Since the last new data, the data sent again: a re-send the
     /// receiver had already is no loss and explains no pause.
     resent: Resent,
@@ -159,11 +162,12 @@ impl IdleState {
         // With the peer's MSS unknown (no handshake), only a segment below
         // the guess is surely short.
         let mss_known = conn.half(d.reverse()).mss.is_some();
+        let partial = seg.len < smss || (mss_known && !seg.len.is_multiple_of(smss));
         *st = DirState {
             last_ns: seg.ts.nanos(),
             last_frame: seg.frame,
             last_end: seg.seq.wrapping_add(seg.len),
-            last_partial: seg.len < smss || (mss_known && !seg.len.is_multiple_of(smss)),
+            last_partial: partial,
             acked_ns: 0,
             spoiled: false,
             ack: prev.ack,
@@ -171,6 +175,7 @@ impl IdleState {
             window_full: seg.peer_window > 0
                 && seg.in_flight.saturating_add(smss) > seg.peer_window,
             in_flight: seg.in_flight,
+            sent_ack: seg.ack,
             resent: Resent::default(),
         };
         // The common case: data following data, or a pause TCP may explain.
@@ -180,8 +185,11 @@ impl IdleState {
         if prev.last_ns == 0 || prev.spoiled() || prev.last_end != seg.seq || gap < MIN_PAUSE_NS {
             return;
         }
+        if self.answered_later(conn, seg, &prev, claims) {
+            return;
+        }
         if prev.acked_ns != 0 && (prev.last_partial || gap >= MIN_FULL_PAUSE_NS) {
-            let corked = !prev.last_partial && st.last_partial && CORK_HOLD_NS.contains(&gap);
+            let corked = !prev.last_partial && partial && CORK_HOLD_NS.contains(&gap);
             if let Some(part) = self.pause(conn, seg, &prev, claims) {
                 self.cork_holds[d.index()] += u32::from(corked && part != Part::OtherConnection);
                 return;
@@ -296,6 +304,59 @@ impl IdleState {
             return Some(Part::OtherConnection);
         }
         Some(self.claim_app(seg, prev, claims))
+    }
+
+    /// A pause after which the sender's data acknowledges peer data its
+    /// data before the pause did not: it answers a message the peer had sent
+    /// meanwhile, before the pause began (pipelined requests: MQTT's
+    /// SUBSCRIBE after CONNECT, HTTP/1.1 pipelining, a request's later part
+    /// answered on its own). The wait is that message's: from when it passed
+    /// the capture point, the way to the sender and back (at most
+    /// [`Connection::distance_to`], or [`rule::server_bound`]) and the
+    /// sender's own time beyond it — not a pause in the middle of an answer.
+    #[cold]
+    #[inline(never)]
+    fn answered_later(
+        &self,
+        conn: &Connection,
+        seg: &Segment<'_>,
+        prev: &DirState,
+        claims: &mut Claims,
+    ) -> bool {
+        let d = seg.dir;
+        let peer = &self.dirs[d.reverse().index()];
+        let (sent, now) = (peer.last_ns, seg.ts.nanos());
+        if !seg.flags.ack()
+            || sent == 0
+            || sent > prev.last_ns
+            || Seq(peer.last_end) <= Seq(prev.sent_ack)
+            || Seq(seg.ack) < Seq(peer.last_end)
+            || !inside_message(conn, d, prev.last_frame)
+            || claims.ends_at(seg.ts)
+        {
+            return false;
+        }
+        let distance = match d {
+            Dir::ServerToClient => conn.distance_to(d).or_else(|| rule::server_bound(conn)),
+            Dir::ClientToServer => conn.distance_to(d),
+        };
+        let Some(distance) = distance else {
+            return false;
+        };
+        // The sender's own time: what the wait holds beyond the way there and back.
+        let own = (now - sent - distance).clamp(0, now - prev.last_ns);
+        let path_until = Timestamp::from_nanos(now - own);
+        claims.claim(
+            Part::Network,
+            Timestamp::from_nanos(prev.last_ns),
+            path_until,
+        );
+        let app = match d {
+            Dir::ServerToClient => Part::Server,
+            Dir::ClientToServer => Part::ClientIdle,
+        };
+        claims.claim(app, path_until, seg.ts);
+        true
     }
 
     /// Claims the pause from `prev` to `seg` for the sending application.

@@ -187,7 +187,7 @@ impl MtuState {
         if awaited
             && seg.ts.since(from) >= MIN_UNSEEN_STALL_NS
             // Captured before any router, the capture sees every full-size try.
-            && !crate::text::initial_ttl(conn.half(d).ttl)
+            && crate::text::crossed_router(conn.half(d).ttl)
             && conn.half(d.reverse()).mss.is_some()
             && seg.len >= MIN_PROBE_LEN
             && seg.len <= MAX_PROBE_LEN

@@ -191,6 +191,8 @@ pub struct LatencyState {
     tls_rounds: u64,
     tls_ns: i64,
     first: Option<[Option<u64>; 4]>,
+    /// The round trip is a bound ([`rule::round_trip`]).
+    bounded: bool,
 }
 
 impl LatencyState {
@@ -204,9 +206,10 @@ impl LatencyState {
         tls: Option<(u32, i64)>,
         duration_ns: i64,
     ) {
-        let Some(rtt) = conn.path_rtt_ns() else {
+        let Some((rtt, bounded)) = rule::round_trip(conn) else {
             return;
         };
+        self.bounded |= bounded;
         let (hs, net, flights) = (
             split[index(Part::Setup)],
             split[index(Part::Network)],
@@ -247,7 +250,7 @@ impl LatencyState {
         restart_ns: i64,
         out: &mut Vec<Occurrence>,
     ) {
-        let Some(rtt) = conn.path_rtt_ns() else {
+        let Some((rtt, _)) = rule::round_trip(conn) else {
             return;
         };
         let flights = if congestion_reported {
@@ -285,6 +288,7 @@ impl LatencyState {
                 exchanges: self.exchanges,
                 tls_rounds: self.tls_rounds,
                 tls_ns: self.tls_ns,
+                bounded: self.bounded,
             }),
         });
     }
@@ -578,8 +582,15 @@ pub(crate) fn latency_words(s: &Said<'_>) -> Words {
             a.flights
         ));
     }
+    let is = if a.flagged > 0 { "is at most" } else { "is" };
+    let bound = if a.flagged > 0 {
+        " (no handshake or undelayed ACK captured: the quickest the server ever acknowledged the \
+         client's data, beyond a router)"
+    } else {
+        ""
+    };
     let explanation = format!(
-        "The round trip between the endpoints is {rtt:.1} ms, and round trips make up most of the \
+        "The round trip between the endpoints {is} {rtt:.1} ms{bound}, and round trips make up most of the \
          exchanges' time: {trips} on {conns} connection(s) ({which}), {total:.0} ms in all ({pct:.0}% of \
          the time {n} exchanges took).{setup} The server answers promptly; each request simply waits \
          for the path.",
@@ -628,7 +639,8 @@ pub(crate) fn latency_words(s: &Said<'_>) -> Words {
         json!({"rtt_ms": rtt, "round_trips": trips, "handshake_round_trips": a.handshakes,
                "request_round_trips": a.requests, "flight_round_trips": a.flights,
                "handshake_ms": ms(a.handshake_ns), "exchanges": a.count, "cause": cause,
-               "tls_round_trips": a.stalls, "tls_handshake_ms": ms(a.transfer_ns)}),
+               "tls_round_trips": a.stalls, "tls_handshake_ms": ms(a.transfer_ns),
+               "rtt_is_bound": a.flagged > 0}),
     )
 }
 
@@ -662,6 +674,8 @@ pub struct Latency {
     pub tls_rounds: u64,
     pub tls_ns: i64,
     pub exchanges: u64,
+    /// The round trip is a bound ([`rule::round_trip`]), not a measurement.
+    pub bounded: bool,
 }
 
 impl rule::Fold for Timing {
@@ -684,6 +698,8 @@ impl rule::Fold for Latency {
         a.handshake_ns += self.handshake_ns;
         a.requests += self.requests;
         a.flights += self.flights;
+        // Connections whose round trip is a bound.
+        a.flagged += u64::from(self.bounded);
     }
 }
 
