@@ -61,6 +61,9 @@ if command -v setpriv >/dev/null; then
 fi
 # 0b. A kernel without the tracepoints, as top sees it: in a mount namespace of its own, an
 # empty directory over tracefs' events/tcp and events/sock (the host's tracefs is untouched).
+# tracefs must be mounted for that (top mounts it itself when it is not, as root; a fresh
+# machine may not have it mounted yet).
+mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
 # Both hidden: exit 2, an error saying what was looked for; the sock ones only: top runs on
 # the tcp ones and lists the others as unavailable.
 if command -v unshare >/dev/null; then

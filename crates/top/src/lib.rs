@@ -209,13 +209,19 @@ fn tracefs() -> io::Result<PathBuf> {
         }
     }
     sys::mount_tracefs().map_err(|e| {
-        err(
-            e.kind(),
+        let msg = if e.kind() == io::ErrorKind::PermissionDenied {
+            // Not root: the mount is the first thing refused.
+            "tracefs is not mounted, and mounting it needs root (permission denied): run as \
+             root (sudo), or have root mount it (mount -t tracefs nodev /sys/kernel/tracing) \
+             and give this user read access to tracefs and CAP_PERFMON"
+                .to_string()
+        } else {
             format!(
                 "tracefs is not mounted and mounting it failed ({e}); as root: \
                  mount -t tracefs nodev /sys/kernel/tracing"
-            ),
-        )
+            )
+        };
+        err(e.kind(), msg)
     })?;
     let dir = PathBuf::from("/sys/kernel/tracing");
     if dir.join("events/tcp").is_dir() {
