@@ -169,8 +169,10 @@ pub(crate) fn initial_ttl(t: u8) -> bool {
 
 /// Whether a sender's packets, their TTL `t` (0: none seen), crossed a
 /// router before the capture point: a path of unknown length lies between.
+/// A TTL of 1 is one a host sent for its own link (eBGP's single-hop peers,
+/// link-local protocols), not one a router left.
 pub(crate) fn crossed_router(t: u8) -> bool {
-    t != 0 && !initial_ttl(t)
+    t > 1 && !initial_ttl(t)
 }
 
 /// Where the capture was taken, for one connection, and from what.
@@ -303,4 +305,20 @@ pub(crate) fn connection_summary(
 /// A delivery rate (bytes over nanoseconds) in Mbit/s, to 0.001.
 fn mbit_s(rate: Option<(u32, i64)>) -> Option<f64> {
     rate.map(|(b, ns)| (f64::from(b) * 8_000.0 / ns as f64 * 1000.0).round() / 1000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_router_crossed_is_a_ttl_below_its_initial_value() {
+        // Decremented: Linux 64 → 52, Windows 128 → 88 (nDPI's mqtt and tls_2_reasms_b).
+        assert!(crossed_router(52) && crossed_router(88) && crossed_router(2));
+        // Initial values: the sender's own host or link; 0: no packet seen; 1: a host's
+        // single-hop TTL (eBGP peers), which no router forwards.
+        for t in [0, 1, 32, 64, 128, 255] {
+            assert!(!crossed_router(t), "{t}");
+        }
+    }
 }

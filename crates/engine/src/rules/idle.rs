@@ -317,7 +317,7 @@ impl IdleState {
     #[cold]
     #[inline(never)]
     fn answered_later(
-        &self,
+        &mut self,
         conn: &Connection,
         seg: &Segment<'_>,
         prev: &DirState,
@@ -343,31 +343,38 @@ impl IdleState {
         let Some(distance) = distance else {
             return false;
         };
-        // The sender's own time: what the wait holds beyond the way there and back.
+        // The sender's own time: what the wait holds beyond the way there
+        // and back, counted as any other pause of the application's.
         let own = (now - sent - distance).clamp(0, now - prev.last_ns);
-        let path_until = Timestamp::from_nanos(now - own);
-        claims.claim(
-            Part::Network,
-            Timestamp::from_nanos(prev.last_ns),
-            path_until,
-        );
-        let app = match d {
-            Dir::ServerToClient => Part::Server,
-            Dir::ClientToServer => Part::ClientIdle,
-        };
-        claims.claim(app, path_until, seg.ts);
+        let path_until = now - own;
+        let from = Timestamp::from_nanos(prev.last_ns);
+        claims.claim(Part::Network, from, Timestamp::from_nanos(path_until));
+        if own > 0 {
+            self.claim_app_from(seg, prev, path_until, claims);
+        }
         true
     }
 
     /// Claims the pause from `prev` to `seg` for the sending application.
     fn claim_app(&mut self, seg: &Segment<'_>, prev: &DirState, claims: &mut Claims) -> Part {
+        self.claim_app_from(seg, prev, prev.last_ns, claims)
+    }
+
+    /// Claims the end of that pause, from `from`, for the sending application.
+    fn claim_app_from(
+        &mut self,
+        seg: &Segment<'_>,
+        prev: &DirState,
+        from: i64,
+        claims: &mut Claims,
+    ) -> Part {
         let d = seg.dir;
         let part = match d {
             Dir::ServerToClient => Part::Server,
             Dir::ClientToServer => Part::ClientIdle,
         };
-        claims.claim(part, Timestamp::from_nanos(prev.last_ns), seg.ts);
-        let pause = seg.ts.nanos() - prev.last_ns;
+        claims.claim(part, Timestamp::from_nanos(from), seg.ts);
+        let pause = seg.ts.nanos() - from;
         self.inside_ns[d.index()] += pause;
         if pause > self.longest[d.index()].0 {
             self.longest[d.index()] = (pause, prev.last_frame, seg.frame);
