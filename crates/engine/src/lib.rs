@@ -1028,8 +1028,8 @@ impl Analyzer for Diagnoser {
     fn exchange(&mut self, conn: &Connection, state: &mut ConnState, ex: &Exchange) {
         let h = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
         let step = h.rules.tls.on_exchange(conn, ex, &mut h.claims);
-        if let rules::tls::Step::Trimmed(_, pause, frame) = step {
-            h.rules.idle.before_request(pause, frame);
+        if let Some(pauses) = step.pauses() {
+            h.rules.idle.before_messages(pauses);
         }
         let (inside, longest, cork_holds) = h.rules.idle.take_exchange();
         let buffered = h.rules.congestion.take_exchange();

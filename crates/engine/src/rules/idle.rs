@@ -382,17 +382,19 @@ impl IdleState {
         part
     }
 
-    /// The client's pause that ended at `frame`, `pause` long, after a
-    /// control record that began its message (a TLS rule's finding), was
-    /// before its request, not inside it: taken out of the sums when they
+    /// Per direction ([`Dir::index`]), `(pause, frame)` or zeros: the
+    /// sender's pause that ended at `frame`, after a control record that
+    /// began its message (a TLS rule's finding), was before its message
+    /// (request or response), not inside it: taken out of the sums when they
     /// counted it (the longest pause ends there; a shorter one among others
     /// stays in, as before).
     #[cold]
-    pub fn before_request(&mut self, pause: i64, frame: u64) {
-        let c = Dir::ClientToServer.index();
-        if self.longest[c].2 == frame {
-            self.inside_ns[c] = (self.inside_ns[c] - pause).max(0);
-            self.longest[c] = (0, 0, 0);
+    pub fn before_messages(&mut self, pauses: [(i64, u64); 2]) {
+        for (i, (pause, frame)) in pauses.into_iter().enumerate() {
+            if frame > 0 && self.longest[i].2 == frame {
+                self.inside_ns[i] = (self.inside_ns[i] - pause).max(0);
+                self.longest[i] = (0, 0, 0);
+            }
         }
     }
 

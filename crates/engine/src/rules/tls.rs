@@ -264,11 +264,11 @@ pub struct TlsState {
     key: CertKey,
     /// The client's last message is one TLS alert: its close_notify.
     closing_alert: bool,
-    /// The client's message in progress began with one control record
-    /// ([`is_control_record`]) of this many bytes; the segment after it,
-    /// and how long after.
-    lead: Option<(Mark, u32)>,
-    then: Option<(Mark, i64)>,
+    /// Per direction ([`Dir::index`]): the message in progress began with
+    /// one control record ([`is_control_record`]) of this many bytes; the
+    /// segment after it, and how long after.
+    lead: [Option<(Mark, u32)>; 2],
+    then: [Option<(Mark, i64)>; 2],
     pending: Option<Pending>,
 }
 
@@ -289,11 +289,26 @@ pub enum Step {
     Handshake,
     /// The first exchange after a handshake, stretched back to its start.
     Opened(Box<Exchange>, Opened),
-    /// An exchange whose request began with a control record and went on
-    /// later: the request starts after it. The pause from the record to the
-    /// rest (ns) and the frame that ended it: the client's time between its
-    /// control frame and its next request, not inside a request.
-    Trimmed(Box<Exchange>, i64, u64),
+    /// An exchange whose request or response began with a control record
+    /// and went on later: the message starts after it. Per direction
+    /// ([`Dir::index`]), the pause from the record to the rest (ns) and the
+    /// frame that ended it, or zeros: the sender's time before its message,
+    /// not inside it (a client's between its control frame and its next
+    /// request; a server's between acknowledging the client's HTTP/2
+    /// settings and starting its response).
+    Trimmed(Box<Exchange>, [(i64, u64); 2]),
+}
+
+impl Step {
+    /// The senders' pauses after a control record that began their
+    /// messages, per direction, as [`Step::Trimmed`] holds them.
+    pub fn pauses(&self) -> Option<[(i64, u64); 2]> {
+        match self {
+            Step::Trimmed(_, pauses) => Some(*pauses),
+            Step::Opened(_, o) => Some(o.pauses),
+            Step::Plain | Step::Handshake => None,
+        }
+    }
 }
 
 /// The handshake an exchange paid for.
@@ -305,6 +320,8 @@ pub struct Opened {
     /// The handshake's first segment.
     pub frame: u64,
     pub key: CertKey,
+    /// The response began with a control record: as [`Step::Trimmed`].
+    pub pauses: [(i64, u64); 2],
 }
 
 impl TlsState {
@@ -315,19 +332,19 @@ impl TlsState {
             return;
         }
         if self.last_dir == Some(seg.dir) {
-            if seg.dir == Dir::ClientToServer {
-                if self.request_record == Some(HANDSHAKE)
-                    && record_type(seg.payload) == Some(APPLICATION_DATA)
-                {
-                    self.false_start = true;
-                }
-                if let (Some((lead, _)), None) = (self.lead, self.then) {
-                    let at = Mark {
-                        ts: seg.ts,
-                        frame: seg.frame,
-                    };
-                    self.then = Some((at, seg.ts.since(lead.ts)));
-                }
+            if seg.dir == Dir::ClientToServer
+                && self.request_record == Some(HANDSHAKE)
+                && record_type(seg.payload) == Some(APPLICATION_DATA)
+            {
+                self.false_start = true;
+            }
+            let d = seg.dir.index();
+            if let (Some((lead, _)), None) = (self.lead[d], self.then[d]) {
+                let at = Mark {
+                    ts: seg.ts,
+                    frame: seg.frame,
+                };
+                self.then[d] = Some((at, seg.ts.since(lead.ts)));
             }
             return;
         }
@@ -344,19 +361,21 @@ impl TlsState {
             self.request_record = record.filter(|_| tls);
             self.false_start = false;
             self.closing_alert = tls && is_alert_record(seg.payload, seg.len);
-            self.lead = (tls && is_control_record(seg.payload, seg.len)).then_some((
-                Mark {
-                    ts: seg.ts,
-                    frame: seg.frame,
-                },
-                seg.len,
-            ));
-            self.then = None;
         } else if self.request_record == Some(HANDSHAKE) {
             if let Some(suite) = server_hello_suite(seg.payload) {
                 self.key = CertKey::of_suite(suite);
             }
         }
+        let d = seg.dir.index();
+        let control = self.tls == Some(true) && is_control_record(seg.payload, seg.len);
+        self.lead[d] = control.then_some((
+            Mark {
+                ts: seg.ts,
+                frame: seg.frame,
+            },
+            seg.len,
+        ));
+        self.then[d] = None;
     }
 
     /// Classifies a completed exchange and claims its handshake time.
@@ -407,10 +426,10 @@ impl TlsState {
         }
         // Most connections have no handshake pending: not taken (a copy).
         if self.pending.is_none() {
-            if self.lead.is_none() {
+            if self.lead == [None, None] {
                 return Step::Plain;
             }
-            return self.trimmed(ex, req_last);
+            return self.trimmed(ex, req_last, resp_last);
         }
         let Some(p) = self.pending.take() else {
             return Step::Plain;
@@ -421,6 +440,13 @@ impl TlsState {
         if opened.setup.is_none() {
             opened.request_first = p.first.request_first;
         }
+        // The request starts with the handshake; the response may start
+        // with a control record (HTTP/2's SETTINGS ACK).
+        self.lead[Dir::ClientToServer.index()] = None;
+        let mut pauses = [(0, 0); 2];
+        if self.lead[Dir::ServerToClient.index()].is_some() {
+            pauses = self.trim(&mut opened, req_last, resp_last);
+        }
         Step::Opened(
             Box::new(opened),
             Opened {
@@ -428,26 +454,61 @@ impl TlsState {
                 client_ns,
                 frame: p.first.request_first.map_or(0, |m| m.frame),
                 key: self.key,
+                pauses,
             },
         )
     }
 }
 
 impl TlsState {
-    /// The exchange with its request started after a leading control
-    /// record, when the rest of the request followed it.
+    /// The exchange with its request, or its response, started after a
+    /// leading control record, when the rest of the message followed it.
     #[cold]
-    fn trimmed(&mut self, ex: &Exchange, req_last: Mark) -> Step {
-        let (Some((lead, len)), Some((then, pause))) = (self.lead.take(), self.then.take()) else {
-            return Step::Plain;
-        };
-        if ex.request_first.map(|m| m.frame) != Some(lead.frame) || then.frame > req_last.frame {
+    fn trimmed(&mut self, ex: &Exchange, req_last: Mark, resp_last: Mark) -> Step {
+        let mut trimmed = *ex;
+        let pauses = self.trim(&mut trimmed, req_last, resp_last);
+        if pauses == [(0, 0); 2] {
             return Step::Plain;
         }
-        let mut trimmed = *ex;
-        trimmed.request_first = Some(then);
-        trimmed.request_bytes = trimmed.request_bytes.saturating_sub(u64::from(len));
-        Step::Trimmed(Box::new(trimmed), pause, then.frame)
+        Step::Trimmed(Box::new(trimmed), pauses)
+    }
+
+    /// Starts `ex`'s request and response after their leading control
+    /// records, where the rest of the message followed one; the pauses
+    /// after them, per direction, as [`Step::Trimmed`] holds them.
+    fn trim(&mut self, trimmed: &mut Exchange, req_last: Mark, resp_last: Mark) -> [(i64, u64); 2] {
+        let mut pauses = [(0, 0); 2];
+        for d in [Dir::ClientToServer, Dir::ServerToClient] {
+            let i = d.index();
+            let (Some((lead, len)), Some((then, pause))) =
+                (self.lead[i].take(), self.then[i].take())
+            else {
+                continue;
+            };
+            let (first, last, bytes) = match d {
+                Dir::ClientToServer => (
+                    &mut trimmed.request_first,
+                    req_last,
+                    &mut trimmed.request_bytes,
+                ),
+                Dir::ServerToClient => (
+                    &mut trimmed.response_first,
+                    resp_last,
+                    &mut trimmed.response_bytes,
+                ),
+            };
+            if first.map(|m| m.frame) != Some(lead.frame) || then.frame > last.frame {
+                continue;
+            }
+            *first = Some(then);
+            *bytes = bytes.saturating_sub(u64::from(len));
+            if d == Dir::ServerToClient {
+                // The first segment's clock is the control record's.
+                trimmed.response_tsval = None;
+            }
+            pauses[i] = (pause, then.frame);
+        }
+        pauses
     }
 }
 

@@ -9,11 +9,14 @@ use serde_json::Value;
 /// A healthy capture may have no finding at or above this share of the time.
 pub const HEALTHY_MAX_SHARE: f64 = 0.05;
 
-/// What tcpdoctor reports first: `kind/role` of the first finding costing
-/// [`HEALTHY_MAX_SHARE`] of the time or failing requests, or `none`.
-pub fn reported(path: &Path) -> String {
+/// `tcpdoctor analyze --format json` of `path` with `args` before it, which
+/// must succeed.
+#[allow(dead_code)]
+pub fn analyze(path: &Path, args: &[&str]) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
-        .args(["analyze", "--format", "json", path.to_str().unwrap()])
+        .args(["analyze", "--format", "json"])
+        .args(args)
+        .arg(path)
         .output()
         .unwrap();
     assert!(
@@ -22,7 +25,14 @@ pub fn reported(path: &Path) -> String {
         path.display(),
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// What tcpdoctor reports first: `kind/role` of the first finding costing
+/// [`HEALTHY_MAX_SHARE`] of the time or failing requests, or `none`.
+#[allow(dead_code)]
+pub fn reported(path: &Path) -> String {
+    let v = analyze(path, &[]);
     v["findings"]
         .as_array()
         .unwrap()

@@ -1,0 +1,94 @@
+//! A TLS message that begins with one small record of a multiplexed
+//! protocol's control frame (HTTP/2's SETTINGS ACK) starts with the data
+//! after it: the pause between them is the sender's time before its message,
+//! not inside it.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+
+use serde_json::Value;
+
+mod common;
+
+fn fixture(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures")
+        .join(name)
+}
+
+/// The first finding of `kind`.
+fn finding(v: &Value, kind: &str) -> Value {
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} finding"))
+        .clone()
+}
+
+fn frames(f: &Value) -> Vec<u64> {
+    f["evidence"][0]["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_u64().unwrap())
+        .collect()
+}
+
+/// The exchange of connection `stream` (tshark's `tcp.stream`) with `index`.
+fn exchange(v: &Value, stream: u64, index: u64) -> Value {
+    v["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["tcp_stream"] == stream)
+        .flat_map(|c| c["slowest_exchanges"].as_array().unwrap())
+        .find(|e| e["index"] == index)
+        .unwrap_or_else(|| panic!("no exchange {index} on stream {stream}"))
+        .clone()
+}
+
+/// curl over HTTP/2 (nDPI's capture): the server acknowledges the client's
+/// SETTINGS at once (frame 22, a 33-byte record that also acknowledges the
+/// request), and its response's HEADERS come 784 ms later (frame 24, as
+/// tshark shows). The server took that time before its response.
+#[test]
+fn a_servers_settings_ack_does_not_start_its_response() {
+    let v = common::analyze(&fixture("corpus/ndpi-443-curl.pcap"), &[]);
+    let f = finding(&v, "server_delay");
+    assert_eq!(f["culprit"]["role"], "server");
+    assert_eq!(f["details"]["where"], "before_response", "{f:#}");
+    let frames = frames(&f);
+    // The request's last segment, then the response's first.
+    assert_eq!(frames.first(), Some(&20), "{frames:?}");
+    assert_eq!(frames.last(), Some(&24), "{frames:?}");
+    // Frames: setup, request first and last, request ACKed, response first
+    // and last. The response's bytes are tshark's `tcp.len` summed over the
+    // server's frames 24 to 95.
+    let e = exchange(&v, 0, 2);
+    assert_eq!(
+        e["frames"],
+        serde_json::json!([16, 20, 22, 24, 95]),
+        "{e:#}"
+    );
+    assert_eq!(e["response_bytes"], 62652);
+}
+
+/// Responses that begin with a record of data (TLS 1.3, 287 and 517 bytes)
+/// start there, though a small record follows them.
+#[test]
+fn a_response_that_begins_with_data_is_not_trimmed() {
+    let v = common::analyze(&fixture("corpus/zeek-tls13-ech.pcap"), &[]);
+    let e = exchange(&v, 2, 3);
+    assert_eq!(
+        e["frames"],
+        serde_json::json!([60, 60, 61, 62, 63]),
+        "{e:#}"
+    );
+    assert_eq!(e["response_bytes"], 287 + 31);
+    let e = exchange(&v, 1, 2);
+    assert_eq!(e["frames"][3], 22, "{e:#}");
+    assert_eq!(e["response_bytes"], 517);
+}
