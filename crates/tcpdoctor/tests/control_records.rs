@@ -92,3 +92,15 @@ fn a_response_that_begins_with_data_is_not_trimmed() {
     assert_eq!(e["frames"][3], 22, "{e:#}");
     assert_eq!(e["response_bytes"], 517);
 }
+
+/// Picked up mid-stream (no handshake in the capture), an HTTP/2 client's
+/// request (frames 3-4, records of application data) is answered by a
+/// 33-byte SETTINGS ACK at once (frame 8) and the response 31 ms later
+/// (frame 12): the server's time before its response.
+#[test]
+fn mid_stream_tls_is_told_by_its_records() {
+    let v = common::analyze(&fixture("corpus/ndpi-http-ipv6.pcap"), &[]);
+    let f = finding(&v, "server_delay");
+    assert_eq!(f["details"]["where"], "before_response", "{f:#}");
+    assert_eq!(frames(&f), vec![4, 7, 12]);
+}

@@ -326,7 +326,7 @@ pub struct Opened {
 
 impl TlsState {
     #[inline]
-    pub fn on_segment(&mut self, seg: &Segment<'_>) {
+    pub fn on_segment(&mut self, seg: &Segment<'_>, mid_stream: bool) {
         // Not TLS: decided by the client's first data, for good.
         if self.tls == Some(false) || seg.kind != SegKind::NewData {
             return;
@@ -348,16 +348,19 @@ impl TlsState {
             }
             return;
         }
-        self.on_message_start(seg);
+        self.on_message_start(seg, mid_stream);
     }
 
     /// New data in the other direction than the last: a message starts.
     #[cold]
-    fn on_message_start(&mut self, seg: &Segment<'_>) {
+    fn on_message_start(&mut self, seg: &Segment<'_>, mid_stream: bool) {
         self.last_dir = Some(seg.dir);
         if seg.dir == Dir::ClientToServer {
             let record = record_type(seg.payload);
-            let tls = *self.tls.get_or_insert(record == Some(HANDSHAKE));
+            // Picked up after its handshake, a TLS connection's client
+            // sends application data first.
+            let first = record == Some(HANDSHAKE) || mid_stream && record == Some(APPLICATION_DATA);
+            let tls = *self.tls.get_or_insert(first);
             self.request_record = record.filter(|_| tls);
             self.false_start = false;
             self.closing_alert = tls && is_alert_record(seg.payload, seg.len);
@@ -868,9 +871,9 @@ fn key_of(keys: &[u32; 4]) -> CertKey {
 
 impl rule::Rule for TlsState {
     #[inline]
-    fn on_segment(&mut self, _: &mut rule::SegmentCx<'_>, _: &Connection, seg: &Segment<'_>) {
+    fn on_segment(&mut self, _: &mut rule::SegmentCx<'_>, conn: &Connection, seg: &Segment<'_>) {
         if seg.len > 0 {
-            TlsState::on_segment(self, seg);
+            TlsState::on_segment(self, seg, !conn.client.syn_seen);
         }
     }
 
