@@ -157,6 +157,7 @@ clean_run() {
   : > "$WORK/curl-$1.txt"
   DROPS0=$(drops)
   RECOVERED0=$(counter "$S" TcpExt TCPLossProbeRecovery)
+  DSACKED0=$(counter "$S" TcpExt TCPDSACKRecv)
   "$TD" top --duration 60 --format json --port "$PORT" > "$WORK/$1.jsonl" 2> "$WORK/$1.err" &
   TOP=$!
   PIDS+=("$TOP")
@@ -174,12 +175,13 @@ clean_run() {
   wait "$TOP" || { cat "$WORK/$1.err" >&2; fail "top exited with $?"; }
   DROPPED=$(( $(drops) - DROPS0 ))
   RECOVERED=$(( $(counter "$S" TcpExt TCPLossProbeRecovery) - RECOVERED0 ))
+  DSACKED=$(( $(counter "$S" TcpExt TCPDSACKRecv) - DSACKED0 ))
 }
 
 # Checks a clean run: $1 the run, $2 "strict" (roles from the handshake) or a tcplife output.
 check_clean() {
 python3 - "$WORK/$1.jsonl" "$WORK/curl-$1.txt" "$WORKER" "$SERVER_IP" "$CLIENT_IP" "$PORT" "$2" \
-  "$DROPPED" "$RECOVERED" "$(counter --each "$S" TcpExt "$TLP_COUNTERS")" <<'PY'
+  "$DROPPED" "$RECOVERED" "$(counter --each "$S" TcpExt "$TLP_COUNTERS")" "$DSACKED" <<'PY'
 import json, sys
 lines = open(sys.argv[1]).read().splitlines()
 doc = json.loads(lines[-1])
@@ -215,17 +217,22 @@ assert procs[worker]["command"] == "nginx" and "nginx" in procs[worker]["cmdline
 # is no loss; the retransmitting connections' congestion episodes say why when this fails.
 lossy = [f for f in doc["findings"] if f["kind"] in ("packet_loss", "retransmission_timeout")]
 dropped, recovered, kernel = int(sys.argv[8]), int(sys.argv[9]), sys.argv[10]
+# A DSACK back from the client: a segment reached it twice, so the server re-sent one whose
+# original was late, not lost (reordered between a loaded machine's CPUs, or a late ACK).
+# Seen from the server's tracepoints it is a retransmission like any other (top cannot read
+# the DSACK): the run was not clean.
+dsacked = int(sys.argv[11])
 if any(c["retransmissions"] for c in doc["connections"]):
     print("top e2e: the clean run re-sent %d segments; this host dropped %d packets; the server's kernel "
           "judged %d probes to have repaired a loss (since its namespace was made: %s)"
           % (sum(c["retransmissions"] for c in doc["connections"]), dropped, recovered, kernel))
-if lossy and (dropped or recovered):
+if lossy and (dropped or recovered or dsacked):
     # The run was not clean: this host dropped packets on the way (a CPU-starved machine
     # overflows an input backlog), or the server's kernel judged a probe to have repaired a
     # loss and cut its window (a client's ACK late enough, its DSACK missing or too late):
     # top names what the kernel saw and did.
-    print("top e2e: %d packets dropped, %d losses the server's kernel repaired, top named %s: "
-          "not a clean run%s" % (dropped, recovered, [(f["kind"], f["occurrences"]) for f in lossy],
+    print("top e2e: %d packets dropped, %d losses the server's kernel repaired, %d DSACKs, top named %s: "
+          "not a clean run%s" % (dropped, recovered, dsacked, [(f["kind"], f["occurrences"]) for f in lossy],
                                  ", again" if mode == "strict" else ""))
     if mode == "strict":
         sys.exit(3)
