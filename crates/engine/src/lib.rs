@@ -41,13 +41,16 @@ use ring::Ring;
 use rule::{endpoint_of, Blame, Kind, Occurrence};
 
 /// How many leading bytes of a segment's payload the engine may look at
-/// (HTTP heads, to name the software in a fix); 0 for anything else.
+/// (HTTP heads, to name the software in a fix; TLS records; a message
+/// broker's frames, to tell where its messages end).
 pub fn payload_needed(payload: &[u8]) -> usize {
     // Most segments are ACKs: nothing to look at.
     if payload.is_empty() {
         return 0;
     }
-    http::head_len(payload).max(rules::tls::payload_needed(payload))
+    http::head_len(payload)
+        .max(rules::tls::payload_needed(payload))
+        .max(tcpdoctor_flow::message_prefix(payload))
 }
 
 /// Engine settings.

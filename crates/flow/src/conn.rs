@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 
 use tcpdoctor_wire::{TcpOptions, TcpSegment, Timestamp};
 
+use crate::messages::{Messages, Turn};
 use crate::{Dir, SegKind, Segment, Seq};
 
 /// A point in the capture: when, and which frame.
@@ -983,6 +984,8 @@ pub struct Connection {
     /// rules ask for them on most data segments.
     path_rtt: Option<i64>,
     distance: [Option<i64>; 2],
+    /// The messages of a message broker's protocol, where it speaks one.
+    messages: Messages,
 }
 
 impl Connection {
@@ -1026,6 +1029,7 @@ impl Connection {
             smss: [1460; 2],
             path_rtt: None,
             distance: [None; 2],
+            messages: Messages::default(),
         }
     }
 
@@ -1055,6 +1059,7 @@ impl Connection {
             smss,
             path_rtt,
             distance,
+            messages,
         } = self;
         *my_id = id;
         *my_role = role_source;
@@ -1071,6 +1076,7 @@ impl Connection {
         *smss = [1460; 2];
         *path_rtt = None;
         *distance = [None; 2];
+        *messages = Messages::default();
     }
 
     /// The largest payload the sender in `dir` puts in one segment (SMSS,
@@ -1384,14 +1390,7 @@ impl Connection {
         // Bytes missed before a segment without data open no exchange: when
         // they were sent is unknown.
         let new_data = if kind == SegKind::Ack { 0 } else { new_bytes };
-        // The server acknowledging client bytes the capture missed, after
-        // its response began: the client sent another request, so the
-        // server's next data answers that one, not the response before.
-        if acks_unseen && dir == Dir::ServerToClient {
-            if let Some(done) = self.current.take_if(|e| e.response_first.is_some()) {
-                emit(self, Event::Exchange(&done));
-            }
-        }
+        self.early_end(dir, kind, new_data, acks_unseen, seg, &mut emit);
         let response_began =
             self.exchange_milestones(dir, mark, kind, new_data, end, acked, peer_una, &mut emit);
         if response_began {
@@ -1420,6 +1419,55 @@ impl Connection {
             options: seg.options_raw,
         };
         emit(self, Event::Segment(&event));
+    }
+
+    /// Ends the exchange in progress before `seg` where the turn of
+    /// direction does not tell it.
+    #[inline]
+    fn early_end<'p>(
+        &mut self,
+        dir: Dir,
+        kind: SegKind,
+        new_data: u32,
+        acks_unseen: bool,
+        seg: &TcpSegment<'p>,
+        emit: &mut impl FnMut(&Connection, Event<'_, 'p>),
+    ) {
+        // The server acknowledging client bytes the capture missed, after
+        // its response began: the client sent another request, so the
+        // server's next data answers that one, not the response before.
+        if acks_unseen && dir == Dir::ServerToClient {
+            if let Some(done) = self.current.take_if(|e| e.response_first.is_some()) {
+                emit(self, Event::Exchange(&done));
+            }
+        }
+        if new_data > 0 && kind == SegKind::NewData && !self.messages.is_other() {
+            self.message_turn(dir, seg, emit);
+        }
+    }
+
+    /// Reads the messages of a broker's protocol in new data: where nobody
+    /// waits on what the exchange in progress started, it ends here
+    /// ([`Messages::on_data`]).
+    #[cold]
+    fn message_turn<'p>(
+        &mut self,
+        dir: Dir,
+        seg: &TcpSegment<'p>,
+        emit: &mut impl FnMut(&Connection, Event<'_, 'p>),
+    ) {
+        let response_begun = self
+            .current
+            .as_ref()
+            .is_some_and(|e| e.response_first.is_some());
+        let turn =
+            self.messages
+                .on_data(dir, seg.seq, seg.payload_len, seg.payload, response_begun);
+        if turn == Turn::Ends {
+            if let Some(done) = self.current.take() {
+                emit(self, Event::Exchange(&done));
+            }
+        }
     }
 
     /// Exchange milestones: client data opens a request, server data answers

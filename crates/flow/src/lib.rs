@@ -28,9 +28,11 @@
 mod compact;
 mod conn;
 mod deadlines;
+mod messages;
 mod seq;
 
 pub use conn::{Connection, DeliveryRate, Exchange, Half, Handshake, Mark, RoleSource};
+pub use messages::message_prefix;
 pub use seq::Seq;
 
 /// Slack for a sender to react to an ACK, beyond the round trip to it and a

@@ -77,6 +77,8 @@ struct DirState {
     episode: Option<Episode>,
     /// This side's last packet of any kind (an ACK too).
     last_packet: Option<Mark>,
+    /// When the receiver last sent data.
+    peer_data: Option<Timestamp>,
 }
 
 impl DirState {
@@ -324,9 +326,18 @@ impl DirState {
         };
         let quiet = seg.ts.since(last.ts);
         let timer = quiet >= MIN_RTO_NS && quiet >= rtt.saturating_mul(5) / 2;
+        // Data that follows the peer's, which came after the silence began,
+        // sooner than any timer fires answers it (an acknowledgement of a
+        // broker's delivery): what it re-sent could not have left before
+        // what it answers arrived. Hosts that number all their packets from
+        // one counter skip numbers in any silence.
+        let answers = self
+            .peer_data
+            .is_some_and(|t| t > last.ts && seg.ts.since(t) < MIN_RTO_NS);
         // At the sender, nothing it sent can be lost before the capture.
         let at_sender = crate::text::vantage(conn).0 == rule::endpoint_of(conn, seg.dir).1;
         if !timer
+            || answers
             || self.window_closed
             || self.episode.is_some()
             || at_sender
@@ -403,6 +414,7 @@ impl LossState {
             return;
         }
         peer.peer_spoke = true;
+        peer.peer_data = Some(seg.ts);
         // As the sender.
         let me = &mut self.dirs[d.index()];
         me.on_data(conn, seg, out, claims);
