@@ -5,17 +5,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::path::Path;
-
 use serde_json::Value;
 
 mod common;
 
-fn fixture(name: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures")
-        .join(name)
-}
+use common::{fixture, frames};
 
 /// The first finding of `kind`.
 fn finding(v: &Value, kind: &str) -> Value {
@@ -26,15 +20,6 @@ fn finding(v: &Value, kind: &str) -> Value {
         .find(|f| f["kind"] == kind)
         .unwrap_or_else(|| panic!("no {kind} finding"))
         .clone()
-}
-
-fn frames(f: &Value) -> Vec<u64> {
-    f["evidence"][0]["frames"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n.as_u64().unwrap())
-        .collect()
 }
 
 /// The exchange of connection `stream` (tshark's `tcp.stream`) with `index`.

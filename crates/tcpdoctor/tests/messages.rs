@@ -9,17 +9,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
-
 use serde_json::Value;
 
 mod common;
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures")
-        .join(name)
-}
+use common::{fixture, frames};
 
 fn kinds(v: &Value) -> Vec<String> {
     v["findings"]
@@ -33,15 +27,6 @@ fn kinds(v: &Value) -> Vec<String> {
                 f["culprit"]["role"].as_str().unwrap()
             )
         })
-        .collect()
-}
-
-fn frames(f: &Value) -> Vec<u64> {
-    f["evidence"][0]["frames"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n.as_u64().unwrap())
         .collect()
 }
 

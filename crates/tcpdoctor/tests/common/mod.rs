@@ -1,7 +1,7 @@
 //! What the capture tables (fixtures/ACCURACY.md, fixtures/corpus/CORPUS.md)
 //! record of a capture: what tcpdoctor reports first.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
@@ -49,4 +49,23 @@ pub fn reported(path: &Path) -> String {
                 f["culprit"]["role"].as_str().unwrap()
             )
         })
+}
+
+/// A committed capture under `fixtures/`.
+#[allow(dead_code)]
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures")
+        .join(name)
+}
+
+/// The frames of a finding's first evidence entry.
+#[allow(dead_code)]
+pub fn frames(f: &Value) -> Vec<u64> {
+    f["evidence"][0]["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_u64().unwrap())
+        .collect()
 }
