@@ -1,5 +1,5 @@
 //! Messages of the self-delimiting protocols of message brokers (AMQP 0-9-1,
-//! MQTT, STOMP, NATS), where each side sends messages of its own accord:
+//! MQTT, STOMP, NATS) and of JSON-RPC over lines, where each side sends messages of its own accord:
 //! a broker delivers to a consumer when some publisher publishes, a client
 //! acknowledges a delivery and expects nothing back, either side sends
 //! heartbeats. Read as request and response, a delivery after an
@@ -33,6 +33,9 @@ enum Proto {
     Mqtt,
     Stomp,
     Nats,
+    /// JSON-RPC (1.0 and 2.0) as one JSON object per line: Stratum's mining
+    /// pools, Ethereum's and Bitcoin's work proxies, many a service's RPC.
+    JsonRpc,
 }
 
 /// What a connection learns from the messages of one segment.
@@ -100,19 +103,22 @@ impl Messages {
         } else {
             self.proto
         };
-        // What was true before this segment decides the turn: nothing owed,
-        // and the sender between messages.
+        // What was true before this segment decides the turn: the sender
+        // between messages, and nothing owed — or, from the server, a
+        // message that answers nothing whatever is owed (a delivery, a
+        // notification: a request it never answers does not make every
+        // later push its answer).
+        let (owed, between) = (self.owed, self.boundary[d]);
+        let push = self.read(proto, dir, seq, len, payload);
         let turn = self.proto != Proto::Unknown
-            && self.owed == 0
             && match dir {
                 // What the server sends now answers nothing: the response
                 // before it (if any) is whole, and this is a message of its own.
-                Dir::ServerToClient => self.boundary[d] || !response_begun,
+                Dir::ServerToClient => (owed == 0 || push) && (between || !response_begun),
                 // The client's request so far asked for nothing: another
                 // message starts a request of its own.
-                Dir::ClientToServer => self.boundary[d] && !response_begun,
+                Dir::ClientToServer => owed == 0 && between && !response_begun,
             };
-        self.read(proto, dir, seq, len, payload);
         if turn {
             Turn::Ends
         } else {
@@ -135,9 +141,15 @@ impl Messages {
             (c, false) if c != Proto::Unknown => return true,
             (_, false) => Proto::Other,
             (Proto::Unknown, true) => {
-                let fits = [Proto::Amqp, Proto::Mqtt, Proto::Stomp, Proto::Nats]
-                    .into_iter()
-                    .find(|&p| may_start(p, dir, payload) && fits(p, dir, payload, len));
+                let fits = [
+                    Proto::Amqp,
+                    Proto::Mqtt,
+                    Proto::Stomp,
+                    Proto::Nats,
+                    Proto::JsonRpc,
+                ]
+                .into_iter()
+                .find(|&p| may_start(p, dir, payload) && fits(p, dir, payload, len));
                 match fits {
                     Some(p) => {
                         self.candidate = p;
@@ -156,15 +168,19 @@ impl Messages {
 
     /// Follows the messages of one segment: where the last one ends, and
     /// whether each that starts here expects no answer.
-    fn read(&mut self, proto: Proto, dir: Dir, seq: u32, len: u32, payload: &[u8]) {
+    /// Whether the first message that starts in it is a server's that
+    /// answers nothing.
+    fn read(&mut self, proto: Proto, dir: Dir, seq: u32, len: u32, payload: &[u8]) -> bool {
         let d = dir.index();
         let in_order = self.next[d] == seq;
         self.next[d] = seq.wrapping_add(len);
         let mut skip = 0;
         if in_order && self.rest[d] == OPEN {
-            // A text frame begun earlier goes on to its NUL.
-            let Some(n) = payload.iter().position(|&b| b == 0) else {
-                return;
+            // A text frame begun earlier goes on to its end: STOMP's NUL, a
+            // JSON line's end.
+            let end = if proto == Proto::Stomp { 0 } else { b'\n' };
+            let Some(n) = payload.iter().position(|&b| b == end) else {
+                return false;
             };
             skip = n + 1;
             self.rest[d] = 0;
@@ -173,7 +189,7 @@ impl Messages {
             if self.rest[d] >= len {
                 self.rest[d] -= len;
                 self.boundary[d] = self.rest[d] == 0 && self.ends[d];
-                return;
+                return false;
             }
             skip = self.rest[d] as usize;
             self.rest[d] = 0;
@@ -181,12 +197,19 @@ impl Messages {
             self.rest[d] = 0;
         }
         let body = payload.get(skip..).unwrap_or_default();
+        let mut push = false;
         match walk(proto, dir, body, (len as usize).saturating_sub(skip)) {
             Some(w) => {
                 self.rest[d] = w.rest;
                 self.ends[d] = w.ends;
+                push = w.first == Some(false);
                 self.boundary[d] = w.rest == 0 && w.ends;
                 self.owed = (self.owed + w.asks).saturating_sub(w.answers);
+                // A JSON-RPC server may leave requests unanswered (a
+                // pool ignoring a hashrate report): its answer settles all.
+                if proto == Proto::JsonRpc && w.answers > 0 {
+                    self.owed = 0;
+                }
             }
             None => {
                 // Lost track (a segment the capture cut short, bytes
@@ -199,6 +222,7 @@ impl Messages {
                 }
             }
         }
+        push
     }
 }
 
@@ -215,12 +239,16 @@ struct Walk {
     /// give one (a server's).
     asks: u32,
     answers: u32,
+    /// Whether the first message that starts in it asks (a client's) or
+    /// answers (a server's); heartbeats and content frames are neither.
+    first: Option<bool>,
 }
 
 impl Walk {
     /// A client's message that asks for an answer, or a server's that gives
     /// one.
     fn count(&mut self, dir: Dir, yes: bool) {
+        self.first.get_or_insert(yes);
         let n = u32::from(yes);
         match dir {
             Dir::ClientToServer => self.asks += n,
@@ -235,6 +263,7 @@ const EMPTY: Walk = Walk {
     ends: true,
     asks: 0,
     answers: 0,
+    first: None,
 };
 
 /// A protocol a side's first data names: AMQP's protocol header, MQTT's
@@ -242,8 +271,13 @@ const EMPTY: Walk = Walk {
 /// NATS's INFO or CONNECT with its JSON.
 fn named(dir: Dir, p: &[u8]) -> Option<Proto> {
     // Most first data is told by its first byte.
-    if !matches!(p.first(), Some(b'A' | 0x10 | b'C' | b'S' | b'I')) {
+    if !matches!(p.first(), Some(b'A' | 0x10 | b'C' | b'S' | b'I' | b'{')) {
         return None;
+    }
+    if dir == Dir::ClientToServer && p.first() == Some(&b'{') {
+        let line = p.split(|&b| b == b'\n').next().unwrap_or_default();
+        let named = line.windows(9).any(|w| w == b"\"jsonrpc\"");
+        return named.then_some(Proto::JsonRpc);
     }
     if dir == Dir::ClientToServer && p.starts_with(b"AMQP\0") {
         return Some(Proto::Amqp);
@@ -293,6 +327,7 @@ fn may_start(proto: Proto, dir: Dir, p: &[u8]) -> bool {
             b.to_ascii_uppercase(),
             b'C' | b'P' | b'S' | b'U' | b'I' | b'M' | b'H' | b'+' | b'-'
         ),
+        Proto::JsonRpc => b == b'{',
         Proto::Unknown | Proto::Other => false,
     }
 }
@@ -315,6 +350,7 @@ fn walk(proto: Proto, dir: Dir, p: &[u8], len: usize) -> Option<Walk> {
         Proto::Mqtt => mqtt(dir, p, len),
         Proto::Stomp if p.len() >= len => stomp(dir, p),
         Proto::Nats if p.len() >= len => nats(dir, p),
+        Proto::JsonRpc if p.len() >= len => json_rpc(dir, p),
         _ => None,
     }
 }
@@ -604,6 +640,91 @@ fn nats(dir: Dir, p: &[u8]) -> Option<Walk> {
     Some(w)
 }
 
+/// JSON-RPC messages, one JSON object per line. A client's request (with a
+/// method and an id) asks for an answer, its notification (no id, or a
+/// null one) and its answer to the server do not; a server's result or
+/// error gives one, and its own notification or request does not. Answers
+/// are not matched by id (some pools answer every request with id 0 and
+/// push new work the same way), and one settles every request before it
+/// (some servers leave a report unanswered).
+fn json_rpc(dir: Dir, p: &[u8]) -> Option<Walk> {
+    let mut w = EMPTY;
+    let mut lines = p.split(|&b| b == b'\n').peekable();
+    while let Some(line) = lines.next() {
+        let last = lines.peek().is_none();
+        if last && !line.is_empty() {
+            // Goes on in the next segment.
+            if line.trim_ascii_start().first() != Some(&b'{') {
+                return None;
+            }
+            w.rest = OPEN;
+            w.ends = false;
+            return Some(w);
+        }
+        let line = line.trim_ascii();
+        if line.is_empty() {
+            continue;
+        }
+        let (method, id, result) = json_keys(line)?;
+        if !method && !result {
+            return None;
+        }
+        w.count(
+            dir,
+            match dir {
+                Dir::ClientToServer => method && id,
+                Dir::ServerToClient => result && !method,
+            },
+        );
+    }
+    Some(w)
+}
+
+/// The top-level keys of one JSON object that JSON-RPC reads: a method,
+/// an id that is not null, a result or an error.
+fn json_keys(line: &[u8]) -> Option<(bool, bool, bool)> {
+    if line.first() != Some(&b'{') || line.last() != Some(&b'}') {
+        return None;
+    }
+    let (mut depth, mut i) = (0usize, 0usize);
+    let (mut method, mut id, mut result) = (false, false, false);
+    let skip_space = |mut j: usize| {
+        while line.get(j).is_some_and(u8::is_ascii_whitespace) {
+            j += 1;
+        }
+        j
+    };
+    while i < line.len() {
+        match line[i] {
+            b'"' => {
+                let start = i + 1;
+                i += 1;
+                while i < line.len() && line[i] != b'"' {
+                    i += if line[i] == b'\\' { 2 } else { 1 };
+                }
+                let key = line.get(start..i)?;
+                i += 1;
+                let colon = skip_space(i);
+                if depth == 1 && line.get(colon) == Some(&b':') {
+                    let value = line.get(skip_space(colon + 1)..).unwrap_or_default();
+                    match key {
+                        b"method" => method = true,
+                        b"result" | b"error" => result = true,
+                        b"id" => id = !value.starts_with(b"null"),
+                        _ => {}
+                    }
+                }
+                continue;
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.checked_sub(1)?,
+            _ => {}
+        }
+        i += 1;
+    }
+    (depth == 0).then_some((method, id, result))
+}
+
 /// A payload size in a NATS line.
 fn size(w: &[u8]) -> Option<u32> {
     std::str::from_utf8(w).ok()?.parse().ok()
@@ -745,6 +866,40 @@ mod tests {
                 let _ = m.on_data(dir, seq, len, &bytes, i % 3 == 0);
             }
         }
+    }
+
+    #[test]
+    fn json_rpc_lines() {
+        let get = b"{\"worker\": \"\", \"jsonrpc\": \"2.0\", \"params\": [], \"id\": 3, \"method\": \"eth_getWork\"}\n";
+        assert_eq!(named(C, get), Some(Proto::JsonRpc));
+        assert_eq!(json_rpc(C, get).unwrap().asks, 1);
+        let note = b"{\"id\": null, \"method\": \"mining.notify\", \"params\": [{\"id\": 7}]}\n";
+        assert_eq!(json_rpc(C, note).unwrap().asks, 0);
+        let result = b"{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":[\"0x41\"]}\n";
+        assert_eq!(json_rpc(S, result).unwrap().answers, 1);
+        assert_eq!(json_rpc(S, note).unwrap().answers, 0);
+        assert!(json_rpc(C, b"{\"a\": 1}\n").is_none());
+        assert!(json_rpc(C, b"GET / HTTP/1.1\r\n\r\n").is_none());
+        let w = json_rpc(S, b"{\"id\":1,\"result\":\"abc").unwrap();
+        assert_eq!(w.rest, OPEN);
+        // Answered, then work pushed as results: no one asked for them.
+        let (mut m, mut n) = (Messages::default(), [1, 1]);
+        assert_eq!(feed(&mut m, &mut n, C, get, false), Turn::Same);
+        assert_eq!(feed(&mut m, &mut n, S, result, false), Turn::Same);
+        assert_eq!(feed(&mut m, &mut n, S, result, true), Turn::Ends);
+        // Stratum without the jsonrpc member: both sides must agree.
+        let (mut m, mut n) = (Messages::default(), [1, 1]);
+        let sub = b"{\"id\": 1, \"method\": \"mining.subscribe\", \"params\": []}\n";
+        feed(&mut m, &mut n, C, sub, false);
+        assert_eq!(m.candidate, Proto::JsonRpc);
+        feed(
+            &mut m,
+            &mut n,
+            S,
+            b"{\"id\": 1, \"result\": [], \"error\": null}\n",
+            false,
+        );
+        assert_eq!(m.proto, Proto::JsonRpc);
     }
 
     #[test]

@@ -56,6 +56,10 @@ impl Episode {
     }
 }
 
+/// The longest a retransmission timer's first wait may be on a path of a
+/// short round trip: RFC 6298's initial and minimum RTO (Linux's is 200 ms).
+const MAX_FIRST_RTO_NS: i64 = 1_000_000_000;
+
 #[derive(Debug, Default)]
 struct DirState {
     last_send: Option<Timestamp>,
@@ -345,20 +349,36 @@ impl DirState {
         {
             return false;
         }
-        claims.claim(Part::Retransmission, last.ts, seg.ts);
+        // The timer waited at most its longest first wait (RFC 6298's
+        // 1 s floor, or three round trips) for each packet missed, doubling
+        // (2^n − 1 in all); the silence before the lost packets left was
+        // the sender's own.
         let n = conn.half(seg.dir).unseen_before_last();
+        let rto = MAX_FIRST_RTO_NS.max(rtt.saturating_mul(3));
+        let waited = quiet.min(rto.saturating_mul((1i64 << n.min(8)) - 1));
+        claims.claim(
+            Part::Retransmission,
+            Timestamp::from_nanos(seg.ts.nanos() - waited),
+            seg.ts,
+        );
+        let note = if waited < quiet {
+            format!(
+                "sent again: IP ID skips {n} packet(s) the capture never saw; the timer waited at most {:.0} ms of the {:.0} ms silence",
+                waited as f64 / 1e6,
+                quiet as f64 / 1e6
+            )
+        } else {
+            format!(
+                "sent again after {:.0} ms: IP ID skips {n} packet(s) the capture never saw",
+                quiet as f64 / 1e6
+            )
+        };
         out.push(Occurrence {
             kind: Kind::RetransmissionTimeout,
             culprit: Blame::Network(seg.dir),
-            delay_ns: quiet,
+            delay_ns: waited,
             frames: vec![last.frame, seg.frame],
-            notes: vec![(
-                seg.frame,
-                format!(
-                    "sent again after {:.0} ms: IP ID skips {n} packet(s) the capture never saw",
-                    quiet as f64 / 1e6
-                ),
-            )],
+            notes: vec![(seg.frame, note)],
             ladder_from: Some(last.frame),
             ladder: None,
             span: None,
