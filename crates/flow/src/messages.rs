@@ -1,8 +1,8 @@
 //! Messages of the self-delimiting protocols of message brokers (AMQP 0-9-1,
-//! MQTT, STOMP, NATS) and of JSON-RPC over lines, where each side sends messages of its own accord:
-//! a broker delivers to a consumer when some publisher publishes, a client
-//! acknowledges a delivery and expects nothing back, either side sends
-//! heartbeats. Read as request and response, a delivery after an
+//! MQTT, STOMP, NATS) and of JSON-RPC over lines, where each side sends
+//! messages of its own accord: a broker delivers to a consumer when some
+//! publisher publishes, a client acknowledges a delivery and expects nothing
+//! back, either side sends heartbeats. Read as request and response, a delivery after an
 //! acknowledgement is the broker "thinking" for the publisher's pace, and a
 //! client's second publish minutes after its first is one request paused
 //! inside.
@@ -167,9 +167,8 @@ impl Messages {
     }
 
     /// Follows the messages of one segment: where the last one ends, and
-    /// whether each that starts here expects no answer.
-    /// Whether the first message that starts in it is a server's that
-    /// answers nothing.
+    /// the answers asked for and given. Whether the first message that
+    /// starts in it answers nothing (from the server: a push).
     fn read(&mut self, proto: Proto, dir: Dir, seq: u32, len: u32, payload: &[u8]) -> bool {
         let d = dir.index();
         let in_order = self.next[d] == seq;
