@@ -31,6 +31,8 @@ command -v zstd    >/dev/null || need_pkgs+=(zstd)
 command -v man     >/dev/null || need_pkgs+=(man-db)
 command -v file    >/dev/null || need_pkgs+=(file)
 command -v tcplife >/dev/null || need_pkgs+=(libbpf-tools)
+command -v mosquitto >/dev/null || need_pkgs+=(mosquitto)
+command -v mosquitto_pub >/dev/null || need_pkgs+=(mosquitto-clients)
 [ -e /usr/lib/x86_64-linux-gnu/libc.a ] || need_pkgs+=(libc6-dev)
 command -v c++     >/dev/null || need_pkgs+=(g++)
 [ -x /usr/bin/time ] || need_pkgs+=(time)
@@ -87,6 +89,7 @@ if [ "$(id -u)" -eq 0 ]; then
   bash tests/e2e/inputs.sh target/release/tcpdoctor
   bash tests/e2e/faults.sh target/release/tcpdoctor
   bash tests/e2e/tls.sh target/release/tcpdoctor
+  bash tests/e2e/broker.sh target/release/tcpdoctor
   bash tests/e2e/html.sh target/release/tcpdoctor
   bash tests/e2e/diagnose.sh target/release/tcpdoctor
   bash tests/e2e/load.sh target/release/tcpdoctor
