@@ -23,9 +23,15 @@
 # on exit (processes are stopped by PID, then the namespaces are deleted).
 set -euo pipefail
 
+# SHAPE=short: many short connections (Connection: close only, one exchange each), the shape
+# that costs the most per packet; the defaults below then change to MIN_PKTS=400000,
+# MIN_CONNS=33000, KA_SECS=0 (no keep-alive phase) and OUT=bench/data/short.pcap.
+if [ "${SHAPE:-}" = short ]; then
+    : "${MIN_PKTS:=400000}" "${MIN_CONNS:=33000}" "${KA_SECS:=0}"
+fi
 MIN_PKTS=${MIN_PKTS:-700000}
 MIN_CONNS=${MIN_CONNS:-30000}
-KA_SECS=${KA_SECS:-3}           # first round of phase 1
+KA_SECS=${KA_SECS:-3}           # first round of phase 1 (0: no keep-alive phase)
 KA_CONNS=${KA_CONNS:-50}
 CLOSE_CONNS=${CLOSE_CONNS:-50}
 CLOSE_CHUNK=${CLOSE_CHUNK:-2}   # first (probe) round of phase 2
@@ -36,7 +42,8 @@ TCPDUMP_BUF_KIB=${TCPDUMP_BUF_KIB:-262144}   # kernel ring: the default 2 MiB dr
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
-OUT=${1:-$repo/bench/data/big.pcap}
+if [ "${SHAPE:-}" = short ]; then default_out=$repo/bench/data/short.pcap; else default_out=$repo/bench/data/big.pcap; fi
+OUT=${1:-$default_out}
 case $OUT in /*) ;; *) OUT=$PWD/$OUT ;; esac
 
 die() { echo "make-big-capture: $*" >&2; exit 1; }
@@ -223,9 +230,12 @@ drive() {
 
 # Phase 1 (keep-alive) leaves room for the packets phase 2 brings with its connections, so the
 # file lands just past both thresholds whatever the request rates on this run.
+drive_secs=0
 ka_pk=$(( want_pk - want_op * PKTS_PER_CLOSE_CONN ))
 [ "$ka_pk" -gt 0 ] || ka_pk=1
-drive "phase 1 (keep-alive)" "$KA_SECS" "$ka_pk" 0 -c "$KA_CONNS" -t 2
+if [ "$KA_SECS" -gt 0 ]; then   # KA_SECS=0: short connections only (SHAPE=short)
+    drive "phase 1 (keep-alive)" "$KA_SECS" "$ka_pk" 0 -c "$KA_CONNS" -t 2
+fi
 ka_secs=$drive_secs
 drive "phase 2 (Connection: close)" "$CLOSE_CHUNK" "$want_pk" "$want_op" -c "$CLOSE_CONNS" -t 2 -H 'Connection: close'
 close_secs=$drive_secs

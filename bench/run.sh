@@ -6,6 +6,9 @@
 #                                       (SYN flood, port scan, a million one-request
 #                                       connections; built if missing) -> bench/results/hostile.txt
 #   sudo bash bench/run.sh CAPTURE      that capture only -> bench/results/latest.txt
+#   OUT=bench/results/short.txt sudo -E bash bench/run.sh bench/data/short.pcap
+#                                       the short-connection shape (Connection: close, one
+#                                       exchange each; built with SHAPE=short if missing)
 #
 # Environment:
 #   TCPDOCTOR  tcpdoctor binary (default target/release/tcpdoctor, built with
@@ -70,7 +73,10 @@ done
 # ---- captures ------------------------------------------------------------------------------
 if [ ! -s "$CAPTURE" ]; then
     note "$CAPTURE missing: building it with bench/make-big-capture.sh"
-    bash "$here/make-big-capture.sh" "$CAPTURE" >&2 || die "could not build $CAPTURE"
+    # bench/data/short.pcap: the short-connection shape (one exchange a connection).
+    shape=""
+    [ "$(basename "$CAPTURE")" = short.pcap ] && shape=short
+    SHAPE=$shape bash "$here/make-big-capture.sh" "$CAPTURE" >&2 || die "could not build $CAPTURE"
 fi
 hostile_shapes=(syn-flood port-scan one-request)
 if [ "$HOSTILE" = 1 ]; then
