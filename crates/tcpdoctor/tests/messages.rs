@@ -102,3 +102,33 @@ fn a_re_send_after_silence_is_still_a_loss() {
         assert!(text.contains("IP ID skips"), "{name}");
     }
 }
+
+fn all_kinds(v: &Value) -> Vec<String> {
+    let mut k = kinds(v);
+    for f in v["minor_findings"].as_array().unwrap() {
+        k.push(f["kind"].as_str().unwrap().to_string());
+    }
+    k
+}
+
+/// A Stratum pool pushes new work when it likes: five of its pushes follow a
+/// silence with the pool's IP ID one past the last seen (frames 355 → 357).
+/// Lost or not, nobody waited for a push; read as a loss re-sent on the
+/// timer it was 5 s of `retransmission_timeout` and the first verdict. The
+/// submissions wait one round trip each (80 ms).
+#[test]
+fn a_pushed_job_after_an_ip_id_skip_is_nobodys_wait() {
+    let v = common::analyze(&fixture("corpus/ndpi-mining.pcapng"), &[]);
+    let k = all_kinds(&v);
+    assert!(
+        !k.iter().any(|k| k.starts_with("retransmission_timeout")),
+        "{k:?}"
+    );
+    assert_eq!(kinds(&v)[0], "network_latency/network");
+    // The same inference where a client waited: a response lost before the
+    // capture point, re-sent on the timer, its IP ID one past the last seen.
+    let v = common::analyze(&fixture("response-lost.client.pcap"), &[]);
+    assert_eq!(kinds(&v), ["retransmission_timeout/network"]);
+    let notes = v["findings"][0]["ladder"]["rows"].to_string();
+    assert!(notes.contains("IP ID skips"), "{notes}");
+}

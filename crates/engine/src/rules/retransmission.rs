@@ -340,7 +340,16 @@ impl DirState {
             .is_some_and(|t| t > last.ts && seg.ts.since(t) < MIN_RTO_NS);
         // At the sender, nothing it sent can be lost before the capture.
         let at_sender = crate::text::vantage(conn).0 == rule::endpoint_of(conn, seg.dir).1;
+        // Server data that answers no request (a delivery, pushed work, a
+        // notification after the exchange before it ended) was awaited by
+        // nobody: its silence is no one's wait, lost or not. A greeting
+        // (the connection's first data) and a response are awaited.
+        let awaited = seg.dir == Dir::ClientToServer
+            || conn
+                .current_exchange()
+                .is_some_and(|e| e.request_first.is_some() || e.index == 0);
         if !timer
+            || !awaited
             || answers
             || self.window_closed
             || self.episode.is_some()
