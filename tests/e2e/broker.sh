@@ -36,6 +36,8 @@ chmod 644 "$WORK/mosquitto.conf"
 ip netns exec "$S" mosquitto -c "$WORK/mosquitto.conf" 2> "$WORK/broker.err" &
 BROKER=$!
 PIDS+=("$BROKER")
+# A stopped broker would hold SIGTERM pending and the cleanup's wait forever: resume it first.
+trap 'kill -CONT "$BROKER" 2>/dev/null; e2e_cleanup' EXIT
 e2e_wait_port 1883
 kill -0 "$BROKER" 2>/dev/null || fail "mosquitto did not start: $(cat "$WORK/broker.err")"
 
