@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tcpdoctor_wire::{decode, LinkType};
+use tcpdoctor_wire::{decode, decode_frame, LinkType};
 
 const LINKS: [u32; 8] = [0, 1, 101, 108, 113, 228, 229, 276];
 
@@ -14,4 +14,10 @@ fuzz_target!(|data: &[u8]| {
     // anything larger wraps around.
     let link = LinkType::from_raw(LINKS[usize::from(sel) % LINKS.len()]);
     let _ = decode(link, frame);
+    // Held to a wire length below, at and above the captured one.
+    for wire in [frame.len() / 2, frame.len(), frame.len() + usize::from(sel)] {
+        if let Ok(Ok(seg)) = decode_frame(link, frame, wire as u32) {
+            assert!(seg.payload.len() <= seg.payload_len as usize);
+        }
+    }
 });

@@ -81,6 +81,8 @@ FIELDS = [
     "tcp.window_size_scalefactor",
     "icmp.type",
     "icmpv6.type",
+    "ip.id",
+    "tcp.options",
 ]
 F = {name: i for i, name in enumerate(FIELDS)}
 
@@ -157,6 +159,7 @@ class Frame:
         "no", "ts", "stream", "src", "dst", "flags", "len", "seq", "seq_raw", "ack_raw",
         "win_raw", "win", "retrans", "fast", "spurious", "ooo", "lost", "ack_lost", "keepalive",
         "zero_window", "zwp", "initial_rtt", "bogus", "icmp", "mss", "wscale", "scalefactor",
+        "ident",
     )
 
 
@@ -182,6 +185,10 @@ def parse_frames(lines):
         fr.seq_raw = v[F["tcp.seq_raw"]]
         fr.ack_raw = v[F["tcp.ack_raw"]]
         fr.win_raw = v[F["tcp.window_size_value"]]
+        # What names one transmission: the IPv4 ID, or where it is 0 (or
+        # IPv6) the option bytes (the TSval is in them), or nothing.
+        ip_id = int(v[F["ip.id"]], 16) if v[F["ip.id"]] else 0
+        fr.ident = ip_id or v[F["tcp.options"]] or None
         fr.win = int(v[F["tcp.window_size"]]) if v[F["tcp.window_size"]] else None
         fr.retrans = bool(v[F["tcp.analysis.retransmission"]])
         fr.fast = bool(v[F["tcp.analysis.fast_retransmission"]])
@@ -341,7 +348,8 @@ class Side:
 
     def __init__(self):
         self.packets = self.data = self.first_seen_in_resent = 0
-        self.seq_lo = self.seq_hi = self.min_window = self.last_data = None
+        self.seq_lo = self.seq_hi = self.min_window = None
+        self.last_data = []
         self.mss = self.wscale = self.scalefactor = None
         self.ranges = None  # Ranges, from the first data segment
         # Frame numbers: tshark's retransmission (or fast retransmission),
@@ -480,18 +488,28 @@ def add_data(side, fr):
 
 
 def is_copy(side, fr):
-    """The same data segment or SYN again within 200 us (same raw sequence and
-    acknowledgment numbers, length, flags and window): a copy the capture made
-    (a mirror port, two interfaces), not one the sender sent."""
+    """A capture's copy of a data segment or SYN, not one the sender sent: the
+    same raw sequence and acknowledgment numbers, length, flags and window as
+    one of the side's last 4, and either the same identity (IPv4 ID, or the
+    option bytes where the ID is 0) within 20 ms, or, where either identity
+    is unknown, within 200 us. Two identities that differ are two sends."""
     if fr.len == 0 and not fr.flags & SYN:
         return False
     sig = (fr.seq_raw, fr.ack_raw, fr.len, fr.flags, fr.win_raw)
-    copy = bool(side.last_data and side.last_data[0] == sig
-                and fr.ts - side.last_data[1] <= 200_000)
+    copy = False
+    for (s, ts, ident) in side.last_data:
+        if s != sig:
+            continue
+        since = fr.ts - ts
+        if fr.ident is None or ident is None:
+            copy = copy or since <= 200_000
+        else:
+            copy = copy or (ident == fr.ident and since <= 20_000_000)
     if copy:
         side.copies.append(fr.no)
-    side.last_data = (sig, fr.ts)
-    return copy
+        return True
+    side.last_data = (side.last_data + [(sig, fr.ts, fr.ident)])[-4:]
+    return False
 
 
 def span(side):

@@ -32,7 +32,7 @@ use std::net::SocketAddr;
 use tcpdoctor_flow::{Analyzer, Config, Connection, Dir, Exchange, Segment, Tracker};
 /// The connection tracker's settings ([`Options::flow`]) and its default cap on open connections.
 pub use tcpdoctor_flow::{Config as FlowConfig, DEFAULT_MAX_OPEN};
-use tcpdoctor_wire::{decode, DecodeError, Decoded, LinkType, Skip, Timestamp};
+use tcpdoctor_wire::{decode_frame, DecodeError, Decoded, LinkType, Skip, Timestamp};
 
 use aggregate::{claim_once, fold_listen_queue, fold_syn_floods, AggKey, Aggregate};
 use histogram::Histogram;
@@ -98,6 +98,9 @@ pub struct Engine {
     non_tcp: u64,
     fragments: u64,
     undecodable: Vec<Count>,
+    /// Segments whose IP header claimed more than the frame held, and the
+    /// first of them (`TcpSegment::length_clamped`).
+    clamped: (u64, u64),
     warnings: Vec<String>,
 }
 
@@ -114,13 +117,14 @@ impl Engine {
             non_tcp: 0,
             fragments: 0,
             undecodable: Vec::new(),
+            clamped: (0, 0),
             warnings: Vec::new(),
         }
     }
 
     /// Feeds the next captured frame. Frames are numbered in the order pushed.
     pub fn push(&mut self, ts: Timestamp, link: LinkType, data: &[u8], orig_len: u32) {
-        self.push_decoded(ts, link, orig_len, decode(link, data));
+        self.push_decoded(ts, link, orig_len, decode_frame(link, data, orig_len));
     }
 
     /// Feeds a frame that was already decoded (by [`tcpdoctor_wire::decode`],
@@ -156,6 +160,12 @@ impl Engine {
     ) {
         let frame = self.count(ts, link, orig_len);
         self.tcp_packets += 1;
+        if seg.length_clamped {
+            self.clamped.0 += 1;
+            if self.clamped.1 == 0 {
+                self.clamped.1 = frame;
+            }
+        }
         self.tracker.push(frame, ts, seg);
     }
 
@@ -323,6 +333,13 @@ impl Engine {
         let peak = self.tracker.peak_open_connections() as u64;
         let closed_early = self.tracker.closed_early();
         self.warn_closed_early();
+        if let (n @ 1.., first) = self.clamped {
+            self.warnings.push(format!(
+                "{n} TCP segment(s) had an IP total length beyond the frame's length on the wire \
+                 (a malformed header; the first is frame {first}): their payload was taken as what \
+                 the frame could hold, as Wireshark does"
+            ));
+        }
         let mut d = self.tracker.finish();
         let rows = relative_rows(Rows {
             connections: std::mem::take(&mut d.row_connections),

@@ -68,7 +68,7 @@ pub struct CaptureSummary {
     pub delayed_ack: Vec<DelayedAck>,
     /// Where the capture was taken, as most connections tell it.
     pub vantage: Option<Vantage>,
-    /// Data segments and SYNs captured twice within 200 µs (mirror ports), dropped.
+    /// Data segments and SYNs captured twice (mirror ports, two hops), dropped.
     pub duplicates: u64,
     /// Problems with the capture itself (truncation, corruption), in plain words.
     pub warnings: Vec<String>,

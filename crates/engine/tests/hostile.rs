@@ -32,6 +32,7 @@ fn syn(n: u32, isn: u32, options_raw: &'static [u8]) -> TcpSegment<'static> {
         options_raw,
         payload_len: 0,
         payload: &[],
+        length_clamped: false,
     }
 }
 

@@ -20,7 +20,9 @@ use std::hash::Hasher;
 
 use rustc_hash::FxHasher;
 
-use crate::conn::{copy_sig, Connection, Half, Handshake, IpIds, Mark, RoleSource};
+use crate::conn::{
+    copy_ident, copy_sig, Connection, Half, Handshake, IpIds, Mark, RoleSource, SentSig,
+};
 use crate::ConnBox;
 use crate::{Dir, SegKind, Segment, Seq};
 
@@ -60,6 +62,8 @@ struct Compact {
     synack_tsval: u32,
     /// The first nonzero TTL each side sent.
     ttl: [u8; 2],
+    /// What tells the SYN and the SYN-ACK from copies of them ([`copy_ident`]).
+    ident: [u32; 2],
     /// The client's IPv4 identification, counted (the SYN-ACK is not).
     ip_ids: IpIds,
     /// The SYN.
@@ -203,6 +207,7 @@ impl Core {
                 sack_permitted: [o.sack_permitted, false],
                 timestamps: [o.timestamps.is_some(), false],
                 ttl: [syn.ttl, 0],
+                ident: [copy_ident(syn), 0],
                 ip_ids: first_id(syn, mark.ts),
                 syn: mark,
                 last_ts: mark.ts,
@@ -300,6 +305,7 @@ impl Core {
                 c.flags[1] = flags;
                 c.window[1] = seg.window;
                 c.ttl[1] = seg.ttl;
+                c.ident[1] = copy_ident(seg);
                 c.answer = mark;
                 if !c.reset {
                     let o = seg.options();
@@ -476,7 +482,7 @@ impl Compact {
             0
         };
         let sig = copy_sig(self.isn[side], ack, 0, self.flags[side], self.window[side]);
-        half.sent_once(sig, syn.ts);
+        half.sent_once(SentSig::new(sig, syn.ts, self.ident[side]));
     }
 
     fn shifts(&self) -> [Option<u8>; 2] {

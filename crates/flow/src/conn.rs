@@ -221,6 +221,29 @@ impl std::fmt::Debug for SentRing {
 /// A data segment repeated within this time is a capture duplicate.
 pub const DUPLICATE_NS: i64 = 200_000;
 
+/// A data segment repeated within this time *with the same identity* (IPv4
+/// identification, or the same option bytes — the same TSval — where the ID
+/// is 0) is a capture duplicate too: a copy seen again at another hop, a few
+/// packets later. A sender's re-send carries a new IP ID (each of Linux's,
+/// Windows' and the BSDs' counters moves per packet) and, a millisecond on,
+/// a new TSval.
+pub const COPY_NS: i64 = 20_000_000;
+
+/// Data segments remembered per direction to tell copies by (a burst of this
+/// many seen at one hop, then again at another, is still caught).
+const COPIES_KEPT: usize = 4;
+
+/// A data segment remembered by [`Half::is_capture_copy`].
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct SentSig {
+    /// Sequence, acknowledgment, length, flags and window, packed ([`copy_sig`]).
+    sig: u128,
+    ts: Timestamp,
+    /// The IP ID, or (where it is 0) a hash of the option bytes with the top
+    /// bit set, or 0: nothing tells this segment from a re-send.
+    ident: u32,
+}
+
 /// One direction of a connection: what one endpoint sent and advertised.
 #[derive(Debug, Clone)]
 pub struct Half {
@@ -295,10 +318,9 @@ pub struct Half {
     /// Data segments (and SYNs) seen twice within [`DUPLICATE_NS`]: a mirror
     /// port or a capture on two interfaces, not retransmissions. Dropped.
     pub duplicates: u64,
-    /// Sequence, acknowledgment, length, flags and window of the last data
-    /// segment, packed; 0 before any.
-    last_data_sig: u128,
-    last_data_ts: Timestamp,
+    /// The last data segments (and SYNs), newest at `copies_at`.
+    copies: [SentSig; COPIES_KEPT],
+    copies_at: u8,
     sent: SentRing,
     /// New data segments that were not a whole number of full segments:
     /// the end of what the application had written (see [`DeliveryRate`]).
@@ -473,8 +495,8 @@ impl Half {
             rtt_bound_ns: None,
             ttl: 0,
             duplicates: 0,
-            last_data_sig: 0,
-            last_data_ts: Timestamp::default(),
+            copies: [SentSig::default(); COPIES_KEPT],
+            copies_at: 0,
             sent: SentRing::default(),
             partials: 0,
             rate: DeliveryRate::default(),
@@ -523,8 +545,8 @@ impl Half {
             ttl,
             bare_ack_seen,
             duplicates,
-            last_data_sig,
-            last_data_ts,
+            copies,
+            copies_at,
             sent,
             partials,
             rate,
@@ -567,8 +589,8 @@ impl Half {
         *ttl = 0;
         *bare_ack_seen = false;
         *duplicates = 0;
-        *last_data_sig = 0;
-        *last_data_ts = Timestamp::default();
+        *copies = [SentSig::default(); COPIES_KEPT];
+        *copies_at = 0;
         sent.len = 0;
         sent.head = 0;
         *partials = 0;
@@ -1623,6 +1645,30 @@ fn handshake_options(
     }
 }
 
+/// What names one transmission of a segment beside its numbers
+/// ([`SentSig::ident`]): its IP ID, or where that is 0 (IPv6, and stacks
+/// that send 0 with DF) a hash of its option bytes (FNV-1a: the TSval is in
+/// them), or 0 without either.
+#[inline]
+pub(crate) fn copy_ident(seg: &TcpSegment<'_>) -> u32 {
+    if seg.ip_id != 0 {
+        return u32::from(seg.ip_id);
+    }
+    if seg.options_raw.is_empty() {
+        return 0;
+    }
+    let h = seg.options_raw.iter().fold(0x811c_9dc5_u32, |h, &b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    h | 1 << 31
+}
+
+impl SentSig {
+    pub(crate) fn new(sig: u128, ts: Timestamp, ident: u32) -> SentSig {
+        SentSig { sig, ts, ident }
+    }
+}
+
 /// What tells a segment from a capture's copy of it: sequence and
 /// acknowledgment numbers, length, flags and window, packed.
 #[inline]
@@ -1652,28 +1698,48 @@ impl Half {
     /// The same data segment (or SYN, or SYN-ACK) again within
     /// [`DUPLICATE_NS`] is a copy made by the capture setup (a SPAN port sees
     /// both ingress and egress), not something the sender did: no TCP stack
-    /// retransmits that fast. Counted. (Pure ACKs legitimately repeat: never
-    /// copies.)
+    /// retransmits that fast. So is one seen again within [`COPY_NS`] with
+    /// the same IP ID (or, where the ID is 0, the same option bytes: the
+    /// same TSval), a few packets later: the packet captured at two hops
+    /// (its TTL differs), or on two interfaces. Counted. (Pure ACKs
+    /// legitimately repeat: never copies.)
     #[inline]
     fn is_capture_copy(&mut self, seg: &TcpSegment<'_>, ts: Timestamp) -> bool {
         if seg.payload_len == 0 && !seg.flags.syn() {
             return false;
         }
         let sig = copy_sig(seg.seq, seg.ack, seg.payload_len, seg.flags.0, seg.window);
-        if self.last_data_sig == sig && ts.since(self.last_data_ts) <= DUPLICATE_NS {
+        let ident = copy_ident(seg);
+        // Data that starts where this side's data ended is new: no copy
+        // (nearly every segment; the others are looked up). Two identities
+        // that differ are two transmissions however close (a re-send after an
+        // ICMP "fragmentation needed" comes within microseconds); an unknown
+        // one leaves time alone to tell.
+        let new = self.snd_init && Seq(seg.seq) == self.snd_max;
+        let copy = !new
+            && self.copies.iter().any(|c| {
+                c.sig == sig && {
+                    let since = ts.since(c.ts);
+                    if ident == 0 || c.ident == 0 {
+                        since <= DUPLICATE_NS
+                    } else {
+                        c.ident == ident && since <= COPY_NS
+                    }
+                }
+            });
+        if copy {
             self.duplicates += 1;
             return true;
         }
-        self.last_data_sig = sig;
-        self.last_data_ts = ts;
+        self.sent_once(SentSig { sig, ts, ident });
         false
     }
 
-    /// Notes a segment sent as [`Half::is_capture_copy`] would have (for a
-    /// handshake rebuilt from its compact form).
-    pub(crate) fn sent_once(&mut self, sig: u128, ts: Timestamp) {
-        self.last_data_sig = sig;
-        self.last_data_ts = ts;
+    /// Notes a segment sent as [`Half::is_capture_copy`] would have (also for
+    /// a handshake rebuilt from its compact form).
+    pub(crate) fn sent_once(&mut self, sent: SentSig) {
+        self.copies_at = (self.copies_at + 1) % COPIES_KEPT as u8;
+        self.copies[usize::from(self.copies_at)] = sent;
     }
 
     /// The window `seg` advertises, scaled (RFC 7323 §2.2: never on SYNs);
@@ -2026,6 +2092,7 @@ mod steps {
             options_raw,
             payload_len: len,
             payload: &[],
+            length_clamped: false,
         }
     }
 
@@ -2062,6 +2129,51 @@ mod steps {
         assert!(h.is_capture_copy(&syn, Timestamp::from_nanos(400_001_000)));
         assert!(!h.is_capture_copy(&syn, at(1400)));
         assert_eq!(h.duplicates, 2);
+    }
+
+    #[test]
+    fn a_copy_seen_again_at_another_hop_is_told_by_its_ip_id() {
+        // nDPI's ftp-start-tls.pcap: three segments at TTL 63, then the same
+        // three (same IP IDs) at TTL 61, 2-130 µs... and psiphon3.pcap's
+        // copies 1-7 ms later, interleaved.
+        let mut h = half();
+        let burst = [(1, 0xf9d7), (513, 0xf9d8), (1025, 0xf9d9)].map(|(seq, id)| {
+            let mut s = seg(seq, 1, PSH, 512, &[]);
+            s.ip_id = id;
+            s
+        });
+        for (i, s) in burst.iter().enumerate() {
+            assert!(!h.is_capture_copy(s, at(i as i64)));
+        }
+        for (i, s) in burst.iter().enumerate() {
+            let mut copy = s.clone();
+            copy.ttl -= 2;
+            assert!(h.is_capture_copy(&copy, at(7 + i as i64)), "copy {i}");
+        }
+        // The sender's re-send of the first, 10 ms on: a new IP ID.
+        let mut resend = burst[0].clone();
+        resend.ip_id = 0xf9da;
+        assert!(!h.is_capture_copy(&resend, at(10)));
+        // Where the ID is 0, the option bytes (the TSval) tell: a copy has
+        // the same, a re-send a later TSval.
+        let ts = |v: u8| [1, 1, 8, 10, 0, 0, 0, v, 0, 0, 0, 1];
+        let (t1, t2) = (ts(1), ts(2));
+        let mut a = seg(5000, 1, PSH, 100, &[]);
+        a.options_raw = &t1;
+        assert!(!h.is_capture_copy(&a, at(100)));
+        assert!(h.is_capture_copy(&a, at(101)));
+        let mut b = a.clone();
+        b.options_raw = &t2;
+        assert!(!h.is_capture_copy(&b, at(105)));
+        // Two identities are two transmissions, even 50 µs apart.
+        let mut quick = resend.clone();
+        quick.ip_id = 0xf9db;
+        assert!(!h.is_capture_copy(&quick, Timestamp::from_nanos(10_050_000)));
+        // Beyond COPY_NS, the same identity is no copy (a counter wrapped).
+        let mut late = burst[1].clone();
+        late.ip_id = 0xf9d8;
+        assert!(!h.is_capture_copy(&late, at(40)));
+        assert_eq!(h.duplicates, 4);
     }
 
     /// A client SYN with `syn_options`, then the server's SYN-ACK with

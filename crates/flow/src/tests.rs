@@ -43,6 +43,7 @@ fn seg(
         options_raw,
         payload_len: len,
         payload: &[],
+        length_clamped: false,
     }
 }
 

@@ -137,6 +137,7 @@ fn pkt(
         options_raw,
         payload_len: len,
         payload: &[],
+        length_clamped: false,
     }
 }
 

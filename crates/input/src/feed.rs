@@ -20,7 +20,7 @@ use tcpdoctor_capture::{decompressed, CaptureError, CaptureReader, Compression};
 use crate::merge::{Merger, Pkt};
 use crate::select::{Selection, Selector};
 use tcpdoctor_engine::{payload_needed, Engine};
-use tcpdoctor_wire::{decode, DecodeError, LinkType, Skip, TcpFlags, TcpSegment, Timestamp};
+use tcpdoctor_wire::{decode_frame, DecodeError, LinkType, Skip, TcpFlags, TcpSegment, Timestamp};
 
 const BATCH: usize = 4096;
 /// A batch is sent once its kept bytes reach this (HTTP heads and TLS
@@ -327,6 +327,7 @@ struct OwnedSegment {
     flags: TcpFlags,
     window: u16,
     payload_len: u32,
+    length_clamped: bool,
     at: u32,
     options_len: u32,
     kept: u32,
@@ -346,7 +347,7 @@ impl Batch {
             what,
         };
         // Each record made where it is pushed: the segment is not moved twice.
-        match decode(link, data) {
+        match decode_frame(link, data, orig_len) {
             Ok(Ok(s)) => {
                 let kept = payload_needed(s.payload);
                 let at = self.keep(data, s.options_raw, &s.payload[..kept]);
@@ -362,6 +363,7 @@ impl Batch {
                     flags: s.flags,
                     window: s.window,
                     payload_len: s.payload_len,
+                    length_clamped: s.length_clamped,
                     at,
                     options_len: s.options_raw.len() as u32,
                     kept: kept as u32,
@@ -437,6 +439,7 @@ impl OwnedSegment {
             options_raw: &bytes[at..at + self.options_len as usize],
             payload_len: self.payload_len,
             payload: &bytes[at + self.options_len as usize..][..self.kept as usize],
+            length_clamped: self.length_clamped,
         }
     }
 }

@@ -13,7 +13,7 @@ use anyhow::Context;
 use tcpdoctor_capture::write::{PcapNgWriter, Staged};
 use tcpdoctor_capture::{CaptureReader, Packet};
 use tcpdoctor_engine::model::{Analysis, LatencyBin};
-use tcpdoctor_wire::{decode, LinkType};
+use tcpdoctor_wire::{decode_frame, LinkType};
 
 use crate::{Extras, Ladders, Recorder, Trace};
 
@@ -157,7 +157,7 @@ fn feed(
             r.tick(p.ts);
         }
         if frame >= r.first_frame() && r.wants_more() {
-            match decode(p.link, p.data) {
+            match decode_frame(p.link, p.data, p.orig_len) {
                 Ok(Ok(seg)) => {
                     r.push(frame, p.ts, &seg);
                     if ladder_wants {
@@ -169,12 +169,15 @@ fn feed(
                 _ => r.skip(p.ts),
             }
         } else if ladder_wants {
-            if let (Ok(Ok(seg)), Some(l)) = (decode(p.link, p.data), ladders.as_mut()) {
+            if let (Ok(Ok(seg)), Some(l)) =
+                (decode_frame(p.link, p.data, p.orig_len), ladders.as_mut())
+            {
                 l.push(frame, p.ts, &seg);
             }
         }
     } else if ladder_wants {
-        if let (Ok(Ok(seg)), Some(l)) = (decode(p.link, p.data), ladders.as_mut()) {
+        if let (Ok(Ok(seg)), Some(l)) = (decode_frame(p.link, p.data, p.orig_len), ladders.as_mut())
+        {
             l.push(frame, p.ts, &seg);
         }
     }

@@ -128,3 +128,20 @@ fn a_pushed_job_after_an_ip_id_skip_is_nobodys_wait() {
     // Where a client waited, the same inference still names the loss:
     // `a_re_send_after_silence_is_still_a_loss`.
 }
+
+/// Apple's push service (port 5223, a connection picked up mid-stream)
+/// re-sends a 309 B push five times to a phone that no longer answers
+/// (frames 85-90): nobody waited for it. Read as a loss, it was 20 s of
+/// `retransmission_timeout` and the first verdict.
+#[test]
+fn a_push_re_sent_to_a_peer_that_is_gone_is_nobodys_wait() {
+    let v = common::analyze(&fixture("corpus/ndpi-whatsapp-login-chat.pcap"), &[]);
+    let k = kinds(&v);
+    assert!(
+        !k.iter().any(|x| x.starts_with("retransmission_timeout")),
+        "{k:?}"
+    );
+    // The requests on the other connections are still answered a round
+    // trip later, and time is still found.
+    assert!(!k.is_empty());
+}

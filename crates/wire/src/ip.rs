@@ -139,7 +139,10 @@ impl<'a> Ipv6Packet<'a> {
     }
 }
 
-pub(crate) fn decode_v4(buf: &[u8]) -> Decoded<'_> {
+/// `room`: the bytes the wire carried from this header on (`usize::MAX`: no
+/// limit); a total length beyond it is held to it.
+#[inline]
+pub(crate) fn decode_v4(buf: &[u8], room: usize) -> Decoded<'_> {
     let ip = Ipv4Packet::new_checked(buf)?;
     if ip.protocol() != PROTO_TCP {
         return Ok(Err(Skip::NotTcp));
@@ -148,16 +151,19 @@ pub(crate) fn decode_v4(buf: &[u8]) -> Decoded<'_> {
         return Ok(Err(Skip::Fragment));
     }
     let l4_len = ip.payload_len()?;
+    let held = room.saturating_sub(ip.header_len());
     tcp(
         IpAddr::V4(ip.src()),
         IpAddr::V4(ip.dst()),
         (ip.ttl(), ip.identification()),
         ip.payload(),
-        l4_len,
+        (l4_len.min(held), l4_len > held),
     )
 }
 
-pub(crate) fn decode_v6(buf: &[u8]) -> Decoded<'_> {
+/// `room` as for [`decode_v4`].
+#[inline]
+pub(crate) fn decode_v6(buf: &[u8], room: usize) -> Decoded<'_> {
     let ip = Ipv6Packet::new_checked(buf)?;
     let mut next = ip.next_header();
     let mut rest = ip.payload();
@@ -166,6 +172,9 @@ pub(crate) fn decode_v6(buf: &[u8]) -> Decoded<'_> {
         0 => rest.len(),
         n => usize::from(n),
     };
+    let held = room.saturating_sub(40);
+    let clamped = remaining > held;
+    remaining = remaining.min(held);
     // RFC 8200 §4: walk extension headers until TCP or something else.
     for _ in 0..16 {
         match next {
@@ -175,7 +184,7 @@ pub(crate) fn decode_v6(buf: &[u8]) -> Decoded<'_> {
                     IpAddr::V6(ip.dst()),
                     (ip.hop_limit(), 0),
                     rest,
-                    remaining,
+                    (remaining, clamped),
                 )
             }
             // Hop-by-hop, routing, destination options: (len + 1) * 8 bytes.
@@ -230,7 +239,7 @@ fn tcp<'a>(
     dst: IpAddr,
     (ttl, ip_id): (u8, u16),
     buf: &'a [u8],
-    l4_len: usize,
+    (l4_len, length_clamped): (usize, bool),
 ) -> Decoded<'a> {
     let tcp = TcpHeader::new_checked(buf)?;
     let hlen = tcp.header_len();
@@ -255,5 +264,6 @@ fn tcp<'a>(
         payload_len: u32::try_from(payload_len)
             .map_err(|_| DecodeError::Malformed(Layer::Tcp, "payload too long"))?,
         payload,
+        length_clamped,
     }))
 }

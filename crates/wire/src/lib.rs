@@ -53,6 +53,11 @@ pub struct TcpSegment<'a> {
     pub payload_len: u32,
     /// The captured part of the payload (may be shorter than `payload_len`).
     pub payload: &'a [u8],
+    /// The IP header claimed more than the frame held on the wire (its
+    /// original length): `payload_len` was cut to what the frame could
+    /// carry ([`decode_frame`]), as Wireshark does ("total length exceeds
+    /// packet length"). A malformed header, counted by the engine.
+    pub length_clamped: bool,
 }
 
 impl TcpSegment<'_> {
@@ -113,14 +118,44 @@ impl std::error::Error for DecodeError {}
 pub type Decoded<'a> = Result<Result<TcpSegment<'a>, Skip>, DecodeError>;
 
 /// Decode a captured frame of the given link type down to its TCP segment.
+/// The IP header's length is believed ([`decode_frame`] holds it to the
+/// frame's length on the wire).
 pub fn decode(link: LinkType, frame: &[u8]) -> Decoded<'_> {
+    decode_within(link, frame, usize::MAX)
+}
+
+/// [`decode`], held to the frame's length on the wire (`orig_len`, of the
+/// whole frame): a segment whose IP header claims more than the frame carried
+/// (a corrupt total length) keeps only what fits, and says so
+/// ([`TcpSegment::length_clamped`]), as Wireshark does ("IPv4 total length
+/// exceeds packet length"). A snaplen-cut frame is not affected: its original
+/// length still covers what the header claims. An `orig_len` below the
+/// captured length (a record header that lies) is not trusted.
+#[inline]
+pub fn decode_frame(link: LinkType, frame: &[u8], orig_len: u32) -> Decoded<'_> {
+    let wire = orig_len as usize;
+    decode_within(
+        link,
+        frame,
+        if wire >= frame.len() {
+            wire
+        } else {
+            usize::MAX
+        },
+    )
+}
+
+/// `wire`: the frame's length on the wire, or `usize::MAX` for no limit.
+fn decode_within(link: LinkType, frame: &[u8], wire: usize) -> Decoded<'_> {
     let (ethertype, l3) = match link::strip(link, frame)? {
         Some(v) => v,
         None => return Ok(Err(Skip::NotIp)),
     };
+    // What the wire carried from the IP header on.
+    let room = wire.saturating_sub(frame.len() - l3.len());
     match ethertype {
-        link::ETHERTYPE_IPV4 => ip::decode_v4(l3),
-        link::ETHERTYPE_IPV6 => ip::decode_v6(l3),
+        link::ETHERTYPE_IPV4 => ip::decode_v4(l3, room),
+        link::ETHERTYPE_IPV6 => ip::decode_v6(l3, room),
         _ => Ok(Err(Skip::NotIp)),
     }
 }

@@ -58,6 +58,38 @@ fn snaplen_truncated_payload_keeps_ip_length() {
 }
 
 #[test]
+fn a_total_length_beyond_the_frame_is_held_to_the_frame() {
+    // A SYN-ACK whose IPv4 total length says 4148 where the wire carried 66
+    // bytes (nDPI's tls_invalid_reads.pcap): its "payload" is not data.
+    let mut s = spec();
+    s.flags = TcpFlags::SYN | TcpFlags::ACK;
+    let mut f = s.ethernet();
+    let wire = f.len() as u32;
+    f[16..18].copy_from_slice(&4148u16.to_be_bytes());
+    let seg = decode_frame(LinkType::Ethernet, &f, wire).unwrap().unwrap();
+    assert_eq!(seg.payload_len, 0);
+    assert!(seg.length_clamped);
+    // decode alone believes the header.
+    assert_eq!(
+        decode(LinkType::Ethernet, &f).unwrap().unwrap().payload_len,
+        4148 - 20 - 28
+    );
+    // A frame cut by the snaplen keeps the length its header and the wire agree on.
+    let mut s = spec();
+    s.flags = TcpFlags::ACK | TcpFlags::PSH;
+    s.payload_len = 1448;
+    let f = s.ethernet();
+    let seg = decode_frame(LinkType::Ethernet, &f[..128], f.len() as u32)
+        .unwrap()
+        .unwrap();
+    assert_eq!(seg.payload_len, 1448);
+    assert!(!seg.length_clamped);
+    // An original length below the captured one is the record's lie, not the header's.
+    let seg = decode_frame(LinkType::Ethernet, &f, 60).unwrap().unwrap();
+    assert_eq!(seg.payload_len, 1448);
+}
+
+#[test]
 fn vlan_and_qinq() {
     let f = spec().ethernet();
     let mut q = f[..12].to_vec();

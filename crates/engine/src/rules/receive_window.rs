@@ -224,11 +224,16 @@ impl WindowState {
             None => (seg.in_flight, seg.peer_window, st.last_ack.1 & HOLE != 0),
         };
         // A window whose edge a hole pins is the loss's wait (the
-        // retransmission rules'), however full it looks.
+        // retransmission rules'), however full it looks. Full means no room
+        // for another segment of the size this sender sends: a full-sized
+        // one, or where it never sent one (messages smaller than an MSS of
+        // 64 KB on loopback) its largest.
+        let sent = conn.half(seg.dir).largest_segment.max(seg.len);
+        let full = mss.min(sent);
         if window > 0
             && !hole
             && in_flight <= window.saturating_add(mss)
-            && in_flight.saturating_add(mss) > window
+            && in_flight.saturating_add(full) > window
         {
             st.blocked = Some(Blocked {
                 at: Mark {

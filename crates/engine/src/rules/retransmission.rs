@@ -160,7 +160,9 @@ impl DirState {
             }
         }
         match seg.kind {
-            SegKind::Retransmission => self.retransmitted(seg, end, timer_silence, rtt, claims),
+            SegKind::Retransmission => {
+                self.retransmitted(conn, seg, end, timer_silence, rtt, claims)
+            }
             SegKind::NewData => {
                 if let Some(ep) = self.episode.as_mut() {
                     ep.sent(seg.ts, claims);
@@ -189,6 +191,7 @@ impl DirState {
     /// (timed from the sender's silence, or from the first duplicate ACK).
     fn retransmitted(
         &mut self,
+        conn: &Connection,
         seg: &Segment<'_>,
         end: u32,
         timer_silence: bool,
@@ -217,6 +220,10 @@ impl DirState {
             }
             None if self.window_closed => {
                 // A probe or a resend into a window that just reopened: not loss.
+            }
+            None if !awaited(conn, seg.dir) => {
+                // A push re-sent to a peer that does not acknowledge it (a
+                // phone asleep, a host gone): lost or not, nobody waited.
             }
             None => {
                 // Timed from what set it off: the sender's last segment
@@ -340,16 +347,8 @@ impl DirState {
             .is_some_and(|t| t > last.ts && seg.ts.since(t) < MIN_RTO_NS);
         // At the sender, nothing it sent can be lost before the capture.
         let at_sender = crate::text::vantage(conn).0 == rule::endpoint_of(conn, seg.dir).1;
-        // Server data that answers no request (a delivery, pushed work, a
-        // notification after the exchange before it ended) was awaited by
-        // nobody: its silence is no one's wait, lost or not. A greeting
-        // (the connection's first data) and a response are awaited.
-        let awaited = seg.dir == Dir::ClientToServer
-            || conn
-                .current_exchange()
-                .is_some_and(|e| e.request_first.is_some() || e.index == 0);
         if !timer
-            || !awaited
+            || !awaited(conn, seg.dir)
             || answers
             || self.window_closed
             || self.episode.is_some()
@@ -413,6 +412,19 @@ impl DirState {
             }
         }
     }
+}
+
+/// Whether anyone waited for `dir`'s data now. Server data that answers no
+/// request (a delivery, pushed work, a notification after the exchange
+/// before it ended) was awaited by nobody: its loss, seen or not, is no
+/// one's wait. A greeting (the first data of a connection whose opening was
+/// captured), a request and a response are awaited; on a connection picked
+/// up mid-stream, server data before any request is a push like the others.
+fn awaited(conn: &Connection, dir: Dir) -> bool {
+    dir == Dir::ClientToServer
+        || conn
+            .current_exchange()
+            .is_some_and(|e| e.request_first.is_some() || e.index == 0 && e.setup.is_some())
 }
 
 #[derive(Debug, Default)]

@@ -1,0 +1,66 @@
+//! What a capture does to packets is not what the endpoints did: a packet
+//! captured twice, a header whose length the frame contradicts, loopback's
+//! 64 KB segments. Each capture is from nDPI's test data
+//! (fixtures/corpus/CORPUS.md, items 17-19) or Zeek's, read frame by frame with tshark.
+
+#![allow(clippy::unwrap_used)]
+
+use serde_json::Value;
+
+mod common;
+
+use common::fixture;
+
+fn kinds(v: &Value) -> Vec<String> {
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Every packet of psiphon3.pcap is there twice: same IP ID, same TSval, the
+/// copy up to 7 ms later and after other packets (ClientHello frames 6 and
+/// 8, IP ID 0x9f8c). Copies are no re-sends: no loss is named, and the
+/// 13 data segments and 2 SYNs seen again are counted as duplicates.
+#[test]
+fn a_packet_captured_twice_is_no_loss() {
+    let v = common::analyze(&fixture("corpus/ndpi-psiphon3.pcap"), &[]);
+    let k = kinds(&v);
+    for loss in ["packet_loss", "retransmission_timeout", "syn_retransmit"] {
+        assert!(!k.iter().any(|x| x == loss), "{loss} in {k:?}");
+    }
+    assert_eq!(v["capture"]["duplicates"], 15);
+    assert_eq!(
+        v["connections"][0]["retransmissions"]["client_to_server"],
+        0
+    );
+    assert_eq!(k.first().map(String::as_str), Some("network_latency"));
+}
+
+/// Frames 7, 26, 35, 39 and 85 of zeek-tcp-reassembly.pcap say more bytes of
+/// IP than the frame holds (1500 in 1492) (tshark: "IPv4 total length exceeds packet length"): their
+/// payload is what the frame holds (1440 or 1428 bytes), as tshark counts it, and the
+/// malformed headers are reported.
+#[test]
+fn a_length_the_frame_does_not_hold_is_not_data() {
+    let v = common::analyze(&fixture("corpus/zeek-tcp-reassembly.pcap"), &[]);
+    let warnings = v["capture"]["warnings"].as_array().unwrap();
+    assert!(
+        warnings.iter().any(|w| w.as_str().unwrap().starts_with(
+            "5 TCP segment(s) had an IP total length beyond the frame's length on the wire"
+        )),
+        "{warnings:?}"
+    );
+}
+
+/// A Raft leader sends 40-160 B every 125 ms over loopback (MSS 65483, a
+/// 64 KB window): no flight comes near the window, so the window limits
+/// nothing.
+#[test]
+fn small_messages_on_loopback_do_not_fill_the_window() {
+    let v = common::analyze(&fixture("corpus/ndpi-raft.pcap"), &[]);
+    let k = kinds(&v);
+    assert!(!k.iter().any(|x| x == "receive_window_limited"), "{k:?}");
+}
