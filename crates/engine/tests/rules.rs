@@ -687,6 +687,47 @@ fn path_mtu_blackhole_when_only_smaller_segments_pass() {
     assert!(!kinds(&b).contains(&"path_mtu_blackhole"));
 }
 
+/// A response of `len` bytes sent on the timer five times, never
+/// acknowledged, while the client keeps sending (its duplicate ACKs): no
+/// fallback to smaller segments ever comes (Linux's `tcp_mtu_probing=0`).
+/// `handshake`: captured, or the connection picked up after it (no MSS
+/// known: the largest segment seen stands for full size).
+fn never_acknowledged(len: usize, handshake: bool) -> Analysis {
+    let mut sim = Sim::default();
+    if handshake {
+        sim.handshake();
+    }
+    sim.c(2000, 1, 1, PSH, 100);
+    let t = 2500;
+    sim.s(t, 1, 101, PSH, len);
+    for back in [200_000, 600_000, 1_400_000, 3_000_000, 6_200_000] {
+        sim.s(t + back, 1, 101, PSH, len);
+        sim.c(t + back + 1000, 101, 1, ACK, 0);
+    }
+    sim.run()
+}
+
+#[test]
+fn only_a_segment_a_link_could_refuse_makes_a_black_hole() {
+    // Full size (1460 B) re-sent and never through: the black hole
+    // without a fallback.
+    assert_eq!(
+        kinds(&never_acknowledged(1460, true))[0],
+        "path_mtu_blackhole"
+    );
+    // 25 B fit every link (IPv4 carries 536 B of data on any path): the
+    // same re-sends on a connection picked up mid-stream, where 25 B is the
+    // largest segment seen, are a loss of another kind (nDPI's waze.pcap: a
+    // peer whose NAT mapping was gone).
+    let small = never_acknowledged(25, false);
+    assert!(
+        !kinds(&small).contains(&"path_mtu_blackhole"),
+        "{:?}",
+        kinds(&small)
+    );
+    assert_eq!(kinds(&small)[0], "retransmission_timeout");
+}
+
 /// A connection whose handshake ACK and request the server ignores (its
 /// accept queue full) until the client's third try of the request, when
 /// `ignored`; otherwise the request is acknowledged at once.

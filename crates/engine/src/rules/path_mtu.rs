@@ -212,7 +212,15 @@ impl MtuState {
     pub fn on_close(&mut self, conn: &Connection, out: &mut [Occurrence]) {
         for d in [Dir::ClientToServer, Dir::ServerToClient] {
             let st = &mut self.dirs[d.index()];
-            if st.relabel.is_none() && st.big >= MIN_NOFALLBACK_RETRANSMISSIONS && st.peer_alive {
+            // A segment no larger than any link must carry (IPv4's 576-byte
+            // minimum MTU: 536 bytes of data) fits every path: its re-sends
+            // are some other loss (a dead peer, a lost NAT mapping).
+            let could_be_too_big = st.big_len >= MIN_PROBE_LEN + SMALLER_BY;
+            if st.relabel.is_none()
+                && st.big >= MIN_NOFALLBACK_RETRANSMISSIONS
+                && st.peer_alive
+                && could_be_too_big
+            {
                 st.relabel = Some((st.big_len, 0, st.big));
             }
             relabel(st, d, conn, out);
