@@ -13,22 +13,7 @@ use serde_json::Value;
 
 mod common;
 
-use common::{fixture, frames};
-
-fn kinds(v: &Value) -> Vec<String> {
-    v["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            format!(
-                "{}/{}",
-                f["kind"].as_str().unwrap(),
-                f["culprit"]["role"].as_str().unwrap()
-            )
-        })
-        .collect()
-}
+use common::{fixture, frames, kinds};
 
 /// Celery over RabbitMQ: the broker delivers to the consumer 0.4 ms after a
 /// publisher publishes on another connection; the consumer's Basic.Ack

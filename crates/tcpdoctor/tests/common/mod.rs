@@ -69,3 +69,20 @@ pub fn frames(f: &Value) -> Vec<u64> {
         .map(|n| n.as_u64().unwrap())
         .collect()
 }
+
+/// Each finding as `kind/role`, in the report's order.
+#[allow(dead_code)]
+pub fn kinds(v: &Value) -> Vec<String> {
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            format!(
+                "{}/{}",
+                f["kind"].as_str().unwrap(),
+                f["culprit"]["role"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
