@@ -1,7 +1,7 @@
 //! What a capture does to packets is not what the endpoints did: a packet
 //! captured twice, a header whose length the frame contradicts, loopback's
-//! 64 KB segments. Each capture is from nDPI's test data
-//! (fixtures/corpus/CORPUS.md, items 17-19) or Zeek's, read frame by frame with tshark.
+//! 64 KB segments. Each capture is from nDPI's or Zeek's test data
+//! (fixtures/corpus/CORPUS.md, items 17-19), read frame by frame with tshark.
 
 #![allow(clippy::unwrap_used)]
 
@@ -31,10 +31,11 @@ fn a_packet_captured_twice_is_no_loss() {
     );
 }
 
-/// Frames 7, 26, 35, 39 and 85 of zeek-tcp-reassembly.pcap say more bytes of
-/// IP than the frame holds (1500 in 1492) (tshark: "IPv4 total length exceeds packet length"): their
-/// payload is what the frame holds (1440 or 1428 bytes), as tshark counts it, and the
-/// malformed headers are reported.
+/// Frames 7, 26, 35, 39 and 85 of zeek-tcp-reassembly.pcap say more bytes
+/// of IP than the frame holds (1500 in 1492; tshark: "IPv4 total length
+/// exceeds packet length"): the malformed headers are reported. (Their
+/// payload, held to what the frame holds, is compared with tshark's count by
+/// tests/e2e/oracle.py.)
 #[test]
 fn a_length_the_frame_does_not_hold_is_not_data() {
     let v = common::analyze(&fixture("corpus/zeek-tcp-reassembly.pcap"), &[]);
