@@ -352,7 +352,16 @@ impl Topology {
     }
 
     /// Deletes the namespaces (their interfaces, rules and qdiscs go with them).
-    pub fn teardown(mut self) {
+    /// Dropping the topology does the same, so a failure or a panic between
+    /// build and teardown leaves no namespace behind either.
+    pub fn teardown(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        // The delay line's threads stop before its router namespace goes.
         self.delay = None;
         for n in [&self.client, &self.router, &self.server] {
             ns::remove(n);
