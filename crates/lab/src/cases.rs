@@ -480,6 +480,33 @@ fn loss_cases() -> Vec<Case> {
             wrk_connections: 4,
         },
         Case {
+            name: "peer-gone",
+            summary: "4 requests 200 ms apart on one keep-alive connection (10 ms RTT); from \
+                      0.5 s on the server answers nothing, and the 4th request is sent again \
+                      and again until the client gives up after 2 s",
+            expected: Some(("retransmission_timeout", "network")),
+            detail: None,
+            headline: Headline::Failures,
+            vantage: Vantage::Client,
+            setup: Setup {
+                one_way: MS(5),
+                client: ClientSpec {
+                    requests: 4,
+                    pause_between: MS(200),
+                    timeout: Some(MS(2000)),
+                    ..ClientSpec::default()
+                },
+                action: Action::Blackout {
+                    at: MS(500),
+                    length: MS(2700),
+                },
+                ..Setup::default()
+            },
+            fix: Some(("a server that keeps answering", |s| s.action = Action::None)),
+            peers: &[Peer::Builtin],
+            wrk_connections: 4,
+        },
+        Case {
             name: "path-mtu-blackhole",
             summary: "3 responses of 30 KB through a router whose client-facing link has an MTU \
                       of 1400 and whose ICMP 'fragmentation needed' is filtered (server: \

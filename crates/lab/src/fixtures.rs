@@ -613,6 +613,14 @@ fn fixtures_path_mtu_to_send_buffer() -> Vec<Fixture> {
             same,
             RTO,
         ),
+        fixture(
+            "peer-gone.client.pcap",
+            "peer-gone",
+            false,
+            Client,
+            same,
+            RTO,
+        ),
         // 1 MiB from a server with a 16 KB SO_SNDBUF; the twin leaves the
         // buffer to autotuning.
         fixture(

@@ -310,6 +310,7 @@ impl DirState {
                 retransmissions: 0,
                 upstream: true,
                 recovered: true,
+                unanswered: false,
                 rtt_ns: conn.path_rtt_ns(),
             }),
         });
@@ -394,6 +395,7 @@ impl DirState {
                 retransmissions: 0,
                 upstream: true,
                 recovered: true,
+                unanswered: false,
                 rtt_ns: conn.path_rtt_ns(),
             }),
         });
@@ -462,15 +464,45 @@ impl LossState {
         me.last_packet = Some(mark);
     }
 
+    /// An episode still open when the connection ends was never recovered:
+    /// the data was not acknowledged for as long as the capture shows.
     pub fn on_close(&mut self, conn: &Connection, out: &mut Vec<Occurrence>) {
         for d in [Dir::ClientToServer, Dir::ServerToClient] {
-            if let Some(ep) = self.dirs[d.index()].episode.take() {
-                let mut ep = ep;
+            if let Some(mut ep) = self.dirs[d.index()].episode.take() {
+                if goodbye(conn, d, &ep) {
+                    continue;
+                }
+                // The peer said nothing since the first re-send: it, or the
+                // path to it, stopped answering.
+                let heard = self.dirs[d.reverse().index()]
+                    .last_packet
+                    .is_some_and(|m| m.ts > ep.first.ts);
                 ep.sent(conn.last_ts, &mut Claims::default());
-                out.push(build(d, ep, None, conn));
+                let mut o = build(d, ep, None, conn);
+                if let Detail::Loss(l) = &mut o.detail {
+                    l.unanswered = !heard;
+                }
+                out.push(o);
             }
         }
     }
+}
+
+/// Data never acknowledged that its sender closed right behind (its FIN
+/// left before the first re-send): a goodbye — a TLS close_notify, a
+/// protocol's QUIT — that nobody waits for, since the sender had finished;
+/// the kernel re-sends it on its own after the application closed. The
+/// first data of a connection whose opening was captured is not one: a
+/// client that half-closes after its request still waits for the answer.
+fn goodbye(conn: &Connection, d: Dir, ep: &Episode) -> bool {
+    let half = conn.half(d);
+    let closed_first = half.fin.is_some_and(|f| f.ts <= ep.first.ts);
+    let first_request = half.syn_seen
+        && conn.exchanges <= 1
+        && conn
+            .current_exchange()
+            .is_none_or(|e| e.response_first.is_none());
+    closed_first && !first_request
 }
 
 fn build(sender: Dir, ep: Episode, ack_frame: Option<u64>, conn: &Connection) -> Occurrence {
@@ -498,6 +530,7 @@ fn build(sender: Dir, ep: Episode, ack_frame: Option<u64>, conn: &Connection) ->
             retransmissions: ep.retransmissions,
             upstream: ep.upstream,
             recovered: ack_frame.is_some(),
+            unanswered: false,
             rtt_ns: conn.path_rtt_ns(),
         }),
     }
@@ -515,10 +548,32 @@ pub(crate) fn words(s: &Said<'_>) -> Words {
     } else {
         "by fast retransmit or SACK recovery (RFC 5681 §3.2, RFC 6675), within about a round trip"
     };
+    // Episodes the peer never answered: nothing came back after the first
+    // re-send for as long as the capture shows.
+    let unanswered = a.stalls;
+    let lead = if timeout && unanswered == a.occurrences {
+        "Data was sent again and again on the retransmission timer (RFC 6298: at least 200 ms, doubling on \
+         each retry) and never acknowledged: the peer sent nothing back after the first re-send, for as \
+         long as the capture shows. The peer, or the path to it, stopped answering — the host went down, \
+         restarted or lost its address, or a NAT or firewall on the way forgot the connection (an idle \
+         timeout shorter than the connection's quiet periods) and drops its packets. Not a loss that \
+         recovered: the wait ends only when the sender gives up (Linux: about 15 minutes, \
+         `net.ipv4.tcp_retries2`) or the application's own timeout does"
+            .to_string()
+    } else {
+        format!("Packets between the endpoints were lost and recovered {how}")
+    };
     let explanation = format!(
-        "Packets between the endpoints were lost and recovered {how}. {occ} loss episode(s) on {conns} \
-         connection(s), {count} retransmissions, {typical:.1} ms lost each (median), {total:.0} ms in all \
-         (round trip {rtt}).{upstream}",
+        "{lead}. {occ} loss episode(s) on {conns} connection(s), {count} retransmissions, {typical:.1} ms \
+         lost each (median), {total:.0} ms in all (round trip {rtt}).{upstream}{never}",
+        never = if unanswered > 0 && unanswered < a.occurrences {
+            format!(
+                " In {unanswered} episode(s) the peer never answered the re-sent data: nothing came back \
+                 for as long as the capture shows (the peer or the path to it stopped answering)."
+            )
+        } else {
+            String::new()
+        },
         occ = a.occurrences,
         conns = a.connections,
         count = a.count,
@@ -532,7 +587,17 @@ pub(crate) fn words(s: &Said<'_>) -> Words {
             String::new()
         },
     );
-    let fix = if timeout {
+    let fix = if timeout && unanswered == a.occurrences {
+        format!(
+            "Check that the peer is up and still reachable (`tcpdoctor ping {ep}` answers with an RST or a \
+             SYN-ACK if anything is there); look for state on the path that expires (NAT, stateful firewalls, \
+             load balancers and their idle timeouts) and keep connections busier than it forgets them (TCP \
+             keepalive or application pings at a shorter interval), or reconnect after idling. Give the \
+             application a timeout that abandons a silent connection and retries on a new one \
+             (`TCP_USER_TIMEOUT`) instead of waiting out the re-sends.",
+            ep = s.ep
+        )
+    } else if timeout {
         "Find the lossy hop (interface errors and drops: `ip -s link`, `nstat -az | grep -i -e retrans -e drop`, \
          switch counters; capture at both ends to see on which side packets disappear). Tail losses recover \
          faster with RACK-TLP (Linux default); a lower RTO minimum (`ip route … rto_min`) shortens the wait on \
@@ -546,7 +611,8 @@ pub(crate) fn words(s: &Said<'_>) -> Words {
     (
         explanation,
         fix,
-        json!({"retransmissions": a.count, "lost_before_capture": a.flagged, "rtt_ms": rtt}),
+        json!({"retransmissions": a.count, "lost_before_capture": a.flagged, "never_answered": unanswered,
+               "rtt_ms": rtt}),
     )
 }
 
@@ -556,6 +622,8 @@ pub struct Loss {
     pub retransmissions: u32,
     pub upstream: bool,
     pub recovered: bool,
+    /// Never recovered, and the peer sent nothing after the first re-send.
+    pub unanswered: bool,
     pub rtt_ns: Option<i64>,
 }
 
@@ -563,6 +631,8 @@ impl rule::Fold for Loss {
     fn fold(self, a: &mut crate::Aggregate) {
         a.count += u64::from(self.retransmissions);
         a.flagged += u64::from(self.upstream);
+        // `stalls`: episodes the peer never answered.
+        a.stalls += u64::from(self.unanswered);
         a.rtt_ns_min = rule::min_opt(a.rtt_ns_min, self.rtt_ns);
     }
 }
@@ -580,7 +650,16 @@ impl rule::Rule for LossState {
 
 /// The verdict's sentence of a `retransmission_timeout` or `packet_loss` finding.
 pub(crate) fn cause(c: &rule::Cause<'_>) -> String {
-    let by = if c.f.kind == Kind::RetransmissionTimeout.name() {
+    let timeout = c.f.kind == Kind::RetransmissionTimeout.name();
+    let never = c.num("never_answered").unwrap_or(0.0) as u64;
+    if timeout && never > 0 && never == c.f.occurrences {
+        return format!(
+            "data was re-sent on the retransmission timer and never acknowledged: the peer, or the path to it, \
+             stopped answering (~{} each, until the capture ended)",
+            c.typ
+        );
+    }
+    let by = if timeout {
         "only by the retransmission timer"
     } else {
         "by fast retransmit"
