@@ -1,7 +1,8 @@
 //! What a capture does to packets is not what the endpoints did: a packet
 //! captured twice, a header whose length the frame contradicts, loopback's
 //! 64 KB segments. Each capture is from nDPI's or Zeek's test data
-//! (fixtures/corpus/CORPUS.md, items 17-19), read frame by frame with tshark.
+//! (fixtures/corpus/CORPUS.md, items 17-19 and 22), read frame by frame with
+//! tshark; a sender that shows Nagle off by its own segments.
 
 #![allow(clippy::unwrap_used)]
 
@@ -56,4 +57,29 @@ fn small_messages_on_loopback_do_not_fill_the_window() {
     let v = common::analyze(&fixture("corpus/ndpi-raft.pcap"), &[]);
     let k = kinds(&v);
     assert!(!k.iter().any(|x| x == "receive_window_limited"), "{k:?}");
+}
+
+/// nDPI's ieee_c37118: a measurement unit sends a 54 B frame every 20 ms,
+/// the second before the first is acknowledged (frames 10, 11, ACK 12):
+/// Nagle is off on its socket, so no hold of its is Nagle's. nDPI's EAQ:
+/// the 1382 B segment before a 2764 B one is a full segment through a VPN
+/// (MSS 1460 announced), not a small one.
+#[test]
+fn nagle_is_not_named_where_the_packets_disprove_it() {
+    for f in ["corpus/ndpi-ieee-c37118.pcap", "corpus/ndpi-eaq.pcap"] {
+        let k = kinds(&common::analyze(&fixture(f), &[]));
+        assert!(
+            !k.iter().any(|x| x.starts_with("nagle_delayed_ack/")),
+            "{f}: {k:?}"
+        );
+    }
+    // Where the small segments wait for each ACK, Nagle is still named.
+    let k = kinds(&common::analyze(
+        &fixture("corpus/ndpi-coap_mqtt.pcap"),
+        &[],
+    ));
+    assert_eq!(
+        k.first().map(String::as_str),
+        Some("nagle_delayed_ack/client")
+    );
 }

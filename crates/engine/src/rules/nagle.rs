@@ -31,6 +31,10 @@ use serde_json::json;
 /// room for hosts with shorter timers while staying far above scheduling noise.
 pub const MIN_ACK_WAIT_NS: i64 = 15_000_000;
 
+/// The most a tunnel's headers take from a path's segment size: IPsec in
+/// tunnel mode, OpenVPN and WireGuard take 60-150 bytes, PPPoE 8, GRE 24.
+const MAX_TUNNEL_OVERHEAD: u32 = 160;
+
 #[derive(Debug, Clone, Copy)]
 struct Pending {
     /// Relative sequence number just past P1.
@@ -47,6 +51,13 @@ pub struct NagleState {
     /// What each side's software is, from its first HTTP head (looked at once per side).
     software: [Option<Software>; 2],
     classified: [bool; 2],
+    /// Relative sequence just past each side's last segment smaller than a
+    /// full one (Linux's `snd_sml`), and the highest ACK of its data seen.
+    small_end: [Option<u32>; 2],
+    acked: [Option<u32>; 2],
+    /// The side sent a small segment while an earlier small one was
+    /// unacknowledged: Nagle is off on its socket, and holds nothing.
+    nagle_off: [bool; 2],
 }
 
 impl NagleState {
@@ -62,6 +73,9 @@ impl NagleState {
         let mut delayed_ack = None;
         let r = d.reverse();
         // This segment is the receiver's side of the other direction's pending P1.
+        if seg.flags.ack() && self.acked[r.index()].is_none_or(|a| Seq(seg.ack) > Seq(a)) {
+            self.acked[r.index()] = Some(seg.ack);
+        }
         if let Some(p) = self.last[r.index()].as_mut() {
             if seg.len > 0 && matches!(seg.kind, SegKind::NewData | SegKind::Retransmission) {
                 p.peer_sent_data = true;
@@ -96,6 +110,7 @@ impl NagleState {
             }
             _ => return delayed_ack,
         }
+        self.note_small(conn, seg);
         if !self.classified[d.index()] {
             if let Some(sw) = classify(seg.payload) {
                 self.software[d.index()] = Some(sw);
@@ -104,7 +119,11 @@ impl NagleState {
         }
         // P2 candidates only: P1 acknowledged, continued in place, the peer silent.
         if let Some(p) = self.last[d.index()] {
-            if p.ack.is_some() && p.end == seg.seq && !p.peer_sent_data {
+            if p.ack.is_some()
+                && p.end == seg.seq
+                && !p.peer_sent_data
+                && !self.nagle_off[d.index()]
+            {
                 if let Some(o) = check(conn, &p, seg, self.software[d.index()]) {
                     out.push(o);
                 }
@@ -124,6 +143,42 @@ impl NagleState {
     }
 }
 
+impl NagleState {
+    /// New data smaller than a full segment, sent while the sender's last
+    /// small one is not yet acknowledged (seen so at any capture point: the
+    /// ACK, seen later, reached the sender later still), proves Nagle off
+    /// on its socket: Linux holds such a segment until that ACK (the
+    /// Minshall check). A segment carrying the FIN is sent regardless.
+    #[inline]
+    fn note_small(&mut self, conn: &Connection, seg: &Segment<'_>) {
+        let i = seg.dir.index();
+        // Without a SYN's MSS the full size is the largest segment seen so
+        // far, which receive offload can double: only half of it is surely
+        // small.
+        let mss = conn.smss(seg.dir);
+        let small = if mss_announced(conn, seg.dir) {
+            seg.len < mss
+        } else {
+            seg.len <= mss / 2
+        };
+        if !small || seg.flags.fin() {
+            return;
+        }
+        if let (Some(end), false) = (self.small_end[i], self.nagle_off[i]) {
+            if self.acked[i].is_none_or(|a| Seq(a) < Seq(end)) {
+                self.nagle_off[i] = true;
+            }
+        }
+        self.small_end[i] = Some(seg.seq.wrapping_add(seg.len));
+    }
+}
+
+/// Whether `d`'s segment size is known from a SYN (the peer's announced
+/// MSS), not guessed from the segments seen.
+fn mss_announced(conn: &Connection, d: Dir) -> bool {
+    conn.half(d.reverse()).mss.is_some_and(|m| m > 0)
+}
+
 #[cold]
 #[inline(never)]
 fn check(
@@ -138,8 +193,15 @@ fn check(
         return None;
     }
     let mss = conn.smss(d);
-    // Nagle only holds data behind a segment smaller than the MSS.
-    if p.len.is_multiple_of(mss) {
+    // Nagle only holds data behind a segment smaller than the MSS. A tunnel
+    // on the way (a VPN, PPPoE, GRE) can lower the sender's segment below
+    // what the SYN announced: P1 within such an overhead of the MSS, with
+    // the data after it an exact multiple of P1 (segments of P1's size,
+    // merged by the capturing host's receive offload), was a full segment.
+    let tunnel_full = mss_announced(conn, d)
+        && p.len + MAX_TUNNEL_OVERHEAD >= mss
+        && seg.len.is_multiple_of(p.len);
+    if p.len.is_multiple_of(mss) || tunnel_full {
         return None;
     }
     let to_receiver = conn.distance_to(d.reverse());
