@@ -112,6 +112,7 @@ impl Replayed {
             peer_window: self.peer_window,
             payload: &[],
             options: &[],
+            ip_id: 0,
         }
     }
 }

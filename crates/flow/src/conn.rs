@@ -1439,6 +1439,7 @@ impl Connection {
             peer_window: peer.window,
             payload: seg.payload,
             options: seg.options_raw,
+            ip_id: seg.ip_id,
         };
         emit(self, Event::Segment(&event));
     }

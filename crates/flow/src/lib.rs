@@ -118,6 +118,8 @@ pub struct Segment<'a> {
     /// The raw TCP option bytes (parse them only when needed:
     /// [`tcpdoctor_wire::TcpOptions::parse`]).
     pub options: &'a [u8],
+    /// The IPv4 identification (0 for IPv6, or not known).
+    pub ip_id: u16,
 }
 
 impl Segment<'_> {

@@ -1,8 +1,9 @@
 //! What a capture does to packets is not what the endpoints did: a packet
 //! captured twice, a header whose length the frame contradicts, loopback's
 //! 64 KB segments. Each capture is from nDPI's or Zeek's test data
-//! (fixtures/corpus/CORPUS.md, items 17-19 and 22), read frame by frame with
-//! tshark; a sender that shows Nagle off by its own segments.
+//! (fixtures/corpus/CORPUS.md, items 17-19, 22 and 23), read frame by frame with
+//! tshark; a sender that shows Nagle off by its own segments; a segment
+//! overtaken on the path.
 
 #![allow(clippy::unwrap_used)]
 
@@ -82,4 +83,19 @@ fn nagle_is_not_named_where_the_packets_disprove_it() {
         k.first().map(String::as_str),
         Some("nagle_delayed_ack/client")
     );
+}
+
+/// nDPI's google_ssl: the first two segments of a response arrive 0.3 and
+/// 1.3 s after its tail, numbered before it (IP IDs 0x797e and 0x797f,
+/// the tail 0x7980): originals overtaken on the path, not re-sends of
+/// data lost before the capture. The server's later re-sends repeat data
+/// already acknowledged. No loss is named.
+#[test]
+fn a_segment_overtaken_on_the_path_is_no_loss() {
+    let v = common::analyze(&fixture("corpus/ndpi-google-ssl.pcap"), &[]);
+    let k = kinds(&v);
+    for loss in ["packet_loss/", "retransmission_timeout/"] {
+        assert!(!k.iter().any(|x| x.starts_with(loss)), "{loss} in {k:?}");
+    }
+    assert_eq!(k.first().map(String::as_str), Some("server_delay/server"));
 }

@@ -24,6 +24,9 @@ use serde_json::json;
 /// retransmission is fast recovery or a tail-loss probe.
 pub const MIN_RTO_NS: i64 = 150_000_000;
 const MAX_HOLES: usize = 8;
+/// A segment numbered at most this many IP IDs before the one that went
+/// past it was sent before it (overtaken on the path).
+const MAX_OVERTAKEN: u16 = 64;
 
 #[derive(Debug, Clone, Copy)]
 struct Episode {
@@ -66,8 +69,9 @@ struct DirState {
     dupacks: u32,
     first_dupack: Option<Mark>,
     last_ack: u32,
-    /// Sequence ranges the capture skipped (data it never saw).
-    holes: Vec<(u32, u32)>,
+    /// Sequence ranges the capture skipped (data it never saw), and the IP
+    /// ID of the segment that skipped them.
+    holes: Vec<(u32, u32, u16)>,
     /// Relative sequence just past the highest data seen.
     next: Option<u32>,
     last_len: Option<u32>,
@@ -172,7 +176,7 @@ impl DirState {
                 if timer_silence && !unseen {
                     self.resumed_after_silence(conn, seg, silence, out, claims);
                 }
-                self.note_hole(seg);
+                self.note_hole(conn, seg);
             }
             _ => {}
         }
@@ -204,10 +208,22 @@ impl DirState {
         if Seq(end) <= Seq(self.last_ack) {
             return;
         }
-        let upstream = self
+        let hole = self
             .holes
             .iter()
-            .any(|&(a, b)| Seq(seg.seq) >= Seq(a) && Seq(seg.seq) < Seq(b));
+            .find(|&&(a, b, _)| Seq(seg.seq) >= Seq(a) && Seq(seg.seq) < Seq(b));
+        // Data filling a hole with an IP ID just before that of the segment
+        // that skipped it left before that segment: the original, delayed
+        // on the path and overtaken, not a re-send (senders number their
+        // packets counting up, per connection or per host; a re-send comes
+        // later and takes a later number). Nothing was lost.
+        if let Some(&(_, _, after)) = hole {
+            let before = after.wrapping_sub(seg.ip_id);
+            if seg.ip_id != 0 && after != 0 && (1..=MAX_OVERTAKEN).contains(&before) {
+                return;
+            }
+        }
+        let upstream = hole.is_some();
         match self.episode.as_mut() {
             Some(ep) => {
                 ep.sent(seg.ts, claims);
@@ -404,13 +420,17 @@ impl DirState {
 
     /// Data beyond what was seen before: the capture missed the bytes between.
     #[inline]
-    fn note_hole(&mut self, seg: &Segment<'_>) {
-        if let Some(next) = self.next {
+    fn note_hole(&mut self, conn: &Connection, seg: &Segment<'_>) {
+        // Before any data, the next byte follows the sender's SYN, if seen.
+        let next = self
+            .next
+            .or_else(|| conn.half(seg.dir).syn_seen.then_some(1));
+        if let Some(next) = next {
             if Seq(seg.seq) > Seq(next) {
                 if self.holes.len() == MAX_HOLES {
                     self.holes.remove(0);
                 }
-                self.holes.push((next, seg.seq));
+                self.holes.push((next, seg.seq, seg.ip_id));
             }
         }
     }
