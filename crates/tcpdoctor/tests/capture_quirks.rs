@@ -1,9 +1,9 @@
 //! What a capture does to packets is not what the endpoints did: a packet
 //! captured twice, a header whose length the frame contradicts, loopback's
 //! 64 KB segments. Each capture is from nDPI's or Zeek's test data
-//! (fixtures/corpus/CORPUS.md, items 17-19, 22 and 23), read frame by frame with
+//! (fixtures/corpus/CORPUS.md, items 17-19 and 22-24), read frame by frame with
 //! tshark; a sender that shows Nagle off by its own segments; a segment
-//! overtaken on the path.
+//! overtaken on the path; a re-send the receiver reports as a duplicate.
 
 #![allow(clippy::unwrap_used)]
 
@@ -98,4 +98,21 @@ fn a_segment_overtaken_on_the_path_is_no_loss() {
         assert!(!k.iter().any(|x| x.starts_with(loss)), "{loss} in {k:?}");
     }
     assert_eq!(k.first().map(String::as_str), Some("server_delay/server"));
+}
+
+/// nDPI's punycode-idn: a request sent again after 145 ms; the ACK that
+/// covers it (frame 10) is followed 6 µs later by one reporting the re-sent
+/// bytes as a duplicate (D-SACK, frame 11): the original had arrived. No
+/// loss is named.
+#[test]
+fn a_re_send_reported_as_a_duplicate_in_the_next_ack_is_no_loss() {
+    let v = common::analyze(&fixture("corpus/ndpi-punycode-idn.pcap"), &[]);
+    let k = kinds(&v);
+    for loss in ["packet_loss/", "retransmission_timeout/"] {
+        assert!(!k.iter().any(|x| x.starts_with(loss)), "{loss} in {k:?}");
+    }
+    assert_eq!(
+        v["connections"][0]["retransmissions"]["client_to_server"],
+        1
+    );
 }

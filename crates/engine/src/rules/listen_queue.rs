@@ -36,12 +36,21 @@ pub struct ListenState {
     retransmissions: u32,
     ignored: bool,
     first_data_ns: i64,
+    /// The server's first word after its SYN-ACK, where `ignored` was
+    /// told: its frame and time.
+    first_word: (u64, i64),
 }
 
 impl ListenState {
     /// Runs after the loss rule, whose occurrences in `out` it may rename.
     pub fn on_segment(&mut self, conn: &Connection, seg: &Segment<'_>, out: &mut [Occurrence]) {
         if self.done {
+            // The loss rule reports an episode at the receiver's next ACK
+            // after the one that ended it (a D-SACK may yet prove it
+            // spurious): the request's re-sends may come after the first word.
+            if self.ignored && !out.is_empty() {
+                self.rename(out);
+            }
             return;
         }
         match seg.dir {
@@ -73,20 +82,28 @@ impl ListenState {
                     return;
                 }
                 self.ignored = true;
-                let wait = seg.ts.nanos() - self.first_data_ns;
-                for o in out.iter_mut() {
-                    if matches!(o.kind, Kind::RetransmissionTimeout | Kind::PacketLoss)
-                        && o.culprit == Blame::Network(Dir::ClientToServer)
-                    {
-                        o.kind = Kind::ListenQueueOverflow;
-                        o.culprit = Blame::Side(Dir::ServerToClient);
-                        o.detail = Detail::Listen(Listen {
-                            syn_drops: 0,
-                            ack_dropped: true,
-                            accept_wait_ns: wait,
-                        });
-                    }
-                }
+                self.first_word = (seg.frame, seg.ts.nanos());
+                self.rename(out);
+            }
+        }
+    }
+
+    /// The request's re-sends (a loss episode that began before the
+    /// server's first word) were the full queue's: renamed.
+    fn rename(&self, out: &mut [Occurrence]) {
+        let wait = self.first_word.1 - self.first_data_ns;
+        for o in out.iter_mut() {
+            if matches!(o.kind, Kind::RetransmissionTimeout | Kind::PacketLoss)
+                && o.culprit == Blame::Network(Dir::ClientToServer)
+                && o.frames.first().is_some_and(|&f| f < self.first_word.0)
+            {
+                o.kind = Kind::ListenQueueOverflow;
+                o.culprit = Blame::Side(Dir::ServerToClient);
+                o.detail = Detail::Listen(Listen {
+                    syn_drops: 0,
+                    ack_dropped: true,
+                    accept_wait_ns: wait,
+                });
             }
         }
     }

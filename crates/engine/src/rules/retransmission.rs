@@ -83,6 +83,11 @@ struct DirState {
     /// This side's last segment was a retransmission.
     last_resent: bool,
     episode: Option<Episode>,
+    /// An episode whose covering ACK came with its re-sends unproven, and
+    /// that ACK's frame: decided at the receiver's next ACK, which reports
+    /// a duplicate's arrival (D-SACK, RFC 2883) when the original had
+    /// arrived — Linux acknowledges the original first, then the copy.
+    ending: Option<(Episode, u64)>,
     /// This side's last packet of any kind (an ACK too).
     last_packet: Option<Mark>,
     /// When the receiver last sent data.
@@ -102,6 +107,14 @@ impl DirState {
         claims: &mut Claims,
     ) {
         let sender = seg.dir.reverse();
+        if let Some((mut ep, frame)) = self.ending.take() {
+            ep.resent.on_ack(conn, seg);
+            if ep.resent.unproven() {
+                out.push(build(sender, ep, Some(frame), conn));
+            } else {
+                claims.retract(Part::Retransmission, ep.start);
+            }
+        }
         if let Some(ep) = self.episode.as_mut() {
             ep.resent.on_ack(conn, seg);
         }
@@ -120,7 +133,7 @@ impl DirState {
                 } else {
                     // Waiting for this ACK with nothing to send is part of the cost.
                     ep.sent(seg.ts, claims);
-                    out.push(build(sender, ep, Some(seg.frame), conn));
+                    self.ending = Some((ep, seg.frame));
                 }
             }
         } else if seg.len == 0 && seg.ack == self.last_ack && conn.half(sender).in_flight() > 0 {
@@ -488,6 +501,9 @@ impl LossState {
     /// the data was not acknowledged for as long as the capture shows.
     pub fn on_close(&mut self, conn: &Connection, out: &mut Vec<Occurrence>) {
         for d in [Dir::ClientToServer, Dir::ServerToClient] {
+            if let Some((ep, frame)) = self.dirs[d.index()].ending.take() {
+                out.push(build(d, ep, Some(frame), conn));
+            }
             if let Some(mut ep) = self.dirs[d.index()].episode.take() {
                 if goodbye(conn, d, &ep) {
                     continue;
