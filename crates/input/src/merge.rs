@@ -25,6 +25,10 @@ use tcpdoctor_capture::{decompressed, CaptureError, CaptureReader, Compression};
 use tcpdoctor_engine::model::Analysis;
 use tcpdoctor_wire::{LinkType, TcpSegment, Timestamp};
 
+/// How far out of order a capture's timestamps may step back (see
+/// [`Merger::next_packet`]): files of several vantage points start up to
+/// this much later in the merge than their first packet says.
+const ROTATION_SLACK_NS: i64 = 10_000_000;
 /// Connections remembered for matching across files, at most (about 100 B each).
 const MAX_TRACKED: usize = 1 << 20;
 /// Matched connections listed in the report; all are counted.
@@ -187,10 +191,19 @@ impl Merger {
         if let Some(i) = self.current.take() {
             self.advance(i);
         }
-        // Open every file whose first packet is due before the earliest one held.
+        // Open every file whose first packet is due before the earliest one
+        // held, by more than [`ROTATION_SLACK_NS`]: a capture tool writes a
+        // few timestamps out of order (packets taken on two CPUs), and where
+        // one falls at a rotation's cut the next file starts a moment before
+        // the last one ends. Opened at once, its first packets would come
+        // before the last file's end and read as a second view of those
+        // connections; opened after, they follow it, as in one file.
         while let Some(&next) = self.waiting.last() {
             let held = self.active.iter().map(|a| a.ts).min();
-            if held.is_some_and(|t| self.files[next].first.is_some_and(|f| f > t)) {
+            let due = self.files[next]
+                .first
+                .map(|f| Timestamp::from_nanos(f.nanos().saturating_add(ROTATION_SLACK_NS)));
+            if held.is_some_and(|t| due.is_some_and(|f| f > t)) {
                 break;
             }
             self.waiting.pop();
