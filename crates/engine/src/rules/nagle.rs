@@ -152,15 +152,12 @@ impl NagleState {
     #[inline]
     fn note_small(&mut self, conn: &Connection, seg: &Segment<'_>) {
         let i = seg.dir.index();
-        // Without a SYN's MSS the full size is the largest segment seen so
-        // far, which receive offload can double: only half of it is surely
-        // small.
-        let mss = conn.smss(seg.dir);
-        let small = if mss_announced(conn, seg.dir) {
-            seg.len < mss
-        } else {
-            seg.len <= mss / 2
-        };
+        // Only a segment of at most half the full size is surely small: a
+        // full one can come out a little short of the announced MSS (options
+        // beyond the timestamps, a tunnel), and without a SYN's MSS the full
+        // size is the largest segment seen so far, which receive offload
+        // can double.
+        let small = seg.len <= conn.smss(seg.dir) / 2;
         if !small || seg.flags.fin() {
             return;
         }
