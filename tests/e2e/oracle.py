@@ -668,6 +668,15 @@ DEFINITIONS = {
         "round trip, capture copies left out: recomputed from tshark's frames, it is "
         "tcpdoctor's value.",
     ),
+    "synack_not_captured": (
+        "handshake_rtt_ms, min_window",
+        "connections",
+        "the SYN was captured and the SYN-ACK was not (a capture that sees one direction): "
+        "tshark's initial_rtt still runs from the SYN to the client's first ACK, and it scales "
+        "the client's windows by the shift its SYN offered; tcpdoctor's handshake_rtt_ms needs "
+        "the SYN-ACK and is null, and without the SYN-ACK it cannot know that the server "
+        "agreed to window scaling (RFC 7323 §2.2): its windows are the raw field.",
+    ),
     "never_captured": (
         "bytes",
         "bytes",
@@ -760,6 +769,13 @@ def by_definition(field, a, b, st, side, c):
             last_syn, legs = handshake_legs(st, fr)
             if ms_close(a, (fr.ts - last_syn) / 1e6) and ms_close(b, legs / 1e6):
                 return [("handshake_legs", 1)]
+    if st.syns and not st.synacks:
+        if field == "handshake_rtt_ms" and a is not None and b is None:
+            return [("synack_not_captured", 1)]
+        shift = side.wscale if side is not None and side.syn else None
+        if field.startswith("min_window.") and shift and a is not None and b is not None \
+                and b << shift == a:
+            return [("synack_not_captured", 1)]
     if field.startswith("bytes.") and side is not None:
         covered = side.covered()
         if b == covered and covered < a and side.lost:

@@ -341,6 +341,15 @@ impl Engine {
             ));
         }
         let mut d = self.tracker.finish();
+        if let (n @ 1.., first) = d.one_way {
+            self.warnings.push(format!(
+                "{n} of {} connection(s) were captured one way only (data from one side, no \
+                 packet from the other: asymmetric routing, or a tap or filter that sees one \
+                 direction; the first is connection {first}): without the other side's ACKs, \
+                 who waited on whom cannot be told there, and none of their pauses is counted",
+                d.connection_count
+            ));
+        }
         let rows = relative_rows(Rows {
             connections: std::mem::take(&mut d.row_connections),
             exchanges: std::mem::take(&mut d.row_exchanges),
@@ -768,6 +777,9 @@ pub(crate) struct Diagnoser {
     /// Per ACK sender: role, the first waits seen, how many in all.
     delayed_acks: FxHashMap<SocketAddr, (&'static str, Vec<i64>, u64)>,
     duplicates: u64,
+    /// Connections whose data was captured one way only ([`Connection::seen_one_way`]),
+    /// and the first of them.
+    one_way: (u64, u64),
     scratch: Vec<Occurrence>,
     /// Completed exchanges not yet drained (with [`Options::live`]).
     live_exchanges: Vec<(SocketAddr, i64)>,
@@ -813,6 +825,7 @@ impl Diagnoser {
             vantages: Vec::new(),
             delayed_acks: FxHashMap::default(),
             duplicates: 0,
+            one_way: (0, 0),
             scratch: Vec::new(),
             live_exchanges: Vec::new(),
             live_overflow: 0,
@@ -1208,6 +1221,13 @@ impl Analyzer for Diagnoser {
             None => self.vantages.push((v, 1)),
         }
         self.duplicates += conn.client.duplicates + conn.server.duplicates;
+        let one_way = |d: Dir| conn.half(d).data_packets > 0 && conn.seen_one_way(d);
+        if one_way(Dir::ClientToServer) || one_way(Dir::ServerToClient) {
+            if self.one_way.0 == 0 {
+                self.one_way.1 = conn.id;
+            }
+            self.one_way.0 += 1;
+        }
         // Summarise only connections that make the list.
         let rank = Rank {
             time_lost_ms: state.heavy.as_ref().map_or(0.0, |h| ms_f(h.time_lost_ns)),

@@ -1149,6 +1149,14 @@ impl Connection {
         }
     }
 
+    /// Nothing the other side of `dir` sent has been captured: no packet at
+    /// all, data, ACK or SYN. Its sender's data then crossed a capture point
+    /// that does not see its ACKs (asymmetric routing, a tap or a filter on
+    /// one direction), and their absence proves nothing.
+    pub fn seen_one_way(&self, dir: Dir) -> bool {
+        self.half(dir.reverse()).packets == 0
+    }
+
     /// Both FINs were sent and acknowledged: nothing more can follow but
     /// retransmissions.
     pub fn is_finished(&self) -> bool {

@@ -249,6 +249,11 @@ pub trait Analyzer {
     }
 }
 
+/// A capture clock stepping back further than this starts another stretch
+/// of capture ([`Tracker::push`]): a connection's idle and grace periods are
+/// timed by its own stretch's clock.
+pub const CLOCK_STEP_BACK_NS: i64 = 1_000_000_000;
+
 /// Tracker settings.
 #[derive(Debug, Clone, Copy)]
 pub struct Config {
@@ -450,7 +455,12 @@ impl<A: Analyzer> Tracker<A> {
 
     /// Feeds one decoded segment captured at `ts` as frame number `frame`.
     pub fn push(&mut self, frame: u64, ts: Timestamp, seg: &TcpSegment<'_>) {
-        if ts > self.now {
+        // The clock is the latest time seen, through the few packets a
+        // capture writes out of order; a step back of seconds is another
+        // stretch of capture (files merged out of time order, interfaces
+        // whose clocks differ), whose connections would be past their idle
+        // deadline the moment they opened if timed by the later stretch.
+        if ts > self.now || ts.nanos() < self.now.nanos().saturating_sub(CLOCK_STEP_BACK_NS) {
             self.now = ts;
         }
         self.expire();

@@ -118,6 +118,23 @@ fn handshake_roles_rtt_and_exchange() {
     assert_eq!(e.duration_ns(), 40_000_000);
 }
 
+/// Captures joined out of time order: a stretch from hours later comes
+/// first in the file. The connection of the earlier stretch is one
+/// connection, not one per packet timed out on the later stretch's clock.
+#[test]
+fn a_stretch_of_capture_earlier_than_the_last_keeps_its_connections_whole() {
+    let mut later = seg(true, 1, 0, F_SYN, 0, 64240);
+    later.src_port = 50000;
+    let mut pkts = vec![(10_000_000, later)];
+    pkts.extend(conversation());
+    let log = run(&pkts);
+    assert_eq!(log.closed.len(), 2);
+    let c = log.closed.iter().find(|c| c.client.addr.port() == 40000).unwrap();
+    assert_eq!(c.packets, 10);
+    assert_eq!(log.exchanges.len(), 1);
+    assert!(log.exchanges[0].is_complete());
+}
+
 /// The server acknowledging client bytes the capture never saw, after its
 /// response began, means another request: the data that follows answers it
 /// and is an exchange of its own, not the end of the response before.

@@ -29,7 +29,9 @@
 //! moved; Nagle holds a short segment until the outstanding data is
 //! acknowledged; the window had room; and less than two segments in flight
 //! fill no congestion window (it is never smaller but after a timeout, and
-//! a timeout's re-send spoils the pause).
+//! a timeout's re-send spoils the pause). This needs a capture that sees the
+//! ACKs: on a connection whose other side was never captured (asymmetric
+//! routing, a tap on one direction) no ACK seen proves nothing.
 //!
 //! A pause whose data did follow an ACK is left to the rules that name why it
 //! was held (Nagle, congestion or receive window), or to the transfer.
@@ -223,7 +225,11 @@ impl IdleState {
         prev: &DirState,
         claims: &mut Claims,
     ) {
-        if !inside_message(conn, seg.dir, prev.last_frame) || claims.ends_at(seg.ts) {
+        // No ACK seen proves none passed only where the ACKs are captured.
+        if conn.seen_one_way(seg.dir)
+            || !inside_message(conn, seg.dir, prev.last_frame)
+            || claims.ends_at(seg.ts)
+        {
             return;
         }
         self.claim_app(seg, prev, claims);
