@@ -350,6 +350,7 @@ fn client_time_inside_a_request_is_the_clients() {
     let mut sim = Sim::default();
     sim.handshake();
     sim.c(2_000, 1, 1, PSH, 150)
+        .payload_starts(b"POST /upload HTTP/1.1\r\n", 150)
         .s(3_000, 1, 151, ACK, 0)
         .c(202_000, 151, 1, PSH, 100)
         .s(203_000, 1, 251, PSH, 500)
@@ -360,6 +361,24 @@ fn client_time_inside_a_request_is_the_clients() {
     assert!((a.findings[0].typical_delay_ms - 200.0).abs() < 1.0);
     let m = &a.capture.latency_budget.as_ref().unwrap().median;
     assert!(m.parts_ms.get("client_idle").unwrap() >= 199.0, "{m:?}");
+}
+
+#[test]
+fn a_pause_between_messages_of_an_unknown_protocol_is_nobodys() {
+    // The same segments, but the first is no HTTP request: what follows
+    // 200 ms after the server acknowledged it is a message of its own
+    // (a heartbeat, a keystroke), and nobody waited through the pause.
+    let mut sim = Sim::default();
+    sim.handshake();
+    sim.c(2_000, 1, 1, PSH, 150)
+        .payload_starts(&[0, 0, 0, 146, 1, 7], 150)
+        .s(3_000, 1, 151, ACK, 0)
+        .c(202_000, 151, 1, PSH, 100)
+        .s(203_000, 1, 251, PSH, 500)
+        .c(204_000, 251, 501, ACK, 0);
+    let a = sim.run();
+    assert!(!kinds(&a).contains(&"client_delay"), "{:?}", kinds(&a));
+    assert_eq!(a.capture.exchanges, 1);
 }
 
 #[test]

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use tcpdoctor_wire::{TcpOptions, TcpSegment, Timestamp};
 
 use crate::messages::{Messages, Turn};
-use crate::{Dir, SegKind, Segment, Seq};
+use crate::{Dir, SegKind, Segment, Seq, REACT_SLACK_NS};
 
 /// A point in the capture: when, and which frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -1008,6 +1008,53 @@ pub struct Connection {
     distance: [Option<i64>; 2],
     /// The messages of a message broker's protocol, where it speaks one.
     messages: Messages,
+    /// What the client's first data is ([`Connection::pause_ends_message`]).
+    client_framing: Framing,
+}
+
+/// What a connection's first client data says of how its requests end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum Framing {
+    /// No client data yet.
+    #[default]
+    Unseen,
+    /// An HTTP/1 request: its headers say where it ends, and a pause after
+    /// them is inside it (a body still being produced).
+    Http,
+    /// Not captured (a snap length that keeps headers only): unknown.
+    NotCaptured,
+    /// Anything else: where a message ends is not told.
+    Other,
+}
+
+/// HTTP/1 request methods (RFC 9110 §9, and PATCH), as a request line starts.
+const HTTP_METHODS: [&[u8]; 9] = [
+    b"GET ",
+    b"POST ",
+    b"PUT ",
+    b"HEAD ",
+    b"DELETE ",
+    b"OPTIONS ",
+    b"PATCH ",
+    b"CONNECT ",
+    b"TRACE ",
+];
+
+/// A client's pause that starts a message of its own, where the framing
+/// does not tell ([`Connection::pause_ends_message`]): as long as a client
+/// pause inside a request that `client_delay` would name.
+const MESSAGE_PAUSE_NS: i64 = 20_000_000;
+
+impl Framing {
+    fn of(payload: &[u8]) -> Framing {
+        if payload.is_empty() {
+            Framing::NotCaptured
+        } else if HTTP_METHODS.iter().any(|m| payload.starts_with(m)) {
+            Framing::Http
+        } else {
+            Framing::Other
+        }
+    }
 }
 
 impl Connection {
@@ -1052,6 +1099,7 @@ impl Connection {
             path_rtt: None,
             distance: [None; 2],
             messages: Messages::default(),
+            client_framing: Framing::Unseen,
         }
     }
 
@@ -1082,6 +1130,7 @@ impl Connection {
             path_rtt,
             distance,
             messages,
+            client_framing,
         } = self;
         *my_id = id;
         *my_role = role_source;
@@ -1099,6 +1148,7 @@ impl Connection {
         *path_rtt = None;
         *distance = [None; 2];
         *messages = Messages::default();
+        *client_framing = Framing::Unseen;
     }
 
     /// The largest payload the sender in `dir` puts in one segment (SMSS,
@@ -1420,7 +1470,7 @@ impl Connection {
         // Bytes missed before a segment without data open no exchange: when
         // they were sent is unknown.
         let new_data = if kind == SegKind::Ack { 0 } else { new_bytes };
-        self.early_end(dir, kind, new_data, acks_unseen, seg, &mut emit);
+        self.early_end(dir, kind, new_data, acks_unseen, seg, ts, &mut emit);
         let response_began =
             self.exchange_milestones(dir, mark, kind, new_data, end, acked, peer_una, &mut emit);
         if response_began {
@@ -1452,6 +1502,7 @@ impl Connection {
         emit(self, Event::Segment(&event));
     }
 
+    #[allow(clippy::too_many_arguments)]
     /// Ends the exchange in progress before `seg` where the turn of
     /// direction does not tell it.
     #[inline]
@@ -1462,8 +1513,19 @@ impl Connection {
         new_data: u32,
         acks_unseen: bool,
         seg: &TcpSegment<'p>,
+        ts: Timestamp,
         emit: &mut impl FnMut(&Connection, Event<'_, 'p>),
     ) {
+        if dir == Dir::ClientToServer && new_data > 0 && kind == SegKind::NewData {
+            if self.client_framing == Framing::Unseen {
+                self.client_framing = Framing::of(seg.payload);
+            }
+            if self.pause_ends_message(ts) {
+                if let Some(done) = self.current.take() {
+                    emit(self, Event::Exchange(&done));
+                }
+            }
+        }
         // The server acknowledging client bytes the capture missed, after
         // its response began: the client sent another request, so the
         // server's next data answers that one, not the response before.
@@ -1475,6 +1537,41 @@ impl Connection {
         if new_data > 0 && kind == SegKind::NewData && !self.messages.is_other() {
             self.message_turn(dir, seg, emit);
         }
+    }
+
+    /// Whether new client data at `ts` starts a message of its own rather
+    /// than continuing the request in progress, where the protocol does not
+    /// tell where messages end (neither HTTP/1 nor a broker's protocol): the
+    /// server acknowledged all of the request and sent nothing, and the
+    /// client sent nothing more for [`MESSAGE_PAUSE_NS`] and longer than the
+    /// ACK took to reach it (so TCP held nothing: the application had not
+    /// written it). A heartbeat, a keystroke or mouse move sent to a remote
+    /// desktop, a chat message, a second query of a multiplexed protocol:
+    /// nobody waited through the pause before it.
+    #[cold]
+    fn pause_ends_message(&self, ts: Timestamp) -> bool {
+        if self.client_framing != Framing::Other || !self.messages.is_other() {
+            return false;
+        }
+        let Some(ex) = self.current.as_ref() else {
+            return false;
+        };
+        let (Some(last), Some(acked), None) =
+            (ex.request_last, ex.request_acked, ex.response_first)
+        else {
+            return false;
+        };
+        let d = Dir::ClientToServer;
+        let Some(to_sender) = self
+            .distance_to(d)
+            .or(self.path_rtt_ns())
+            .or(self.distance_bound(d))
+        else {
+            return false;
+        };
+        let now = ts.nanos();
+        now - last.ts.nanos() >= MESSAGE_PAUSE_NS
+            && now > acked.ts.nanos() + to_sender + REACT_SLACK_NS + to_sender / 4
     }
 
     /// Reads the messages of a broker's protocol in new data: where nobody

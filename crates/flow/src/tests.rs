@@ -118,6 +118,35 @@ fn handshake_roles_rtt_and_exchange() {
     assert_eq!(e.duration_ns(), 40_000_000);
 }
 
+/// A client's message, acknowledged, then 100 ms later another, and only
+/// then the server's answer: with a protocol that does not say where a
+/// message ends, the second starts a message of its own (nobody waited
+/// through the pause); an HTTP request's body after its headers does not.
+#[test]
+fn a_pause_after_an_acknowledged_message_starts_another_unless_http_says_not() {
+    let run_with = |first: &'static [u8]| {
+        let mut a = seg(true, 1001, 5001, F_ACK, 100, 502);
+        a.payload = first;
+        let mut b = seg(true, 1101, 5001, F_ACK, 100, 502);
+        b.payload = b"rest";
+        let mut pkts = conversation()[..3].to_vec();
+        pkts.extend([
+            (21, a),
+            (23, seg(false, 5001, 1101, F_ACK, 0, 509)),
+            (121, b),
+            (123, seg(false, 5001, 1201, F_ACK, 100, 509)),
+        ]);
+        run(&pkts).exchanges
+    };
+    let other = run_with(b"\x00\x01heartbeat");
+    assert_eq!(other.len(), 2);
+    assert!(!other[0].is_complete());
+    assert_eq!(other[1].request_first.unwrap().frame, 6);
+    let http = run_with(b"POST /upload HTTP/1.1\r\n");
+    assert_eq!(http.len(), 1);
+    assert_eq!(http[0].request_first.unwrap().frame, 4);
+}
+
 /// Captures joined out of time order: a stretch from hours later comes
 /// first in the file. The connection of the earlier stretch is one
 /// connection, not one per packet timed out on the later stretch's clock.
@@ -129,7 +158,11 @@ fn a_stretch_of_capture_earlier_than_the_last_keeps_its_connections_whole() {
     pkts.extend(conversation());
     let log = run(&pkts);
     assert_eq!(log.closed.len(), 2);
-    let c = log.closed.iter().find(|c| c.client.addr.port() == 40000).unwrap();
+    let c = log
+        .closed
+        .iter()
+        .find(|c| c.client.addr.port() == 40000)
+        .unwrap();
     assert_eq!(c.packets, 10);
     assert_eq!(log.exchanges.len(), 1);
     assert!(log.exchanges[0].is_complete());

@@ -169,3 +169,12 @@ fn connections_captured_before_an_earlier_stretch_are_whole() {
     assert_eq!(c["packets"], 18);
     assert_eq!(c["exchanges"], 1);
 }
+
+/// nDPI's raft: the leader's AppendEntries every 125 ms (frames 23, 27, 31
+/// ...), each acknowledged within 10 us and never answered. Each is a
+/// message of its own, not one request paused inside: no client_delay.
+#[test]
+fn messages_nobody_answers_are_not_one_request_paused_inside() {
+    let v = common::analyze(&fixture("corpus/ndpi-raft.pcap"), &[]);
+    assert_none_of(&kinds(&v), &["client_delay/"]);
+}

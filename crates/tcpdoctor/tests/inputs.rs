@@ -468,6 +468,6 @@ fn each_end_of_a_connection_counts_it_for_its_own_finding() {
     }
     let out = run(&["analyze", capture.to_str().unwrap()], None);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("28 occurrences on 1 connection,"), "{text}");
+    assert!(text.contains("29 occurrences on 1 connection,"), "{text}");
     assert!(!text.contains("connection(s), typically"), "{text}");
 }
