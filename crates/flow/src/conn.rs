@@ -1502,9 +1502,9 @@ impl Connection {
         emit(self, Event::Segment(&event));
     }
 
-    #[allow(clippy::too_many_arguments)]
     /// Ends the exchange in progress before `seg` where the turn of
     /// direction does not tell it.
+    #[allow(clippy::too_many_arguments)]
     #[inline]
     fn early_end<'p>(
         &mut self,
