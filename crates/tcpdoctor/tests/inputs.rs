@@ -203,6 +203,15 @@ fn halves_of(capture: &Path, at: usize, name: &str) -> (PathBuf, PathBuf) {
     )
 }
 
+/// `analyze --format json` of one capture, parsed.
+fn analyze_json(capture: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&json_of(
+        &["analyze", "--format", "json", capture.to_str().unwrap()],
+        None,
+    ))
+    .unwrap()
+}
+
 /// tcpdump writes a few timestamps out of order (packets taken on two
 /// CPUs): in `fixtures/policer.client.pcap` frame 2046 is 91 ns older than
 /// frame 2045. Cut there, as `tcpdump -C` may, the second file starts a
@@ -211,11 +220,7 @@ fn halves_of(capture: &Path, at: usize, name: &str) -> (PathBuf, PathBuf) {
 #[test]
 fn rotated_halves_cut_at_a_step_back_in_time_give_the_whole() {
     let capture = root().join("fixtures/policer.client.pcap");
-    let whole: serde_json::Value = serde_json::from_str(&json_of(
-        &["analyze", "--format", "json", capture.to_str().unwrap()],
-        None,
-    ))
-    .unwrap();
+    let whole: serde_json::Value = analyze_json(&capture);
     let (a, b) = halves_of(&capture, 2045, "step-back");
     let merged: serde_json::Value = serde_json::from_str(&json_of(
         &[
@@ -292,11 +297,7 @@ fn a_directory_reads_like_its_files() {
     std::fs::create_dir_all(&d).unwrap();
     std::fs::copy(&a, d.join("a.pcap.gz")).unwrap();
     std::fs::copy(&b, d.join("b.pcap")).unwrap();
-    let from_dir: serde_json::Value = serde_json::from_str(&json_of(
-        &["analyze", "--format", "json", d.to_str().unwrap()],
-        None,
-    ))
-    .unwrap();
+    let from_dir: serde_json::Value = analyze_json(&d);
     let files: serde_json::Value = serde_json::from_str(&files).unwrap();
     assert_eq!(without(from_dir, "inputs"), without(files, "inputs"));
 }
@@ -447,11 +448,7 @@ fn each_end_of_a_connection_counts_it_for_its_own_finding() {
     // Both ends of one connection are Nagle culprits: each finding counts
     // the connection once, and the words agree with the count.
     let capture = root().join("fixtures/corpus/sv-tls-tor-bl.pcap");
-    let v: serde_json::Value = serde_json::from_str(&json_of(
-        &["analyze", "--format", "json", capture.to_str().unwrap()],
-        None,
-    ))
-    .unwrap();
+    let v: serde_json::Value = analyze_json(&capture);
     let all: Vec<&serde_json::Value> = v["findings"]
         .as_array()
         .unwrap()
