@@ -1520,7 +1520,8 @@ impl Connection {
             if self.client_framing == Framing::Unseen {
                 self.client_framing = Framing::of(seg.payload);
             }
-            if self.pause_ends_message(ts) {
+            // Checked inline: most connections are HTTP or a broker's.
+            if self.client_framing == Framing::Other && self.pause_ends_message(ts) {
                 if let Some(done) = self.current.take() {
                     emit(self, Event::Exchange(&done));
                 }
@@ -1547,10 +1548,11 @@ impl Connection {
     /// ACK took to reach it (so TCP held nothing: the application had not
     /// written it). A heartbeat, a keystroke or mouse move sent to a remote
     /// desktop, a chat message, a second query of a multiplexed protocol:
-    /// nobody waited through the pause before it.
+    /// nobody waited through the pause before it. The caller has checked
+    /// that the client's first data was no HTTP/1 request ([`Framing::Other`]).
     #[cold]
     fn pause_ends_message(&self, ts: Timestamp) -> bool {
-        if self.client_framing != Framing::Other || !self.messages.is_other() {
+        if !self.messages.is_other() {
             return false;
         }
         let Some(ex) = self.current.as_ref() else {
