@@ -32,7 +32,8 @@ pub enum Part {
     Server,
     /// Data held by Nagle until the peer's delayed ACK.
     NagleDelayedAck,
-    /// Waiting for lost data to be sent again.
+    /// Waiting for lost data to be sent again, and for the congestion
+    /// window the loss cut to grow back (its waits between flights).
     Retransmission,
     /// Waiting for the receiver's window to open (full or zero).
     Window,

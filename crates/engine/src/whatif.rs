@@ -306,19 +306,21 @@ impl WhatIfs {
                 0
             };
             if slow_start_ns > 0 {
-                // The message's transfer becomes slow start's round trips;
-                // the rest of the exchange (setup, the wait for the response) stays.
-                let moving: i64 = [
-                    Part::Transfer,
-                    Part::Bandwidth,
-                    Part::Window,
-                    Part::CongestionWait,
-                    Part::Retransmission,
-                ]
-                .iter()
-                .map(|p| split[index(*p)])
-                .sum();
-                after = after.max((duration - moving + slow_start_ns).min(duration));
+                // The message's transfer becomes at least slow start's round
+                // trips (never more than it took); the rest of the exchange
+                // stays as the fix leaves it (setup, the wait for the
+                // response: less what the fix takes of those, the server's
+                // time for one).
+                let transfer_bits = MOVING.iter().fold(0u16, |b, p| b | 1 << index(*p));
+                let (mut moving, mut rest) = (0, 0);
+                for (i, &v) in split.iter().enumerate() {
+                    if transfer_bits & 1 << i != 0 {
+                        moving += v;
+                    } else if m & 1 << i == 0 {
+                        rest += v;
+                    }
+                }
+                after = after.max(rest + slow_start_ns.min(moving));
             }
             let r = *row.get_or_insert_with(|| match *at {
                 Some(r) => r,
@@ -381,6 +383,16 @@ impl WhatIfs {
         })
     }
 }
+
+/// The parts of a message's transfer: what slow start's round trips bound
+/// from below when a fix takes a window's or a loss's wait out of it.
+const MOVING: [Part; 5] = [
+    Part::Transfer,
+    Part::Bandwidth,
+    Part::Window,
+    Part::CongestionWait,
+    Part::Retransmission,
+];
 
 /// Linux's initial congestion window (RFC 6928), in segments.
 pub(crate) const INITIAL_WINDOW: u64 = 10;
@@ -520,5 +532,30 @@ mod tests {
         // A later exchange (its window grown): the loss's wait alone comes out.
         let later = after_loss_fix(0);
         assert!((135.0..=145.0).contains(&later), "{later}");
+    }
+
+    #[test]
+    fn a_fix_of_the_servers_time_and_the_loss_leaves_no_slow_start_on_a_message_that_waited() {
+        // A full accept queue's fix (the SYN retry, the loss, the server's
+        // time): a first exchange of 490 ms, all of it the server's, with a
+        // 1-byte response. Nothing of it moved a message: slow start's floor
+        // bounds no transfer, and the server's time goes with the fix.
+        let mut w = WhatIfs::default();
+        let mut split: Split = [0; PARTS];
+        split[index(Part::Server)] = 490 * MS;
+        split[index(Part::Setup)] = MS / 10;
+        let d: i64 = split.iter().sum();
+        let server = "10.0.0.2:80".parse().unwrap();
+        let parts = [Part::SynRetry, Part::Retransmission, Part::Server];
+        w.record(
+            server,
+            &mut None,
+            (d, Histogram::bucket(d)),
+            &split,
+            || 20 * MS,
+            || 0,
+        );
+        let p = w.predict(&parts, None, &Histogram::default()).unwrap();
+        assert!(p.affected.p50_ms < 1.0, "{:?}", p.affected);
     }
 }

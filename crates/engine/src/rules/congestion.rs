@@ -115,7 +115,15 @@ impl DirState {
         self.rounds += 1;
         self.after_loss += u64::from(self.lost);
         self.first.get_or_insert(frames);
-        claims.claim(Part::CongestionWait, from, to);
+        // After a loss the window was cut (to one segment after a timeout):
+        // its waits while it grows back are the loss's cost, and go with the
+        // loss's own wait. Without the loss the flights would not have shrunk.
+        let part = if self.lost {
+            Part::Retransmission
+        } else {
+            Part::CongestionWait
+        };
+        claims.claim(part, from, to);
     }
 
     /// A wait after a flight the run of flights of one size takes in: the
@@ -490,6 +498,13 @@ pub(crate) fn buffer_cause(c: &rule::Cause<'_>) -> String {
 
 /// Most waits came before any loss: the window growing from its initial
 /// size, not regrowing after a cut.
+/// Which of `congestion_limited`'s fix parts its fix removes: the window's
+/// own waits in slow start; after a loss, the loss's (its waits are claimed
+/// with the loss's, see [`DirState::congestion_wait`]).
+pub(crate) fn fix_choice(a: &crate::Aggregate) -> usize {
+    usize::from(!is_slow_start(a))
+}
+
 fn is_slow_start(a: &crate::Aggregate) -> bool {
     a.flagged * 4 <= a.count
 }

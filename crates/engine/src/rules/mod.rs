@@ -167,7 +167,7 @@ registry! {
     /// lets out as each ACK of the flight before comes back).
     congestion: congestion::CongestionState {
         kinds: [
-            CongestionLimited "congestion_limited" [[CongestionWait]] (congestion::words, congestion::cause),
+            CongestionLimited "congestion_limited" [[CongestionWait], [Retransmission]] (congestion::words, congestion::cause),
             SendBufferLimited "send_buffer_limited" [[Window, Bandwidth]] (congestion::buffer_words, congestion::buffer_cause),
         ],
     },
@@ -230,6 +230,7 @@ registry! {
 pub(crate) fn fix_choice(a: &crate::Aggregate) -> usize {
     match a.kind {
         Kind::NetworkLatency => timing::latency_fix_choice(a),
+        Kind::CongestionLimited => congestion::fix_choice(a),
         _ => 0,
     }
 }
