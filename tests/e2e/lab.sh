@@ -105,12 +105,13 @@ assert doc["reproduced"] is True
 # "what if": the expected finding's prediction (from the capture before the fix) against the
 # exchanges the fixed run's capture measured: within 25% or 2 ms
 pred = doc.get("prediction")
-# Predictions whose measurement after the fix is noisier than the tolerance, with the reason:
-# printed, not held either way (none is known to be off today).
-PREDICTION_NOISY = {
-    "zero-window": "after the fix the case is one 3 MB transfer of ~10 ms whose spread from run "
-                   "to run (8.3 to 13.7 ms in four runs) is wider than the tolerance (25% or "
-                   "2 ms); the prediction from the stalled run came out 9.9 to 12.0 ms",
+# Predictions known to be off, with the reason: printed, not held either way.
+PREDICTION_OFF = {
+    "zero-window": "the fix (the client reading as fast as data arrives) keeps its 8 KB receive "
+                   "buffer, so the window's waits of a full 8 KB window stay; the budget does not "
+                   "tell them from the waits of the slow reader's small windows (both window_wait) "
+                   "and the prediction takes out both: 2.9-3.2 ms predicted against 21-33 ms "
+                   "measured in three runs on a loaded machine",
 }
 # Predictions whose kept parts carry the client's own scheduling on a busy machine, wider
 # than 2 ms: held within a wider bound, with the reason.
@@ -128,9 +129,9 @@ if exp and not failing:
         # is CPU queueing that the capture before it could not show. Printed, not held.
         print(f"prediction {case} with wrk: predicted p50 {pred['predicted_p50_ms']:.2f} ms,"
               f" measured {pred['measured_p50_ms']:.2f} ms (CPU-bound after the fix)")
-    elif case in PREDICTION_NOISY:
+    elif case in PREDICTION_OFF:
         print(f"prediction {case}: within tolerance {pred['within_tolerance']}, not held"
-              f" ({PREDICTION_NOISY[case]})")
+              f" ({PREDICTION_OFF[case]})")
     elif case in PREDICTION_SLACK_MS and not pred["within_tolerance"]:
         slack, why = PREDICTION_SLACK_MS[case]
         off = abs(pred["predicted_p50_ms"] - pred["measured_p50_ms"])
