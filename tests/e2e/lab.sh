@@ -105,14 +105,8 @@ assert doc["reproduced"] is True
 # "what if": the expected finding's prediction (from the capture before the fix) against the
 # exchanges the fixed run's capture measured: within 25% or 2 ms
 pred = doc.get("prediction")
-# Predictions known to be off, with the reason: printed, not held either way.
-PREDICTION_OFF = {
-    "zero-window": "the fix (the client reading as fast as data arrives) keeps its 8 KB receive "
-                   "buffer, so the window's waits of a full 8 KB window stay; the budget does not "
-                   "tell them from the waits of the slow reader's small windows (both window_wait) "
-                   "and the prediction takes out both: 2.9-3.2 ms predicted against 21-33 ms "
-                   "measured in three runs on a loaded machine",
-}
+# Predictions known to be off, with the reason: printed, not held either way (none today).
+PREDICTION_OFF = {}
 # Predictions whose kept parts carry the client's own scheduling on a busy machine, wider
 # than 2 ms: held within a wider bound, with the reason.
 PREDICTION_SLACK_MS = {

@@ -35,7 +35,9 @@ pub enum Part {
     /// Waiting for lost data to be sent again, and for the congestion
     /// window the loss cut to grow back (its waits between flights).
     Retransmission,
-    /// Waiting for the receiver's window to open (full or zero).
+    /// Waiting for the receiver's window to open: full, and reopened by the
+    /// ACK of what filled it (its size, or the sender's send buffer,
+    /// bounding the transfer).
     Window,
     /// Waiting for ACKs with the congestion window used up.
     CongestionWait,
@@ -59,9 +61,14 @@ pub enum Part {
     /// complete" after its data connection). That connection's own budget
     /// and findings tell where its time went.
     OtherConnection,
+    /// Waiting for the receiving application to read: a zero window, or a
+    /// full one that reopened far later than a round trip (the reader's
+    /// pace, not the window's size). Last: new parts come last, as the
+    /// Parquet tables' columns do.
+    ReaderWait,
 }
 
-pub const PARTS: usize = 15;
+pub const PARTS: usize = 16;
 
 impl Part {
     pub const ALL: [Part; PARTS] = [
@@ -80,6 +87,7 @@ impl Part {
         Part::Queueing,
         Part::Bandwidth,
         Part::OtherConnection,
+        Part::ReaderWait,
     ];
 
     pub fn name(self) -> &'static str {
@@ -99,6 +107,7 @@ impl Part {
             Part::Queueing => "queueing",
             Part::Bandwidth => "bandwidth",
             Part::OtherConnection => "other_connection",
+            Part::ReaderWait => "reader_wait",
         }
     }
 }
@@ -550,7 +559,7 @@ impl Limits {
             return;
         }
         let d = dir.index();
-        let window = split[index(Part::Window)];
+        let window = split[index(Part::Window)] + split[index(Part::ReaderWait)];
         let buffer = buffered[d].clamp(0, window.max(0));
         // A send buffer lets the bytes out as the ACKs of the flight before
         // come back: the flights' own spreading is the buffer's too (what

@@ -259,7 +259,9 @@ impl WhatIfs {
         // connection: without the loss, the window still grows from its first
         // flight. (A fix of the congestion window's own waits, a larger initial
         // window or a warm connection, is not bound by that.)
-        let in_transfer = 1u16 << index(Part::Window) | 1u16 << index(Part::Retransmission);
+        let in_transfer = 1u16 << index(Part::Window)
+            | 1u16 << index(Part::ReaderWait)
+            | 1u16 << index(Part::Retransmission);
         // The message's bytes moving (at the path's rate or slower): a policer's parts.
         let moving_bits = 1u16 << index(Part::Transfer) | 1u16 << index(Part::Bandwidth);
         let mut row = None;
@@ -386,10 +388,11 @@ impl WhatIfs {
 
 /// The parts of a message's transfer: what slow start's round trips bound
 /// from below when a fix takes a window's or a loss's wait out of it.
-const MOVING: [Part; 5] = [
+const MOVING: [Part; 6] = [
     Part::Transfer,
     Part::Bandwidth,
     Part::Window,
+    Part::ReaderWait,
     Part::CongestionWait,
     Part::Retransmission,
 ];

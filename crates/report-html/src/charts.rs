@@ -16,6 +16,7 @@ pub fn color(part: &str) -> &'static str {
     match part {
         "nagle_delayed_ack" => "#d62728",
         "window_wait" => "#ff7f0e",
+        "reader_wait" => "#ffbb78",
         "retransmission_wait" => "#9467bd",
         "congestion_wait" => "#8c564b",
         "server" => "#1f77b4",
@@ -43,14 +44,8 @@ pub fn cause_of(part: &str, findings: &[Finding]) -> String {
     };
     match part {
         "nagle_delayed_ack" => "nagle_delayed_ack".into(),
-        "window_wait" => pick(
-            &[
-                "receive_window_limited",
-                "zero_window",
-                "send_buffer_limited",
-            ],
-            part,
-        ),
+        "window_wait" => pick(&["receive_window_limited", "send_buffer_limited"], part),
+        "reader_wait" => pick(&["zero_window", "receive_window_limited"], part),
         "retransmission_wait" => pick(
             &[
                 "retransmission_timeout",

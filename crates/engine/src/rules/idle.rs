@@ -137,7 +137,8 @@ impl IdleState {
                         && inside_message(conn, d.reverse(), other.last_frame)
                     {
                         let from = Timestamp::from_nanos(other.last_ns);
-                        claims.claim(Part::Window, from, seg.ts);
+                        let part = super::receive_window::stall_part(conn, seg.ts.since(from));
+                        claims.claim(part, from, seg.ts);
                     }
                     other.spoiled = true;
                 }

@@ -142,7 +142,7 @@ registry! {
     },
     /// A receiver that stops reading: its window at zero.
     zero_window: zero_window::ZeroWindowState {
-        kinds: [ZeroWindow "zero_window" [[Window]] (zero_window::words, zero_window::cause)],
+        kinds: [ZeroWindow "zero_window" [[ReaderWait]] (zero_window::words, zero_window::cause)],
     },
     /// Refused connections and resets that cost a request.
     reset: refused_reset::ResetState {
@@ -177,7 +177,7 @@ registry! {
     },
     /// Transfers pinned at the receiver's advertised window.
     window: receive_window::WindowState {
-        kinds: [ReceiveWindowLimited "receive_window_limited" [[Window]] (receive_window::words, receive_window::cause)],
+        kinds: [ReceiveWindowLimited "receive_window_limited" [[Window], [ReaderWait]] (receive_window::words, receive_window::cause)],
     },
     /// The endpoints' own time and the round trips of each exchange
     /// (after `congestion` and `restart`, whose time it does not count again).
@@ -231,6 +231,7 @@ pub(crate) fn fix_choice(a: &crate::Aggregate) -> usize {
     match a.kind {
         Kind::NetworkLatency => timing::latency_fix_choice(a),
         Kind::CongestionLimited => congestion::fix_choice(a),
+        Kind::ReceiveWindowLimited => usize::from(receive_window::slow_reader(a)),
         _ => 0,
     }
 }

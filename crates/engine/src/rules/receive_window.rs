@@ -179,7 +179,7 @@ impl WindowState {
         st.bytes += u64::from(seg.len);
         let zero = std::mem::take(&mut st.zero_during_stall);
         if let Some(b) = st.blocked.take().filter(|_| !zero) {
-            claims.claim(Part::Window, b.at.ts, seg.ts);
+            claims.claim(stall_part(conn, seg.ts.since(b.at.ts)), b.at.ts, seg.ts);
             st.limited_ns += seg.ts.since(b.at.ts);
             st.stalls += 1;
             st.window_sum += u64::from(b.window);
@@ -292,6 +292,44 @@ impl WindowState {
 }
 
 /// The words of a `receive_window_limited` finding: why, the fix, its details.
+/// The budget part of one stall of `wait_ns`: a window that reopened
+/// [`SLOW_READER_RTTS`] round trips and [`SLOW_READER_MIN_MS`] or more after
+/// it filled was reopened by its reader (`reader_wait`: reading faster
+/// takes it away); sooner, by the ACK of what filled it (`window_wait`: the
+/// window's size).
+pub(crate) fn stall_part(conn: &Connection, wait_ns: i64) -> Part {
+    match conn.path_rtt_ns() {
+        Some(rtt)
+            if wait_ns >= SLOW_READER_RTTS_N.saturating_mul(rtt)
+                && wait_ns as f64 >= SLOW_READER_MIN_MS * 1e6 =>
+        {
+            Part::ReaderWait
+        }
+        _ => Part::Window,
+    }
+}
+
+/// Whether a `receive_window_limited` finding is its reader's: its stalls
+/// last [`SLOW_READER_RTTS`] round trips and [`SLOW_READER_MIN_MS`] on
+/// average, and its transfers move far below the window's rwnd/RTT. The
+/// window explains the throughput only when each stall lasts about a round
+/// trip; one that reopens far later is reopened by the application reading.
+pub(crate) fn slow_reader(a: &crate::Aggregate) -> bool {
+    let window = a.window_sum.checked_div(a.stalls).unwrap_or(0) as f64;
+    let rtt = a.rtt_ns_min.map(ms);
+    let ceiling = rtt.filter(|r| *r > 0.0).map(|r| window / (r / 1e3));
+    let transfer_s = a.transfer_ns as f64 / 1e9;
+    let tput = if transfer_s > 0.0 {
+        a.bytes as f64 / transfer_s
+    } else {
+        0.0
+    };
+    let stall_ms = ms(a.total_ns / a.stalls.max(1) as i64);
+    matches!((rtt, ceiling), (Some(r), Some(c))
+        if stall_ms >= SLOW_READER_RTTS * r && stall_ms >= SLOW_READER_MIN_MS
+            && tput * SLOW_READER_RTTS < c)
+}
+
 pub(crate) fn words(s: &Said<'_>) -> Words {
     let (a, ep, role, peer) = (s.a, s.ep, s.role, s.peer);
     let Detail::Window(Window {
@@ -317,14 +355,8 @@ pub(crate) fn words(s: &Said<'_>) -> Words {
     } else {
         0.0
     };
-    // The window explains the throughput only when each stall lasts
-    // about a round trip (throughput ≈ rwnd/RTT). A window that
-    // reopens far later than the round trip is reopened by the
-    // receiving application reading, slowly.
     let stall_ms = ms(a.total_ns / a.stalls.max(1) as i64);
-    let slow_reader = matches!((rtt, ceiling), (Some(r), Some(c))
-        if stall_ms >= SLOW_READER_RTTS * r && stall_ms >= SLOW_READER_MIN_MS
-            && tput * SLOW_READER_RTTS < c);
+    let slow_reader = slow_reader(a);
     let cause = if slow_reader {
         Some("slow_reader")
     } else {
@@ -458,6 +490,8 @@ pub(crate) fn cause(c: &rule::Cause<'_>) -> String {
 /// A window reopened this many round trips (and ms) after it filled, with
 /// throughput this many times below rwnd/RTT, is paced by its reader.
 pub(crate) const SLOW_READER_RTTS: f64 = 4.0;
+/// The same, as a whole number of round trips (for one stall's test).
+const SLOW_READER_RTTS_N: i64 = SLOW_READER_RTTS as i64;
 pub(crate) const SLOW_READER_MIN_MS: f64 = 10.0;
 
 pub(crate) fn window_fix(ep: &str, hint: Option<&'static str>, rtt_ms: Option<f64>) -> String {

@@ -86,7 +86,7 @@ fn occurrence(receiver: Dir, ep: Episode, end: Mark, reopened: bool) -> Occurren
         frames,
         ladder_from: Some(ep.start.frame),
         ladder: None,
-        span: Some((Part::Window, ep.start.ts, end.ts)),
+        span: Some((Part::ReaderWait, ep.start.ts, end.ts)),
         detail: Detail::ZeroWindow(ZeroWindow {
             probes: ep.probes,
             reopened,
