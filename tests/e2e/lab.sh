@@ -209,7 +209,13 @@ run_case() {
   # after it (rates 0.6-0.8 and 1.9-2.1 of the ceiling; the later ones sit at 1.00): 2 of
   # 6 runs on a loaded machine fell short. After three it is reported, not held
   # (fixtures/policer.client.pcap holds the verdict in the accuracy test).
-  case $case in packet-loss | policer) tries=3 ;; esac
+  # send-buffer-limited: its fixed run is 1 MB at the delay line's rate, a userspace relay whose
+  # speed is the machine's: after the fix nginx took 301-422 ms in 7 runs on an idle machine
+  # (the prediction from the run before it: 320-327 ms), and 563 then 685 ms in two runs in a
+  # row during a slow stretch of a full CI run, in which the same relay's small-receive-window
+  # run also took 311 ms against 250 ms; the budget put the extra time in `bandwidth`, the
+  # path's own rate, which the run before the fix could not know.
+  case $case in packet-loss | policer | send-buffer-limited) tries=3 ;; esac
   for try in $(seq "$tries"); do
     local rc=0
     "$TD" lab run "$case" --compare --format json --write "$WORK/$case.pcap" --html "$WORK/$case.html" \
