@@ -315,19 +315,39 @@ pub(crate) fn stall_part(conn: &Connection, wait_ns: i64) -> Part {
 /// window explains the throughput only when each stall lasts about a round
 /// trip; one that reopens far later is reopened by the application reading.
 pub(crate) fn slow_reader(a: &crate::Aggregate) -> bool {
-    let window = a.window_sum.checked_div(a.stalls).unwrap_or(0) as f64;
-    let rtt = a.rtt_ns_min.map(ms);
-    let ceiling = rtt.filter(|r| *r > 0.0).map(|r| window / (r / 1e3));
-    let transfer_s = a.transfer_ns as f64 / 1e9;
-    let tput = if transfer_s > 0.0 {
-        a.bytes as f64 / transfer_s
-    } else {
-        0.0
-    };
+    let r = Rates::of(a);
     let stall_ms = ms(a.total_ns / a.stalls.max(1) as i64);
-    matches!((rtt, ceiling), (Some(r), Some(c))
-        if stall_ms >= SLOW_READER_RTTS * r && stall_ms >= SLOW_READER_MIN_MS
-            && tput * SLOW_READER_RTTS < c)
+    matches!((r.rtt, r.ceiling), (Some(rtt), Some(c))
+        if stall_ms >= SLOW_READER_RTTS * rtt && stall_ms >= SLOW_READER_MIN_MS
+            && r.tput * SLOW_READER_RTTS < c)
+}
+
+/// A finding's window and rates: its mean window at a stall (bytes), the
+/// least round trip (ms), the window's rwnd/RTT ceiling and the transfers'
+/// throughput (bytes/s).
+struct Rates {
+    window: f64,
+    rtt: Option<f64>,
+    ceiling: Option<f64>,
+    tput: f64,
+}
+
+impl Rates {
+    fn of(a: &crate::Aggregate) -> Rates {
+        let window = a.window_sum.checked_div(a.stalls).unwrap_or(0) as f64;
+        let rtt = a.rtt_ns_min.map(ms);
+        let transfer_s = a.transfer_ns as f64 / 1e9;
+        Rates {
+            window,
+            rtt,
+            ceiling: rtt.filter(|r| *r > 0.0).map(|r| window / (r / 1e3)),
+            tput: if transfer_s > 0.0 {
+                a.bytes as f64 / transfer_s
+            } else {
+                0.0
+            },
+        }
+    }
 }
 
 pub(crate) fn words(s: &Said<'_>) -> Words {
@@ -340,16 +360,14 @@ pub(crate) fn words(s: &Said<'_>) -> Words {
     else {
         return crate::text::no_words();
     };
-    let window = a.window_sum.checked_div(a.stalls).unwrap_or(0) as f64;
-    let mss = f64::from(*mss);
-    let rtt = a.rtt_ns_min.map(ms);
-    let ceiling = rtt.filter(|r| *r > 0.0).map(|r| window / (r / 1e3));
+    let Rates {
+        window,
+        rtt,
+        ceiling,
+        tput,
+    } = Rates::of(a);
     let transfer_s = a.transfer_ns as f64 / 1e9;
-    let tput = if transfer_s > 0.0 {
-        a.bytes as f64 / transfer_s
-    } else {
-        0.0
-    };
+    let mss = f64::from(*mss);
     let at_window = if a.transfer_ns > 0 {
         round3(a.total_ns as f64 / a.transfer_ns as f64)
     } else {
