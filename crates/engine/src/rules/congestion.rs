@@ -496,8 +496,6 @@ pub(crate) fn buffer_cause(c: &rule::Cause<'_>) -> String {
     )
 }
 
-/// Most waits came before any loss: the window growing from its initial
-/// size, not regrowing after a cut.
 /// Which of `congestion_limited`'s fix parts its fix removes: the window's
 /// own waits in slow start; after a loss, the loss's (its waits are claimed
 /// with the loss's, see [`DirState::congestion_wait`]).
@@ -505,6 +503,8 @@ pub(crate) fn fix_choice(a: &crate::Aggregate) -> usize {
     usize::from(!is_slow_start(a))
 }
 
+/// Most waits came before any loss: the window growing from its initial
+/// size, not regrowing after a cut.
 fn is_slow_start(a: &crate::Aggregate) -> bool {
     a.flagged * 4 <= a.count
 }
