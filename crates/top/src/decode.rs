@@ -184,13 +184,101 @@ impl Slot {
     }
 }
 
+/// Where a field sits in a raw record, as every event reads it: four
+/// bytes, beside the other slots' (a [`Field`] carries its name and
+/// declaration too, and reading it went through both).
+#[derive(Debug, Clone, Copy, Default)]
+struct Spot {
+    offset: u32,
+    /// 0: the format has no such field.
+    size: u8,
+    signed: bool,
+    /// The field's bits in a little-endian word read at its offset (0: a
+    /// width no integer has).
+    mask: u64,
+}
+
+impl Spot {
+    fn of(f: Option<&Field>) -> Spot {
+        match f {
+            // A width no integer has (0, or past 255, as 255) reads as a
+            // truncated record, as a field of 3 bytes does.
+            Some(f) => Spot {
+                offset: u32::try_from(f.offset).unwrap_or(u32::MAX),
+                size: match u8::try_from(f.size) {
+                    Ok(0) | Err(_) => u8::MAX,
+                    Ok(n) => n,
+                },
+                signed: f.signed,
+                mask: match f.size {
+                    1 => 0xff,
+                    2 => 0xffff,
+                    4 => 0xffff_ffff,
+                    8 => u64::MAX,
+                    _ => 0,
+                },
+            },
+            None => Spot::default(),
+        }
+    }
+
+    /// The field as an unsigned integer (host byte order), `None` when the
+    /// format has no such field, [`Anomaly::Truncated`] when the record is
+    /// too short for it or it is not 1, 2, 4 or 8 bytes wide.
+    #[inline(always)]
+    fn uint(self, raw: &[u8]) -> Result<Option<u64>, Anomaly> {
+        if self.size == 0 {
+            return Ok(None);
+        }
+        let o = self.offset as usize;
+        // Most fields have 8 bytes of the record from their offset on: one
+        // load and a mask, whatever their width.
+        #[cfg(target_endian = "little")]
+        if let Some(w) = raw.get(o..).and_then(|r| r.first_chunk::<8>()) {
+            if self.mask != 0 {
+                return Ok(Some(u64::from_le_bytes(*w) & self.mask));
+            }
+        }
+        let v = match self.size {
+            1 => raw.get(o).map(|&b| u64::from(b)),
+            2 => raw
+                .get(o..o + 2)
+                .map(|b| u64::from(u16::from_ne_bytes([b[0], b[1]]))),
+            4 => raw
+                .get(o..o + 4)
+                .map(|b| u64::from(u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))),
+            8 => raw
+                .get(o..o + 8)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_ne_bytes),
+            _ => None,
+        };
+        v.map(Some).ok_or(Anomaly::Truncated)
+    }
+
+    /// The field as a signed integer: sign-extended from its width when the
+    /// format says it is signed.
+    #[inline(always)]
+    fn int(self, raw: &[u8]) -> Result<Option<i64>, Anomaly> {
+        Ok(self.uint(raw)?.map(|v| {
+            if !self.signed || self.size >= 8 {
+                return v as i64;
+            }
+            let shift = 64 - 8 * u32::from(self.size);
+            ((v << shift) as i64) >> shift
+        }))
+    }
+}
+
 /// Where one tracepoint's fields are, from its `format` file.
 #[derive(Debug, Clone)]
 pub struct Layout {
     pub kind: Kind,
     pub id: u32,
     fields: [Option<Field>; SLOTS],
-    common_flags: Option<Field>,
+    /// The same fields' places, read on every event.
+    spots: [Spot; SLOTS],
+    common_flags: Spot,
     /// Fields this kernel's format does not have (named as `top` looks for them).
     pub missing: Vec<&'static str>,
 }
@@ -219,8 +307,9 @@ impl Layout {
         Some(Layout {
             kind,
             id: format.id?,
+            spots: std::array::from_fn(|i| Spot::of(fields[i].as_ref())),
             fields,
-            common_flags: format.field("common_flags").cloned(),
+            common_flags: Spot::of(format.field("common_flags")),
             missing,
         })
     }
@@ -229,20 +318,14 @@ impl Layout {
         self.fields[slot as usize].as_ref()
     }
 
-    #[inline]
+    #[inline(always)]
     fn uint(&self, raw: &[u8], slot: Slot) -> Result<Option<u64>, Anomaly> {
-        match self.field(slot) {
-            None => Ok(None),
-            Some(f) => f.uint(raw).map(Some).ok_or(Anomaly::Truncated),
-        }
+        self.spots[slot as usize].uint(raw)
     }
 
-    #[inline]
+    #[inline(always)]
     fn int(&self, raw: &[u8], slot: Slot) -> Result<Option<i64>, Anomaly> {
-        match self.field(slot) {
-            None => Ok(None),
-            Some(f) => f.int(raw).map(Some).ok_or(Anomaly::Truncated),
-        }
+        self.spots[slot as usize].int(raw)
     }
 
     #[inline]
@@ -253,14 +336,58 @@ impl Layout {
     /// Decodes one raw record (the `PERF_SAMPLE_RAW` bytes, which start
     /// with `common_type`).
     pub fn decode(&self, raw: &[u8]) -> Result<Event, Anomaly> {
-        use Slot::*;
-        let flags = match &self.common_flags {
-            Some(f) => f.uint(raw).ok_or(Anomaly::Truncated)? as u8,
-            None => 0,
+        let mut ev = Event {
+            kind: self.kind,
+            flags: 0,
+            sk: 0,
+            tuple: None,
+            detail: Detail::Destroy,
         };
-        let sk = self.uint(raw, Sk)?.unwrap_or(0);
-        let tuple = self.tuple(raw)?;
-        let detail = match self.kind {
+        self.decode_into(raw, &mut ev)?;
+        Ok(ev)
+    }
+
+    /// [`decode`](Self::decode) into an event kept from one record to the
+    /// next: its fields are written where they are (an event returned by
+    /// value was copied twice on its way to the tracker, most of what a
+    /// socket call's record cost). On an error `ev` holds part of the record.
+    #[inline]
+    pub fn decode_into(&self, raw: &[u8], ev: &mut Event) -> Result<(), Anomaly> {
+        use Slot::*;
+        ev.kind = self.kind;
+        ev.flags = self.common_flags.uint(raw)?.unwrap_or(0) as u8;
+        ev.sk = self.uint(raw, Sk)?.unwrap_or(0);
+        // A socket call's record (most records) has no addresses: its
+        // fields are written in place, not built and then copied.
+        if let Kind::SendLength | Kind::RecvLength = self.kind {
+            ev.tuple = None;
+            ev.detail = self.io(raw)?;
+            return Ok(());
+        }
+        ev.tuple = self.tuple(raw)?;
+        ev.detail = self.detail(raw)?;
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn io(&self, raw: &[u8]) -> Result<Detail, Anomaly> {
+        use Slot::*;
+        let io = Io {
+            ret: self.int(raw, Ret)?.unwrap_or(0) as i32,
+            flags: self.int(raw, Flags)?.unwrap_or(0) as i32,
+            family: self.uint(raw, Family)?.map(|v| v as u16),
+            protocol: self.uint(raw, Protocol)?.map(|v| v as u16),
+        };
+        Ok(if self.kind == Kind::SendLength {
+            Detail::Send(io)
+        } else {
+            Detail::Recv(io)
+        })
+    }
+
+    fn detail(&self, raw: &[u8]) -> Result<Detail, Anomaly> {
+        use Slot::*;
+        Ok(match self.kind {
             Kind::Probe => Detail::Probe(Probe {
                 snd_nxt: self.u32(raw, SndNxt)?,
                 snd_una: self.u32(raw, SndUna)?,
@@ -288,19 +415,7 @@ impl Layout {
                 new: self.int(raw, NewState)?.unwrap_or(-1) as i32,
                 protocol: self.uint(raw, Protocol)?.map(|v| v as u16),
             },
-            Kind::SendLength | Kind::RecvLength => {
-                let io = Io {
-                    ret: self.int(raw, Ret)?.unwrap_or(0) as i32,
-                    flags: self.int(raw, Flags)?.unwrap_or(0) as i32,
-                    family: self.uint(raw, Family)?.map(|v| v as u16),
-                    protocol: self.uint(raw, Protocol)?.map(|v| v as u16),
-                };
-                if self.kind == Kind::SendLength {
-                    Detail::Send(io)
-                } else {
-                    Detail::Recv(io)
-                }
-            }
+            Kind::SendLength | Kind::RecvLength => self.io(raw)?,
             Kind::RcvqueueFull => Detail::RcvqueueFull {
                 rmem_alloc: self.int(raw, RmemAlloc)?.unwrap_or(0),
                 truesize: self.uint(raw, Truesize)?.unwrap_or(0),
@@ -310,13 +425,6 @@ impl Layout {
                 // SK_MEM_SEND 0, SK_MEM_RECV 1.
                 receive: self.int(raw, MemKind)? == Some(1),
             },
-        };
-        Ok(Event {
-            kind: self.kind,
-            flags,
-            sk,
-            tuple,
-            detail,
         })
     }
 

@@ -733,6 +733,14 @@ impl Session {
                 heads.push((src, Some(first)));
             }
         }
+        // Every record is decoded into this one event, in place.
+        let mut ev = decode::Event {
+            kind: Kind::Destroy,
+            flags: 0,
+            sk: 0,
+            tuple: None,
+            detail: decode::Detail::Destroy,
+        };
         loop {
             // The earliest next sample; on a tie, the first source's. Samples
             // wait here undecoded (a borrowed slice, not an event).
@@ -748,7 +756,7 @@ impl Session {
             let (src, head) = &mut heads[i];
             if let Some(s) = head.take() {
                 let tgids = matches!(src, Source::Ftrace(_)).then_some(&mut *tgids);
-                dispatch(&s, layouts, tracker, probe_samples, tgids);
+                dispatch(&s, layouts, tracker, probe_samples, tgids, &mut ev);
             }
             *head = src.next_sample(&mut tracker.stats, lost_now);
         }
@@ -1083,20 +1091,22 @@ fn next_sample<'a>(
 /// decode is counted.
 /// `tgids`: for a sample read through ftrace, whose pid is the thread's:
 /// the process it belongs to, looked up when the event is a call of its own.
+/// `ev`: the event every record is decoded into.
 fn dispatch(
     s: &record::Sample<'_>,
     layouts: &ByType,
     tracker: &mut Tracker,
     probe_samples: &mut u64,
     tgids: Option<&mut FxHashMap<u32, u32>>,
+    ev: &mut decode::Event,
 ) {
     let stats = &mut tracker.stats;
     let Some(layout) = decode::common_type(s.raw).and_then(|t| layouts.get(t)) else {
         stats.unknown_type += 1;
         return;
     };
-    match layout.decode(s.raw) {
-        Ok(ev) => {
+    match layout.decode_into(s.raw, ev) {
+        Ok(()) => {
             if matches!(ev.detail, decode::Detail::Probe(p) if p.snd_wnd != Some(0)) {
                 *probe_samples += 1;
             }
@@ -1104,7 +1114,7 @@ fn dispatch(
                 Some(cache) if s.tid != 0 && ev.in_process_context() => tgid(cache, s.tid),
                 _ => s.pid,
             };
-            tracker.handle(s.time_ns, pid, &ev);
+            tracker.handle(s.time_ns, pid, ev);
         }
         Err(Anomaly::Truncated) => stats.truncated += 1,
         Err(Anomaly::Family) => stats.other_family += 1,

@@ -275,6 +275,36 @@ fn send_length_signs_and_peeks() {
 }
 
 #[test]
+fn an_event_decoded_into_again_keeps_nothing_of_the_record_before() {
+    // The drain decodes every record into one event: a socket call's record
+    // after a probe's has no addresses and no probe left in it.
+    let probe = layout(Kind::Probe, TCP_PROBE);
+    let send = layout(Kind::SendLength, SEND_LENGTH);
+    let mut ev = probe
+        .decode(&probe_raw(&probe, [10, 0, 0, 1], 80, [10, 0, 0, 2], 40000, 1, 2, 3))
+        .expect("probe decodes");
+    assert!(ev.tuple.is_some());
+    let mut raw = vec![0u8; 28];
+    put(&mut raw, &send, "sk", 0x2000, SEND_LENGTH);
+    put(&mut raw, &send, "family", 2, SEND_LENGTH);
+    put(&mut raw, &send, "protocol", 6, SEND_LENGTH);
+    put(&mut raw, &send, "ret", 700, SEND_LENGTH);
+    send.decode_into(&raw, &mut ev).expect("send decodes");
+    assert_eq!(ev, send.decode(&raw).expect("send decodes"));
+    assert_eq!(ev.kind, Kind::SendLength);
+    assert_eq!(ev.tuple, None);
+    assert!(matches!(ev.detail, Detail::Send(io) if io.ret == 700 && io.is_tcp()));
+}
+
+#[test]
+fn a_field_of_a_width_no_integer_has_reads_as_a_truncated_record() {
+    let odd = SEND_LENGTH.replace("offset:20;\tsize:4;", "offset:20;\tsize:3;");
+    assert_ne!(odd, SEND_LENGTH);
+    let l = layout(Kind::SendLength, &odd);
+    assert_eq!(l.decode(&[0u8; 64]), Err(Anomaly::Truncated));
+}
+
+#[test]
 fn send_reset_takes_addresses_from_its_sockaddrs() {
     let l = layout(Kind::SendReset, SEND_RESET);
     let mut raw = vec![0u8; 88];
