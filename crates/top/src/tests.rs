@@ -280,9 +280,8 @@ fn an_event_decoded_into_again_keeps_nothing_of_the_record_before() {
     // after a probe's has no addresses and no probe left in it.
     let probe = layout(Kind::Probe, TCP_PROBE);
     let send = layout(Kind::SendLength, SEND_LENGTH);
-    let mut ev = probe
-        .decode(&probe_raw(&probe, [10, 0, 0, 1], 80, [10, 0, 0, 2], 40000, 1, 2, 3))
-        .expect("probe decodes");
+    let first = probe_raw(&probe, [10, 0, 0, 1], 80, [10, 0, 0, 2], 40000, 1, 2, 3);
+    let mut ev = probe.decode(&first).expect("probe decodes");
     assert!(ev.tuple.is_some());
     let mut raw = vec![0u8; 28];
     put(&mut raw, &send, "sk", 0x2000, SEND_LENGTH);
