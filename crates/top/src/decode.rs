@@ -222,8 +222,8 @@ impl Spot {
         }
     }
 
-    /// The field as an unsigned integer (host byte order), `None` when the
-    /// format has no such field, [`Anomaly::Truncated`] when the record is
+    /// The field as an unsigned integer (host byte order, as the kernel
+    /// wrote it), `None` when the format has no such field, [`Anomaly::Truncated`] when the record is
     /// too short for it or it is not 1, 2, 4 or 8 bytes wide.
     #[inline(always)]
     fn uint(self, raw: &[u8]) -> Result<Option<u64>, Anomaly> {
@@ -336,13 +336,7 @@ impl Layout {
     /// Decodes one raw record (the `PERF_SAMPLE_RAW` bytes, which start
     /// with `common_type`).
     pub fn decode(&self, raw: &[u8]) -> Result<Event, Anomaly> {
-        let mut ev = Event {
-            kind: self.kind,
-            flags: 0,
-            sk: 0,
-            tuple: None,
-            detail: Detail::Destroy,
-        };
+        let mut ev = Event::blank(self.kind);
         self.decode_into(raw, &mut ev)?;
         Ok(ev)
     }
@@ -526,6 +520,17 @@ pub struct Event {
 const IRQ_FLAGS: u8 = 0x08 | 0x10 | 0x40;
 
 impl Event {
+    /// An event of `kind` holding nothing yet, for [`Layout::decode_into`] to fill.
+    pub fn blank(kind: Kind) -> Event {
+        Event {
+            kind,
+            flags: 0,
+            sk: 0,
+            tuple: None,
+            detail: Detail::Destroy,
+        }
+    }
+
     /// Whether the event fired in process context, so that the sampled pid
     /// is the process that made the socket call.
     pub fn in_process_context(&self) -> bool {

@@ -101,33 +101,6 @@ fn parse_field(line: &str) -> Option<Field> {
 }
 
 impl Field {
-    /// The field as an unsigned integer (host byte order, as the kernel
-    /// wrote it), or `None` when the record is too short or the field is not
-    /// 1, 2, 4 or 8 bytes wide.
-    #[inline]
-    pub fn uint(&self, raw: &[u8]) -> Option<u64> {
-        let b = raw.get(self.offset..self.offset.checked_add(self.size)?)?;
-        Some(match self.size {
-            1 => u64::from(b[0]),
-            2 => u64::from(u16::from_ne_bytes(b.try_into().ok()?)),
-            4 => u64::from(u32::from_ne_bytes(b.try_into().ok()?)),
-            8 => u64::from_ne_bytes(b.try_into().ok()?),
-            _ => return None,
-        })
-    }
-
-    /// The field as a signed integer: sign-extended from its width when the
-    /// format says it is signed.
-    #[inline]
-    pub fn int(&self, raw: &[u8]) -> Option<i64> {
-        let v = self.uint(raw)?;
-        if !self.signed || self.size >= 8 {
-            return Some(v as i64);
-        }
-        let shift = 64 - 8 * self.size as u32;
-        Some(((v << shift) as i64) >> shift)
-    }
-
     /// The field's bytes (arrays: `__u8 saddr_v6[16]`).
     #[inline]
     pub fn bytes<'a>(&self, raw: &'a [u8]) -> Option<&'a [u8]> {

@@ -734,13 +734,7 @@ impl Session {
             }
         }
         // Every record is decoded into this one event, in place.
-        let mut ev = decode::Event {
-            kind: Kind::Destroy,
-            flags: 0,
-            sk: 0,
-            tuple: None,
-            detail: decode::Detail::Destroy,
-        };
+        let mut ev = decode::Event::blank(Kind::Destroy);
         loop {
             // The earliest next sample; on a tie, the first source's. Samples
             // wait here undecoded (a borrowed slice, not an event).
