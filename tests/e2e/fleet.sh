@@ -35,7 +35,7 @@ if ! "$VENV/bin/python" -c 'import maturin, pyarrow, pandas, duckdb, pyspark' 2>
 fi
 PY=$VENV/bin/python
 e2e_netns "$P" 10.83.0
-(cd "$ROOT/crates/python" && "$VENV/bin/maturin" build --release --locked -q -i "$PY" \
+(cd "$ROOT/crates/python" && "$VENV/bin/maturin" build --profile wheel --locked -q -i "$PY" \
   --out "$WORK/wheel") > "$WORK/maturin.log" 2>&1 || fail "maturin build: $(tail -5 "$WORK/maturin.log")"
 "$VENV/bin/pip" install -q --force-reinstall --no-deps "$WORK"/wheel/tcpdoctor-*.whl
 "$PY" - "$ROOT/fixtures/nginx-nodelay-on.client.pcap" <<'PY' || fail "the Python package"

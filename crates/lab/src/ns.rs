@@ -46,8 +46,15 @@ fn registry() -> std::sync::MutexGuard<'static, Registry> {
 
 /// On Ctrl-C, SIGTERM or SIGHUP: stop the processes started, delete the
 /// namespaces (their interfaces, routes, qdiscs and iptables rules go with
-/// them), then exit with status 130.
+/// them), then exit with status 130. On a panic too: the release binary
+/// aborts on one (no unwinding, so no `Drop` runs), and its hook removes
+/// them first ([`cleanup_on_panic`]).
 pub fn install_signal_handler() -> Result<()> {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        cleanup_on_panic();
+    }));
     ctrlc::set_handler(|| {
         registry().signalled = true;
         eprintln!("tcpdoctor lab: interrupted; removing namespaces and processes");
@@ -83,6 +90,24 @@ pub fn cleanup_all() {
         let _ = fs::remove_dir_all(d);
     }
 }
+
+/// [`cleanup_all`] from the panic hook, on a thread of its own, waited for
+/// at most [`PANIC_CLEANUP`]: a panic inside the registry's own bookkeeping
+/// holds its lock (not re-entrant), and the process then ends without the
+/// cleanup rather than hang.
+fn cleanup_on_panic() {
+    let (done, wait) = std::sync::mpsc::channel();
+    let spawned = thread::Builder::new().spawn(move || {
+        cleanup_all();
+        let _ = done.send(());
+    });
+    if spawned.is_ok() {
+        let _ = wait.recv_timeout(PANIC_CLEANUP);
+    }
+}
+
+/// How long a panic waits for the namespaces to go before the process ends.
+const PANIC_CLEANUP: Duration = Duration::from_secs(10);
 
 /// SIGTERM, up to 2 s of grace, then SIGKILL.
 fn stop_pids(pids: &[u32]) {
