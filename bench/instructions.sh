@@ -3,6 +3,8 @@
 #
 #   bash bench/instructions.sh BEFORE_BINARY AFTER_BINARY [CAPTURE...]
 #   LINES=40 bash bench/instructions.sh BEFORE AFTER      # and AFTER's 40 costliest source lines
+#   CACHE=1 bash bench/instructions.sh BEFORE AFTER       # and both builds' cache misses
+#   WALL=21 bash bench/instructions.sh BEFORE AFTER       # and 21 paired wall-time runs each
 #
 # Instruction counts do not drift with the machine's load the way times do (±10-30% here), so a
 # change of a few percent shows in one run. For each capture (default: bench/data/short.pcap and
@@ -14,7 +16,15 @@
 # own source (bench/inline-lines.py): the engine is a few large functions into which every rule
 # is inlined, so callgrind's per-function view cannot tell the rules apart.
 #
-# Needs valgrind (and binutils' addr2line for LINES). Takes about 15 s a build and capture here.
+# CACHE=1 adds, per capture, both builds' instruction-cache and data-cache misses (cachegrind's
+# model of this machine's caches: 32 KiB of instructions, 48 KiB of data, per core), per packet,
+# both threads together: the wall time follows the instruction-cache misses as much as the
+# instructions (code that outgrows the cache is fetched again on every exchange).
+# WALL=N adds the wall time of N runs of each build, run in turn (before, after, before, ...,
+# after two of each to warm the page cache): medians and AFTER/BEFORE. Times on this machine
+# move by 10-30% from one minute to the next; runs in turn share the drift.
+# Needs valgrind (and binutils' addr2line for LINES). Takes about 15 s a build and capture here
+# (CACHE: a minute more).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { sed -n '2,16p' "$0" >&2; exit 2; }
@@ -60,6 +70,51 @@ for c in "${captures[@]}"; do
 print("%-26s %-7s %15.3f %15.3f %15.3f   (%s packets)" % ("", "ratio", b[0]/a[0], b[1]/a[1], b[2]/a[2], sys.argv[7]))' \
     "$ba" "$be" "$br" "$aa" "$ae" "$ar" "$packets"
 done
+if [ "${CACHE:-0}" = 1 ]; then
+  echo
+  printf '%-26s %-7s %15s %15s   %s\n' capture build "I1 misses" "D1 misses" "per packet (I1 / D1)"
+  for c in "${captures[@]}"; do
+    packets=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["capture"]["packets"])' \
+      <("$after" analyze --format json "$c"))
+    for b in before after; do
+      bin=$before; [ $b = after ] && bin=$after
+      valgrind --tool=cachegrind --cache-sim=yes --I1=32768,8,64 --D1=49152,12,64 \
+        --cachegrind-out-file="$tmp/$b.cg" "$bin" analyze --format json "$c" >/dev/null 2>"$tmp/$b.cglog" &
+    done
+    wait
+    python3 - "$(basename "$c")" "$packets" "$tmp/before.cglog" "$tmp/after.cglog" <<'PY'
+import re, sys
+name, packets = sys.argv[1], int(sys.argv[2])
+def misses(path):
+    text = open(path).read()
+    return [int(re.search(k + r" misses:\s*([\d,]+)", text).group(1).replace(",", "")) for k in ("I1 ", "D1 ")]
+b, a = misses(sys.argv[3]), misses(sys.argv[4])
+for build, (i1, d1) in (("before", b), ("after", a)):
+    print("%-26s %-7s %15d %15d   %.1f / %.1f" % (name, build, i1, d1, i1 / packets, d1 / packets))
+print("%-26s %-7s %15.3f %15.3f" % ("", "ratio", a[0] / b[0], a[1] / b[1]))
+PY
+  done
+fi
+if [ "${WALL:-0}" -gt 0 ]; then
+  echo
+  printf '%-26s %-7s %15s\n' capture build "median ms"
+  for c in "${captures[@]}"; do
+    python3 - "$WALL" "$c" "$before" "$after" <<'PY'
+import os, statistics, subprocess, sys, time
+runs, capture, builds = int(sys.argv[1]), sys.argv[2], sys.argv[3:5]
+times = {b: [] for b in builds}
+for i in range(runs + 2):
+    for b in builds:
+        t = time.perf_counter()
+        subprocess.run([b, "analyze", "--format", "json", capture], stdout=subprocess.DEVNULL, check=True)
+        if i >= 2:
+            times[b].append(time.perf_counter() - t)
+m = [statistics.median(times[b]) * 1e3 for b in builds]
+name = os.path.basename(capture)
+print("%-26s %-7s %15.1f\n%-26s %-7s %15.1f\n%-26s %-7s %15.3f" % (name, "before", m[0], name, "after", m[1], "", "ratio", m[1] / m[0]))
+PY
+  done
+fi
 if [ "${LINES:-0}" -gt 0 ]; then
   echo
   echo "$(basename "$after") on $(basename "${captures[-1]}"): the $LINES costliest source lines (self, inlined code charged to the innermost project line)"

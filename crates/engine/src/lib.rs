@@ -939,10 +939,15 @@ impl Diagnoser {
     #[cold]
     fn record_scratch(&mut self, conn: &Connection, state: &mut ConnState) {
         let mut out = std::mem::take(&mut self.scratch);
+        self.record_all(&mut out, conn, state);
+        self.scratch = out;
+    }
+
+    /// Records the occurrences `out` holds, in order, leaving it empty.
+    fn record_all(&mut self, out: &mut Vec<Occurrence>, conn: &Connection, state: &mut ConnState) {
         for o in out.drain(..) {
             self.record(conn, state, o);
         }
-        self.scratch = out;
     }
 
     /// Counts a delayed ACK of the endpoint sending in `d`.
@@ -1091,8 +1096,11 @@ impl Analyzer for Diagnoser {
             None => (ex, 0),
         };
         let expect_unanswered = h.rules.framing.expect_unanswered();
+        // One context for both hooks (its budget filled in between): the
+        // occurrences go to the scratch list, taken out of `self` meanwhile.
+        let mut scratch = std::mem::take(&mut self.scratch);
         let mut cx = rule::ExchangeCx {
-            out: &mut self.scratch,
+            out: &mut scratch,
             inside,
             longest,
             cork_holds,
@@ -1104,36 +1112,31 @@ impl Analyzer for Diagnoser {
             duration_ns: 0,
         };
         h.rules.on_exchange(&mut cx, conn, ex);
-        if !self.scratch.is_empty() {
-            self.record_scratch(conn, state);
+        if !cx.out.is_empty() {
+            self.record_all(cx.out, conn, state);
         }
         if !ex.is_complete() {
+            self.scratch = scratch;
             return;
         }
         let h = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
-        let base = self.bases.learn(&mut h.path, conn);
-        let split = h.claims.split(conn, ex, base).unwrap_or([0; budget::PARTS]);
-        h.limits.note(conn, ex, &split, (inside, buffered));
+        cx.base = self.bases.learn(&mut h.path, conn);
+        cx.split = h
+            .claims
+            .split(conn, ex, cx.base)
+            .unwrap_or([0; budget::PARTS]);
+        h.limits.note(conn, ex, &cx.split, (inside, buffered));
         let d = ex.duration_ns();
-        let mut cx = rule::ExchangeCx {
-            out: &mut self.scratch,
-            inside,
-            longest,
-            cork_holds,
-            split,
-            tls,
-            base,
-            close_wait,
-            expect_unanswered,
-            duration_ns: d,
-        };
+        cx.duration_ns = d;
+        let split = cx.split;
         h.rules.on_budget(&mut cx, conn, ex);
         if tls.is_some() {
             self.count_tls_handshake(conn);
         }
-        if !self.scratch.is_empty() {
-            self.record_scratch(conn, state);
+        if !cx.out.is_empty() {
+            self.record_all(cx.out, conn, state);
         }
+        self.scratch = scratch;
         let state = heavy(&mut self.spare_heavy, &mut self.heavy_open, state);
         let bucket = Histogram::bucket(d);
         self.exchange_hist.record_in(bucket, d);

@@ -248,12 +248,6 @@ impl WhatIfs {
         slow_start_ns: impl Fn() -> i64,
         policed_ns: impl Fn() -> i64,
     ) {
-        // Most exchanges hold nothing a fix would show: one sum tells.
-        let sum: i64 = split.iter().sum();
-        let held = sum - split[index(Part::Transfer)] - split[index(Part::Bandwidth)];
-        if held < MIN_TOUCH_NS {
-            return;
-        }
         // A fix that takes a receive window's or a loss's wait out of the
         // message's transfer leaves at least slow start's round trips on a new
         // connection: without the loss, the window still grows from its first
@@ -264,19 +258,28 @@ impl WhatIfs {
             | 1u16 << index(Part::Retransmission);
         // The message's bytes moving (at the path's rate or slower): a policer's parts.
         let moving_bits = 1u16 << index(Part::Transfer) | 1u16 << index(Part::Bandwidth);
-        let mut row = None;
-        let mut slow_start = None;
         // The sets holding a part this exchange holds: a set none of its
         // parts is in touched nothing (most sets, on most exchanges). The
         // message's moving time alone touches no set: every message moves,
         // and a fix that takes it (a policer's, a send buffer's) takes it
-        // with the waits that name the mechanism.
+        // with the waits that name the mechanism. In the same pass, the time
+        // held by the parts other than moving: most exchanges hold too little
+        // of it for any fix to show.
         let mut candidates = 0u64;
+        let mut held = 0i64;
         for (i, (&v, &sets)) in split.iter().zip(&self.by_part).enumerate() {
-            if v > 0 && moving_bits & 1 << i == 0 {
-                candidates |= sets;
+            if moving_bits & 1 << i == 0 {
+                held += v;
+                if v > 0 {
+                    candidates |= sets;
+                }
             }
         }
+        if held < MIN_TOUCH_NS {
+            return;
+        }
+        let mut row = None;
+        let mut slow_start = None;
         // In mask order, as every mask in turn would be.
         while candidates != 0 {
             let i = candidates.trailing_zeros() as usize;
