@@ -54,11 +54,13 @@ totals() {
 }
 
 printf '%-26s %-7s %15s %15s %15s   %s\n' capture build all engine reader "per packet (all/engine/reader)"
+declare -A packets_of   # per capture, for the cache misses per packet
 for c in "${captures[@]}"; do
   run before "$before" "$c" &
   run after "$after" "$c"
   wait
   packets=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["capture"]["packets"])' "$tmp/after.json")
+  packets_of[$c]=$packets
   read -r ba be br < <(totals before)
   read -r aa ae ar < <(totals after)
   for row in "before $ba $be $br" "after $aa $ae $ar"; do
@@ -74,8 +76,7 @@ if [ "${CACHE:-0}" = 1 ]; then
   echo
   printf '%-26s %-7s %15s %15s   %s\n' capture build "I1 misses" "D1 misses" "per packet (I1 / D1)"
   for c in "${captures[@]}"; do
-    packets=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["capture"]["packets"])' \
-      <("$after" analyze --format json "$c"))
+    packets=${packets_of[$c]}
     for b in before after; do
       bin=$before; [ $b = after ] && bin=$after
       valgrind --tool=cachegrind --cache-sim=yes --I1=32768,8,64 --D1=49152,12,64 \

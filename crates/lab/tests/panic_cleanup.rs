@@ -19,8 +19,9 @@ fn a_panic_removes_the_namespaces_and_processes() {
     assert!(path.exists(), "{name} was not made");
     let mut sleeper = std::process::Command::new("sleep");
     sleeper.arg("60");
-    let child = ns::spawn_process(&name, sleeper).expect("a process in it");
-    let pid = child.id();
+    let pid = ns::spawn_process(&name, sleeper)
+        .expect("a process in it")
+        .id();
     let panicked = std::thread::spawn(|| panic!("on purpose")).join();
     assert!(panicked.is_err());
     assert!(!path.exists(), "{name} is still there after the panic");
@@ -32,5 +33,4 @@ fn a_panic_removes_the_namespaces_and_processes() {
                 .is_some_and(|(_, r)| r.trim_start().starts_with('Z')),
         "the process started in {name} still runs"
     );
-    drop(child);
 }
