@@ -3,7 +3,9 @@
 # prints its path. Needs glibc's static libraries (Debian: libc6-dev) and
 # nothing else. The binary runs on any x86_64 Linux kernel, with no shared
 # library at all: `scripts/deb.sh` packages it, and tests/e2e/static.sh runs
-# it in an empty root.
+# it in an empty root. It is built with the profile scripts/pgo.sh makes from
+# the committed captures (profile-guided optimisation; PGO_PROFILE=FILE takes a
+# profile made before, PGO_PROFILE=none builds without one).
 #
 # glibc warns at link time that getaddrinfo/getpwnam in a static binary need,
 # at run time, the NSS modules of the same glibc version. They are only used
@@ -22,9 +24,18 @@ if [ ! -f "$libc_a" ] && [ ! -f /usr/lib/x86_64-linux-gnu/libc.a ]; then
   exit 2
 fi
 
+# Built with the profile of scripts/pgo.sh (made here unless PGO_PROFILE names one; PGO_PROFILE=none:
+# without): the released binary is the profile-guided one.
+profile=${PGO_PROFILE:-}
+[ -n "$profile" ] || profile=$(bash scripts/pgo.sh)
+pgo=()
+if [ "$profile" != none ]; then
+  [ -f "$profile" ] || { echo "static.sh: no profile at $profile" >&2; exit 2; }
+  pgo=(-Cprofile-use="$(readlink -f "$profile")")
+fi
 # --target keeps RUSTFLAGS off build scripts and proc-macros, which must stay
 # dynamic; the crates of the binary get +crt-static.
-RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
+RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static ${pgo[*]}" \
   cargo build --release --locked --target "$target" -p tcpdoctor >&2
 
 bin="${CARGO_TARGET_DIR:-target}/$target/release/tcpdoctor"

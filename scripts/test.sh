@@ -57,6 +57,8 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
 fi
 cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
 cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
+llvm_profdata="$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/bin/llvm-profdata"
+[ -x "$llvm_profdata" ] || rustup component add llvm-tools
 
 echo "== documentation: links, anchors, README length, a page per cause"
 python3 scripts/check-links.py

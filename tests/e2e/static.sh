@@ -7,6 +7,9 @@
 #               its nagle_delayed_ack finding; the text report, standard input, --version
 #               (with this checkout's commit) and an unreadable input (exit 2) work there too
 #   control     the normal build in the same root does not start (the root is empty)
+#   every capture  outside the root, the same JSON and text as the normal build on every
+#               committed capture (scripts/same-output.sh): the profile-guided, static build
+#               (scripts/static.sh, scripts/pgo.sh) computes what the plain one does
 # Needs root (chroot) or unprivileged user namespaces (unshare -r).
 # Usage: tests/e2e/static.sh STATIC_BINARY [NORMAL_BINARY]
 set -euo pipefail
@@ -101,4 +104,7 @@ set -e
 [ "$rc" -eq 2 ] || fail "missing input: exit $rc"
 grep -q 'no/such.pcap' "$OUT/err" || fail "missing input: $(cat "$OUT/err")"
 
-echo "e2e static: ok ($kind)"
+# Every committed capture: the static, profile-guided build says what the normal build says.
+same=$(bash scripts/same-output.sh "$NORMAL" "$ST") || fail "output differs from the normal build's"
+
+echo "e2e static: ok ($kind; $same)"
