@@ -18,8 +18,8 @@
 #
 # CACHE=1 adds, per capture, both builds' instruction-cache and data-cache misses (cachegrind's
 # model of this machine's caches: 32 KiB of instructions, 48 KiB of data, per core), per packet,
-# both threads together: the wall time follows the instruction-cache misses as much as the
-# instructions (code that outgrows the cache is fetched again on every exchange).
+# both threads together. A model of the caches: on this machine the wall time followed the
+# engine thread's instructions, not these misses (bench/results/pgo.txt, section 4).
 # WALL=N adds the wall time of N runs of each build, run in turn (before, after, before, ...,
 # after two of each to warm the page cache): medians and AFTER/BEFORE. Times on this machine
 # move by 10-30% from one minute to the next; runs in turn share the drift.
