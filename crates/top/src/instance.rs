@@ -42,8 +42,12 @@ impl Instance {
         // From here on, Drop removes it.
         inst.set("tracing_on", "0")?;
         inst.set("trace_clock", "perf")?;
-        // One page per read of trace_pipe_raw (kernels with sub-buffers).
-        if inst.dir.join("buffer_subbuf_size_kb").exists() {
+        // One page per read of trace_pipe_raw (kernels with sub-buffers):
+        // their default, set only where it is not. Some kernels refuse the
+        // write (EPERM) even of the size the instance already has, which
+        // would leave `top` without its instance for nothing.
+        let subbuf = inst.dir.join("buffer_subbuf_size_kb");
+        if subbuf.exists() && fs::read_to_string(&subbuf)?.trim() != "4" {
             inst.set("buffer_subbuf_size_kb", "4")?;
         }
         inst.set("buffer_size_kb", &kb_per_cpu.max(4).to_string())?;
